@@ -1,0 +1,382 @@
+//! Timing wheels against the two structures a game would otherwise reach for: a
+//! `BinaryHeap` with lazy cancellation (generation tombstones) and a `BTreeMap`.
+//!
+//! Run: `cargo bench -p phalanx-benches --bench wheel`, then
+//! `python3 benches/report.py` for the ns-per-operation table with ratios to the heap.
+//! `WHEEL_BENCH_SIZES=1000,100000` limits the sizes (default 1e3, 1e5, 1e6).
+//!
+//! Each structure is configured as a user would for the workload: the hashed wheel gets a
+//! table as large as the deadline horizon (2^16 slots for deadlines up to 2^16 ticks, 2048
+//! for retransmit deadlines of 100–1100 ticks); the hierarchical wheel has no knobs; every
+//! structure reserves room for N entries up front, as a warm session would have.
+//!
+//! Workloads (each reported per timer):
+//! - `start`: insert N deadlines uniform in 1..2^16 into an empty, reserved structure;
+//! - `cancel`: cancel those N in random order;
+//! - `fire`: advance one tick at a time through 2^16 ticks, firing all N;
+//! - `fill_drain`: start + fire together (the "fill and drain");
+//! - `retransmit`: start N deadlines in 100..1100, cancel a random 95 %, fire the rest;
+//! - `steady`: N live; per tick cancel 64 random live timers and start 64 (deadlines 2^15..2^16
+//!   ahead), for 256 ticks; per cancel+start pair;
+//! - `burst`: N timers due on the same tick, all fired.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use phalanx_wheel::{HashedWheel, HierarchicalWheel, TimerHandle};
+
+/// SplitMix64: a tiny seeded generator so every structure sees the same inputs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            items.swap(i, self.below(i as u64 + 1) as usize);
+        }
+    }
+}
+
+const HORIZON: u64 = 1 << 16;
+
+/// The four contenders behind one interface.
+trait Timers {
+    type Handle: Copy;
+    const NAME: &'static str;
+    /// A structure for `n` timers with deadlines up to `horizon` ticks ahead.
+    fn with_capacity(n: usize, horizon: u64) -> Self;
+    fn start(&mut self, deadline: u64, value: u32) -> Self::Handle;
+    fn cancel(&mut self, handle: Self::Handle) -> bool;
+    /// Fires everything due by `now`; returns how many fired.
+    fn advance(&mut self, now: u64) -> usize;
+}
+
+struct Hashed(HashedWheel<u32>);
+
+impl Timers for Hashed {
+    type Handle = TimerHandle;
+    const NAME: &'static str = "hashed";
+    fn with_capacity(n: usize, horizon: u64) -> Self {
+        let slots = (horizon as usize).next_power_of_two();
+        let mut wheel = HashedWheel::new(0, slots).expect("power of two");
+        wheel.reserve(n);
+        Hashed(wheel)
+    }
+    fn start(&mut self, deadline: u64, value: u32) -> TimerHandle {
+        self.0.insert(deadline, value).expect("future deadline")
+    }
+    fn cancel(&mut self, handle: TimerHandle) -> bool {
+        self.0.cancel(handle).is_some()
+    }
+    fn advance(&mut self, now: u64) -> usize {
+        let mut fired = 0;
+        for expired in self.0.drain(now) {
+            black_box(expired.value);
+            fired += 1;
+        }
+        fired
+    }
+}
+
+struct Hierarchical(HierarchicalWheel<u32>);
+
+impl Timers for Hierarchical {
+    type Handle = TimerHandle;
+    const NAME: &'static str = "hierarchical";
+    fn with_capacity(n: usize, _horizon: u64) -> Self {
+        let mut wheel = HierarchicalWheel::new(0);
+        wheel.reserve(n);
+        Hierarchical(wheel)
+    }
+    fn start(&mut self, deadline: u64, value: u32) -> TimerHandle {
+        self.0.insert(deadline, value).expect("future deadline")
+    }
+    fn cancel(&mut self, handle: TimerHandle) -> bool {
+        self.0.cancel(handle).is_some()
+    }
+    fn advance(&mut self, now: u64) -> usize {
+        let mut fired = 0;
+        for expired in self.0.drain(now) {
+            black_box(expired.value);
+            fired += 1;
+        }
+        fired
+    }
+}
+
+/// `BinaryHeap` of `(deadline, seq, slot, generation)` with a generation per slot: cancel
+/// bumps the generation, and a popped entry whose generation is stale is skipped.
+struct Heap {
+    heap: BinaryHeap<Reverse<(u64, u64, u32, u32)>>,
+    generations: Vec<u32>,
+    values: Vec<u32>,
+    free: Vec<u32>,
+    seq: u64,
+}
+
+impl Heap {
+    fn release(&mut self, slot: u32) {
+        self.generations[slot as usize] = self.generations[slot as usize].wrapping_add(1);
+        self.free.push(slot);
+    }
+}
+
+impl Timers for Heap {
+    type Handle = (u32, u32);
+    const NAME: &'static str = "heap";
+    fn with_capacity(n: usize, _horizon: u64) -> Self {
+        Heap {
+            heap: BinaryHeap::with_capacity(n),
+            generations: Vec::with_capacity(n),
+            values: Vec::with_capacity(n),
+            free: Vec::with_capacity(n),
+            seq: 0,
+        }
+    }
+    fn start(&mut self, deadline: u64, value: u32) -> (u32, u32) {
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.values[slot as usize] = value;
+                slot
+            }
+            None => {
+                self.generations.push(0);
+                self.values.push(value);
+                (self.generations.len() - 1) as u32
+            }
+        };
+        let generation = self.generations[slot as usize];
+        self.heap
+            .push(Reverse((deadline, self.seq, slot, generation)));
+        self.seq += 1;
+        (slot, generation)
+    }
+    fn cancel(&mut self, (slot, generation): (u32, u32)) -> bool {
+        if self.generations.get(slot as usize) != Some(&generation) {
+            return false;
+        }
+        self.release(slot);
+        true
+    }
+    fn advance(&mut self, now: u64) -> usize {
+        let mut fired = 0;
+        while let Some(&Reverse((deadline, _, slot, generation))) = self.heap.peek() {
+            if deadline > now {
+                break;
+            }
+            self.heap.pop();
+            if self.generations[slot as usize] == generation {
+                black_box(self.values[slot as usize]);
+                self.release(slot);
+                fired += 1;
+            }
+        }
+        fired
+    }
+}
+
+/// `BTreeMap<(deadline, seq), value>`: the ordered map the oracle tests use.
+struct Tree {
+    map: BTreeMap<(u64, u64), u32>,
+    seq: u64,
+}
+
+impl Timers for Tree {
+    type Handle = (u64, u64);
+    const NAME: &'static str = "btree";
+    fn with_capacity(_n: usize, _horizon: u64) -> Self {
+        Tree {
+            map: BTreeMap::new(),
+            seq: 0,
+        }
+    }
+    fn start(&mut self, deadline: u64, value: u32) -> (u64, u64) {
+        let key = (deadline, self.seq);
+        self.seq += 1;
+        self.map.insert(key, value);
+        key
+    }
+    fn cancel(&mut self, key: (u64, u64)) -> bool {
+        self.map.remove(&key).is_some()
+    }
+    fn advance(&mut self, now: u64) -> usize {
+        let mut fired = 0;
+        while let Some(entry) = self.map.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            black_box(entry.remove());
+            fired += 1;
+        }
+        fired
+    }
+}
+
+fn uniform_deadlines(n: usize, low: u64, high: u64, seed: u64) -> Vec<u64> {
+    let mut rng = Rng(seed);
+    (0..n).map(|_| low + rng.below(high - low)).collect()
+}
+
+fn filled<T: Timers>(deadlines: &[u64], horizon: u64) -> (T, Vec<T::Handle>) {
+    let mut timers = T::with_capacity(deadlines.len(), horizon);
+    let handles = deadlines
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| timers.start(d, i as u32))
+        .collect();
+    (timers, handles)
+}
+
+fn drain_ticks<T: Timers>(timers: &mut T, last: u64) -> usize {
+    (1..=last).map(|tick| timers.advance(tick)).sum()
+}
+
+fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
+    let deadlines = uniform_deadlines(n, 1, HORIZON, 7);
+    let mut order: Vec<usize> = (0..n).collect();
+    Rng(11).shuffle(&mut order);
+
+    let mut group = c.benchmark_group(format!("{}/{n}", T::NAME));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(if n >= 1_000_000 { 6 } else { 2 }));
+    group.throughput(Throughput::Elements(n as u64));
+
+    group.bench_function("start", |b| {
+        b.iter_batched_ref(
+            || T::with_capacity(n, HORIZON),
+            |timers| {
+                for (i, &deadline) in deadlines.iter().enumerate() {
+                    black_box(timers.start(deadline, i as u32));
+                }
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("cancel", |b| {
+        b.iter_batched_ref(
+            || filled::<T>(&deadlines, HORIZON),
+            |(timers, handles)| {
+                for &i in &order {
+                    black_box(timers.cancel(handles[i]));
+                }
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("fire", |b| {
+        b.iter_batched_ref(
+            || filled::<T>(&deadlines, HORIZON).0,
+            |timers| assert_eq!(drain_ticks(timers, HORIZON), n),
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("fill_drain", |b| {
+        b.iter_batched_ref(
+            || T::with_capacity(n, HORIZON),
+            |timers| {
+                for (i, &deadline) in deadlines.iter().enumerate() {
+                    timers.start(deadline, i as u32);
+                }
+                assert_eq!(drain_ticks(timers, HORIZON), n);
+            },
+            BatchSize::LargeInput,
+        )
+    });
+
+    let rto_deadlines = uniform_deadlines(n, 100, 1_100, 13);
+    let survivors = n / 20;
+    group.bench_function("retransmit", |b| {
+        b.iter_batched_ref(
+            || T::with_capacity(n, 2_048),
+            |timers| {
+                let handles: Vec<T::Handle> = rto_deadlines
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &d)| timers.start(d, i as u32))
+                    .collect();
+                for &i in &order[survivors..] {
+                    timers.cancel(handles[i]);
+                }
+                assert_eq!(drain_ticks(timers, 1_100), survivors);
+            },
+            BatchSize::LargeInput,
+        )
+    });
+
+    let burst_tick = 1_000;
+    group.bench_function("burst", |b| {
+        b.iter_batched_ref(
+            || {
+                let mut timers = T::with_capacity(n, HORIZON);
+                for i in 0..n {
+                    timers.start(burst_tick, i as u32);
+                }
+                timers
+            },
+            |timers| assert_eq!(timers.advance(burst_tick), n),
+            BatchSize::LargeInput,
+        )
+    });
+
+    const CHURN_PER_TICK: usize = 64;
+    const CHURN_TICKS: u64 = 256;
+    group.throughput(Throughput::Elements(CHURN_PER_TICK as u64 * CHURN_TICKS));
+    let far = uniform_deadlines(n, HORIZON / 2, HORIZON, 17);
+    group.bench_function("steady", |b| {
+        b.iter_batched_ref(
+            || (filled::<T>(&far, HORIZON), Rng(23)),
+            |((timers, handles), rng)| {
+                for tick in 1..=CHURN_TICKS {
+                    for _ in 0..CHURN_PER_TICK {
+                        let victim = rng.below(handles.len() as u64) as usize;
+                        timers.cancel(handles[victim]);
+                        let deadline = tick + HORIZON / 2 + rng.below(HORIZON / 2);
+                        handles[victim] = timers.start(deadline, victim as u32);
+                    }
+                    black_box(timers.advance(tick));
+                }
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+fn sizes() -> Vec<usize> {
+    std::env::var("WHEEL_BENCH_SIZES")
+        .ok()
+        .map(|list| {
+            list.split(',')
+                .filter_map(|s| s.trim().parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000])
+}
+
+fn wheels(c: &mut Criterion) {
+    for n in sizes() {
+        bench_structure::<Heap>(c, n);
+        bench_structure::<Hashed>(c, n);
+        bench_structure::<Hierarchical>(c, n);
+        bench_structure::<Tree>(c, n);
+    }
+}
+
+criterion_group!(benches, wheels);
+criterion_main!(benches);

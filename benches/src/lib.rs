@@ -1,0 +1,1 @@
+//! Shared helpers for the phalanx benchmarks live in the bench files themselves.

@@ -1,0 +1,419 @@
+//! `HierarchicalWheel`: Varghese & Lauck's Scheme 7.
+//!
+//! Eleven levels of 64 slots. Level `L` slots are `64^L` ticks wide, so the levels together
+//! cover every `u64` deadline (64^11 = 2^66): there is no overflow list and no deadline is
+//! out of range. A timer goes in the level of the highest 6-bit digit in which its deadline
+//! differs from the wheel's clock (`now`), in the slot named by that digit of the deadline.
+//! When the clock enters a higher-level slot's window, that slot's entries *cascade*: each is
+//! placed again relative to the new clock, into a lower level or straight into the ready slot.
+//!
+//! Why the order is exact: at the moment the clock enters a level-`L` window, every level
+//! below `L` is empty (their windows all lay before it), and every slot list is in start
+//! order (entries are appended at the tail, and a cascade appends a whole ordered list into
+//! empty lists). So the entries due at a tick are always in start order, whichever level they
+//! started in and however many cascades they went through.
+//!
+//! The level-0 slot of the current tick doubles as the ready list: it holds exactly the
+//! entries due at `now` that have not been handed out.
+
+use crate::store::{Store, NIL};
+use crate::{Expired, InsertError, Pending, ResetError, TimerHandle};
+
+/// Bits of the deadline per level.
+const SLOT_BITS: u32 = 6;
+/// Slots per level.
+const SLOTS: usize = 1 << SLOT_BITS;
+/// Levels: enough 6-bit digits for a whole `u64`.
+pub(crate) const LEVELS: usize = 64_usize.div_ceil(SLOT_BITS as usize);
+
+/// The level a timer due at `deadline` belongs in when the clock reads `now` (`deadline > now`).
+pub(crate) fn level_for(now: u64, deadline: u64) -> usize {
+    let differing = (now ^ deadline) | (SLOTS as u64 - 1);
+    let highest_bit = 63 - differing.leading_zeros();
+    (highest_bit / SLOT_BITS) as usize
+}
+
+/// The digit of `tick` at `level`: its slot index in that level.
+pub(crate) fn digit(tick: u64, level: usize) -> usize {
+    ((tick >> (SLOT_BITS as usize * level)) & (SLOTS as u64 - 1)) as usize
+}
+
+/// The first tick of slot `slot` at `level` in the window that holds `now`: `now` with its
+/// `level` digit replaced by `slot` and every lower digit cleared.
+pub(crate) fn slot_start(now: u64, level: usize, slot: usize) -> u64 {
+    let shift = SLOT_BITS as usize * level;
+    let upper_shift = shift + SLOT_BITS as usize;
+    let upper = if upper_shift >= 64 {
+        0
+    } else {
+        (now >> upper_shift) << upper_shift
+    };
+    upper | ((slot as u64) << shift)
+}
+
+/// The slots of a level strictly after `digit`.
+fn slots_after(digit: usize) -> u64 {
+    if digit + 1 >= SLOTS {
+        0
+    } else {
+        !0u64 << (digit + 1)
+    }
+}
+
+fn list_index(level: usize, slot: usize) -> u32 {
+    (level * SLOTS + slot) as u32
+}
+
+/// A hierarchical timing wheel (Scheme 7) for gameplay events in logical ticks.
+///
+/// Start, cancel and reset are O(1). Advancing over empty ticks costs a few bitmap scans per
+/// level crossed, however far the jump; each timer is touched at most once per level on its
+/// way down (at most 10 cascades, usually 0–2). Entries due on the same tick come out in
+/// start order; see the crate docs for the full ordering guarantee.
+///
+/// It is deterministic state: with the `serde` feature it serializes and restores exactly,
+/// handles included, and [`pending`](Self::pending) lists it canonically for a state hash.
+///
+/// ```
+/// use phalanx_wheel::HierarchicalWheel;
+///
+/// let mut events = HierarchicalWheel::new(0);
+/// events.insert(12, "arrow hits").unwrap();
+/// events.insert(5, "reload done").unwrap();
+/// events.insert(12, "second arrow hits").unwrap();
+/// let mut fired = Vec::new();
+/// for tick in 1..=12 {
+///     while let Some(event) = events.poll(tick) {
+///         fired.push((event.deadline, event.value));
+///     }
+/// }
+/// assert_eq!(fired, [(5, "reload done"), (12, "arrow hits"), (12, "second arrow hits")]);
+/// ```
+pub struct HierarchicalWheel<T> {
+    pub(crate) store: Store<T>,
+    pub(crate) now: u64,
+}
+
+impl<T> HierarchicalWheel<T> {
+    /// An empty wheel whose clock reads `now`.
+    pub fn new(now: u64) -> Self {
+        HierarchicalWheel {
+            store: Store::new(LEVELS * SLOTS, 0),
+            now,
+        }
+    }
+
+    pub(crate) fn ready_list(&self) -> u32 {
+        list_index(0, digit(self.now, 0))
+    }
+
+    /// The wheel's current tick: the latest tick handed to [`poll`](Self::poll), or while a
+    /// drain is under way, the tick whose entries are being handed out.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// How many timers are pending (including due ones not yet handed out).
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    /// Whether no timer is pending.
+    pub fn is_empty(&self) -> bool {
+        self.store.len() == 0
+    }
+
+    /// Makes room for `additional` more timers without allocating later.
+    pub fn reserve(&mut self, additional: usize) {
+        self.store.reserve(additional);
+    }
+
+    /// Starts a timer due at tick `deadline` (any `u64`).
+    ///
+    /// A deadline equal to [`now`](Self::now) is due at once: the next `poll` hands it out,
+    /// after every entry already due at this tick. A deadline before `now` is refused with
+    /// [`InsertError::DeadlineElapsed`] and nothing is stored.
+    pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerHandle, InsertError> {
+        if deadline < self.now {
+            return Err(InsertError::DeadlineElapsed {
+                deadline,
+                now: self.now,
+            });
+        }
+        let index = self.store.alloc(deadline, value).ok_or(InsertError::Full)?;
+        self.place(index, deadline);
+        Ok(self.store.handle(index))
+    }
+
+    /// Links a detached node into the list its deadline (`>= now`) belongs in.
+    pub(crate) fn place(&mut self, index: u32, deadline: u64) {
+        let list = if deadline == self.now {
+            self.ready_list()
+        } else {
+            let level = level_for(self.now, deadline);
+            list_index(level, digit(deadline, level))
+        };
+        self.store.push_back(list, index);
+    }
+
+    /// Stops a timer and returns its value, or `None` if the handle is stale (the timer
+    /// already fired or was cancelled). A stale handle never touches another timer.
+    pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> {
+        let index = self.store.resolve(handle)?;
+        Some(self.store.release(index).value)
+    }
+
+    /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer counts
+    /// as newly started: it takes a fresh start sequence. O(1); when the new deadline maps to
+    /// the same slot the entry just moves to that slot's tail.
+    pub fn reset(&mut self, handle: TimerHandle, deadline: u64) -> Result<(), ResetError> {
+        let index = self.store.resolve(handle).ok_or(ResetError::NotFound)?;
+        if deadline < self.now {
+            return Err(ResetError::DeadlineElapsed {
+                deadline,
+                now: self.now,
+            });
+        }
+        self.store.unlink(index);
+        self.store.renew_seq(index);
+        self.store.node_mut(index).deadline = deadline;
+        self.place(index, deadline);
+        Ok(())
+    }
+
+    /// The value of a pending timer.
+    pub fn get(&self, handle: TimerHandle) -> Option<&T> {
+        self.store
+            .resolve(handle)
+            .map(|index| &self.store.node(index).value)
+    }
+
+    /// The value of a pending timer, mutably.
+    pub fn get_mut(&mut self, handle: TimerHandle) -> Option<&mut T> {
+        let index = self.store.resolve(handle)?;
+        Some(&mut self.store.node_mut(index).value)
+    }
+
+    /// The deadline of a pending timer.
+    pub fn deadline(&self, handle: TimerHandle) -> Option<u64> {
+        self.store
+            .resolve(handle)
+            .map(|index| self.store.node(index).deadline)
+    }
+
+    /// The first occupied slot after the clock, as `(level, slot)`: the lowest level wins,
+    /// because every lower-level window lies before every higher-level one.
+    fn next_occupied_slot(&self) -> Option<(usize, usize)> {
+        (0..LEVELS).find_map(|level| {
+            let after = self.store.occupied_word(level) & slots_after(digit(self.now, level));
+            (after != 0).then(|| (level, after.trailing_zeros() as usize))
+        })
+    }
+
+    /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).
+    /// Exact; O(levels) plus, when the earliest timer still sits in a higher level, a walk of
+    /// that one slot.
+    pub fn next_deadline(&self) -> Option<u64> {
+        if self.store.head(self.ready_list()) != NIL {
+            return Some(self.now);
+        }
+        let (level, slot) = self.next_occupied_slot()?;
+        if level == 0 {
+            return Some(slot_start(self.now, 0, slot));
+        }
+        let mut earliest = u64::MAX;
+        let mut cursor = self.store.head(list_index(level, slot));
+        while cursor != NIL {
+            earliest = earliest.min(self.store.node(cursor).deadline);
+            cursor = self.store.next_in_list(cursor);
+        }
+        Some(earliest)
+    }
+
+    /// Hands out the next timer due at or before `until`, advancing the wheel's clock as far
+    /// as needed, or returns `None` once nothing more is due by `until` (the clock then reads
+    /// `until`). Entries come out in `(deadline, start sequence)` order.
+    ///
+    /// An `until` before [`now`](Self::now) does not move the clock back; it only hands out
+    /// entries already due.
+    pub fn poll(&mut self, until: u64) -> Option<Expired<T>> {
+        loop {
+            if let Some(expired) = self.store.pop_front(self.ready_list()) {
+                return Some(expired);
+            }
+            if self.now >= until {
+                return None;
+            }
+            self.step(until);
+        }
+    }
+
+    /// An iterator of [`poll`](Self::poll)`(until)`: every timer due by `until`, in order.
+    pub fn drain(&mut self, until: u64) -> Drain<'_, T> {
+        Drain { wheel: self, until }
+    }
+
+    /// Moves the clock to the start of the next occupied slot (cascading it if it is above
+    /// level 0), or to `until` if that slot starts later. Called with the ready slot empty.
+    fn step(&mut self, until: u64) {
+        let Some((level, slot)) = self.next_occupied_slot() else {
+            self.now = until;
+            return;
+        };
+        let start = slot_start(self.now, level, slot);
+        if start > until {
+            self.now = until;
+            return;
+        }
+        self.now = start;
+        if level == 0 {
+            // The slot is now the ready list: nothing to move.
+            return;
+        }
+        let mut cursor = self.store.detach_all(list_index(level, slot));
+        while cursor != NIL {
+            let next = self.store.next_in_list(cursor);
+            let deadline = self.store.node(cursor).deadline;
+            self.place(cursor, deadline);
+            cursor = next;
+        }
+    }
+
+    /// Every pending timer in canonical order — `(deadline, start sequence)`, the order they
+    /// will fire in — for folding the wheel into a game's state hash. Allocates one index
+    /// vector and sorts it: O(n log n).
+    pub fn pending(&self) -> impl Iterator<Item = Pending<'_, T>> + '_ {
+        self.store
+            .sorted_live()
+            .into_iter()
+            .map(move |(deadline, sequence, index)| Pending {
+                handle: self.store.handle(index),
+                deadline,
+                sequence,
+                value: &self.store.node(index).value,
+            })
+    }
+}
+
+impl<T> Default for HierarchicalWheel<T> {
+    fn default() -> Self {
+        HierarchicalWheel::new(0)
+    }
+}
+
+impl<T> std::fmt::Debug for HierarchicalWheel<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HierarchicalWheel")
+            .field("now", &self.now)
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The iterator returned by [`HierarchicalWheel::drain`].
+#[derive(Debug)]
+pub struct Drain<'a, T> {
+    wheel: &'a mut HierarchicalWheel<T>,
+    until: u64,
+}
+
+impl<T> Iterator for Drain<'_, T> {
+    type Item = Expired<T>;
+
+    fn next(&mut self) -> Option<Expired<T>> {
+        self.wheel.poll(self.until)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Exhaustive checks of the digit arithmetic at every level boundary.
+
+    use super::*;
+
+    /// Ticks around each power 2^(6k): 2^(6k) − 1, 2^(6k), 2^(6k) + 1.
+    fn boundaries() -> Vec<u64> {
+        let mut ticks = vec![0, 1, 2, u64::MAX - 1, u64::MAX];
+        for k in 1..LEVELS as u32 {
+            let power = 1u64 << (SLOT_BITS * k);
+            ticks.extend([power - 1, power, power + 1]);
+        }
+        ticks
+    }
+
+    #[test]
+    fn level_is_the_highest_differing_digit() {
+        for &now in &boundaries() {
+            for &deadline in &boundaries() {
+                if deadline <= now {
+                    continue;
+                }
+                let level = level_for(now, deadline);
+                // The digits above `level` agree, the digit at `level` is larger.
+                for higher in level + 1..LEVELS {
+                    assert_eq!(
+                        digit(now, higher),
+                        digit(deadline, higher),
+                        "{now} {deadline}"
+                    );
+                }
+                assert!(
+                    digit(deadline, level) > digit(now, level),
+                    "{now} {deadline}"
+                );
+                // The deadline lies inside the slot window it is filed under.
+                let start = slot_start(now, level, digit(deadline, level));
+                assert!(start <= deadline && start > now, "{now} {deadline} {start}");
+            }
+        }
+    }
+
+    #[test]
+    fn slot_start_round_trips_digits() {
+        for &tick in &boundaries() {
+            for level in 0..LEVELS {
+                let start = slot_start(tick, level, digit(tick, level));
+                assert!(start <= tick);
+                for lower in 0..level {
+                    assert_eq!(digit(start, lower), 0);
+                }
+                for same_or_higher in level..LEVELS {
+                    assert_eq!(digit(start, same_or_higher), digit(tick, same_or_higher));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn levels_cover_u64() {
+        assert_eq!(LEVELS, 11);
+        assert_eq!(level_for(0, u64::MAX), LEVELS - 1);
+        assert_eq!(level_for(u64::MAX - 1, u64::MAX), 0);
+        assert_eq!(digit(u64::MAX, LEVELS - 1), 0xF);
+        assert_eq!(slots_after(63), 0);
+        assert_eq!(slots_after(0), !1);
+    }
+
+    #[test]
+    fn every_boundary_fires_exactly_on_time() {
+        for &start in &boundaries() {
+            for &deadline in &boundaries() {
+                if deadline < start {
+                    continue;
+                }
+                let mut wheel = HierarchicalWheel::new(start);
+                wheel.insert(deadline, ()).unwrap();
+                assert_eq!(wheel.next_deadline(), Some(deadline));
+                if deadline > start {
+                    assert!(
+                        wheel.poll(deadline - 1).is_none(),
+                        "early: {start} -> {deadline}"
+                    );
+                }
+                let fired = wheel.poll(deadline).expect("late");
+                assert_eq!(fired.deadline, deadline);
+                assert!(wheel.is_empty());
+            }
+        }
+    }
+}
