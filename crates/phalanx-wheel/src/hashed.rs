@@ -46,6 +46,9 @@ pub struct HashedWheel<T> {
     /// The last tick at which something became due; used to detect a whole quiet revolution
     /// and jump straight to the earliest deadline instead of circling.
     last_due: u64,
+    /// A lower bound on every deadline not yet in the ready list: until the clock reaches it
+    /// nothing can be due, so empty ticks cost O(1).
+    horizon: u64,
 }
 
 impl<T> HashedWheel<T> {
@@ -64,6 +67,7 @@ impl<T> HashedWheel<T> {
             slot_count,
             now,
             last_due: now,
+            horizon: 0,
         })
     }
 
@@ -115,6 +119,7 @@ impl<T> HashedWheel<T> {
     }
 
     fn place(&mut self, index: u32, deadline: u64) {
+        self.horizon = self.horizon.min(deadline);
         let list = if deadline == self.now {
             self.ready_list()
         } else {
@@ -243,7 +248,7 @@ impl<T> HashedWheel<T> {
     /// Moves the clock forward to the next tick with due entries (moving them to the ready
     /// list), or to `until` if there is none before it.
     fn step(&mut self, until: u64) {
-        if self.is_empty() {
+        if self.horizon > until || self.is_empty() {
             self.now = until;
             return;
         }
@@ -253,6 +258,7 @@ impl<T> HashedWheel<T> {
             if let Some(earliest) = self.store.min_deadline() {
                 self.now = self.now.max(earliest - 1).min(until);
                 self.last_due = self.now;
+                self.horizon = earliest;
                 if self.now == until {
                     return;
                 }
@@ -277,11 +283,17 @@ impl<T> HashedWheel<T> {
             if self.store.head(ready) != NIL {
                 self.now = tick;
                 self.last_due = tick;
+                self.horizon = tick;
                 return;
             }
             offset = tick_offset + 1;
         }
         self.now += span;
+        // Nothing is due before the next occupied slot: every pending deadline's slot is
+        // occupied, and a deadline more than a revolution away is later still.
+        if let Some((offset, _)) = self.next_occupied(0, self.slot_count as u64) {
+            self.horizon = self.horizon.max(self.tick_at(offset));
+        }
     }
 }
 

@@ -92,6 +92,9 @@ fn list_index(level: usize, slot: usize) -> u32 {
 pub struct HierarchicalWheel<T> {
     pub(crate) store: Store<T>,
     pub(crate) now: u64,
+    /// A lower bound on the start of every occupied slot other than the ready slot: until the
+    /// clock reaches it there is nothing to cascade or fire, so empty ticks cost O(1).
+    pub(crate) horizon: u64,
 }
 
 impl<T> HierarchicalWheel<T> {
@@ -100,6 +103,7 @@ impl<T> HierarchicalWheel<T> {
         HierarchicalWheel {
             store: Store::new(LEVELS * SLOTS, 0),
             now,
+            horizon: 0,
         }
     }
 
@@ -151,7 +155,9 @@ impl<T> HierarchicalWheel<T> {
             self.ready_list()
         } else {
             let level = level_for(self.now, deadline);
-            list_index(level, digit(deadline, level))
+            let slot = digit(deadline, level);
+            self.horizon = self.horizon.min(slot_start(self.now, level, slot));
+            list_index(level, slot)
         };
         self.store.push_back(list, index);
     }
@@ -256,11 +262,17 @@ impl<T> HierarchicalWheel<T> {
     /// Moves the clock to the start of the next occupied slot (cascading it if it is above
     /// level 0), or to `until` if that slot starts later. Called with the ready slot empty.
     fn step(&mut self, until: u64) {
+        if self.horizon > until {
+            self.now = until;
+            return;
+        }
         let Some((level, slot)) = self.next_occupied_slot() else {
+            self.horizon = u64::MAX;
             self.now = until;
             return;
         };
         let start = slot_start(self.now, level, slot);
+        self.horizon = start;
         if start > until {
             self.now = until;
             return;

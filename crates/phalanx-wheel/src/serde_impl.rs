@@ -202,7 +202,11 @@ fn restore<T>(snapshot: Snapshot<T>) -> Result<HierarchicalWheel<T>, RestoreErro
         return Err(RestoreError::BadSequence(pair[0].sequence));
     }
     let store = Store::from_layout(LEVELS * 64, 0, &generations, &free, next_sequence);
-    let mut wheel = HierarchicalWheel { store, now };
+    let mut wheel = HierarchicalWheel {
+        store,
+        now,
+        horizon: 0,
+    };
     for SnapshotEntry {
         index,
         deadline,

@@ -1,0 +1,486 @@
+//! The client: submits its player's commands and executes the host's sealed turns in order.
+//!
+//! # Call order (driver loop)
+//!
+//! 1. [`Client::new`] gives the join request bytes: send them on the reliable stream; hand
+//!    the reply to [`Client::handle_join_reply`].
+//! 2. [`Client::handle_datagram`] for each datagram from the host.
+//! 3. [`Client::handle_timeout`] when [`Client::poll_timeout`] says (early calls are no-ops).
+//! 4. Drain [`Client::poll_transmit`] and [`Client::poll_event`].
+//! 5. The game calls [`Client::submit`] for its player's commands and executes
+//!    [`Client::next_turn`] bundles, in order, each exactly once.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use bytes::Bytes;
+
+use crate::bundle::{Record, TurnBundle};
+use crate::config::{ConfigError, SessionConfig};
+use crate::host::stamp;
+use crate::link::Link;
+use crate::recovery::Arrival;
+use crate::stats::ClientStats;
+use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
+use crate::wire::{
+    decode_down, decode_join_reply, put_up_command, put_up_header, put_varint, up_command_len,
+    DecodeError, JoinRefusal, JoinRequest, Limits, UpCommand, UP_HEADER_BYTES_MAX,
+};
+use crate::SubmitError;
+
+/// How a client's session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// Nothing arrived from the host for `idle_timeout_ms`.
+    HostLost,
+    /// The host sent more than `misbehaviour_max` malformed or impossible datagrams.
+    HostMisbehaved,
+    /// This player's `Left` record was executed: the host removed us.
+    Removed,
+}
+
+/// Something the client's driver or game should know. Drained with [`Client::poll_event`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientEvent {
+    /// One of our commands reached the host after its stamped turn was sealed and executes
+    /// at a later turn. Nothing was lost.
+    CommandLate {
+        /// The command.
+        seq: CommandSeq,
+        /// The turn it was stamped for.
+        stamped: Turn,
+        /// The turn it executes at.
+        executed: Turn,
+    },
+    /// The session is over for this client; see the reason.
+    Ended(EndReason),
+}
+
+/// Why a join did not complete on the client side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientJoinError {
+    /// The host refused: the refusal names the cause (versions, game data, token, seats).
+    Refused(JoinRefusal),
+    /// The reply did not decode (a [`DecodeError::Version`] names the host's version).
+    Malformed(DecodeError),
+    /// The host's session parameters are not a valid config.
+    BadParameters(ConfigError),
+    /// A reply was already handled.
+    AlreadyJoined,
+}
+
+impl std::fmt::Display for ClientJoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientJoinError::Refused(refusal) => write!(f, "join refused: {refusal}"),
+            ClientJoinError::Malformed(error) => write!(f, "malformed join reply: {error}"),
+            ClientJoinError::BadParameters(error) => write!(f, "host sent bad parameters: {error}"),
+            ClientJoinError::AlreadyJoined => write!(f, "already joined"),
+        }
+    }
+}
+
+impl std::error::Error for ClientJoinError {}
+
+#[derive(Debug)]
+struct Unacked {
+    seq: CommandSeq,
+    turn: Turn,
+    payload: Bytes,
+}
+
+#[derive(Debug)]
+enum State {
+    Joining,
+    Running { player: PlayerId, link: Box<Link> },
+    Ended(EndReason),
+}
+
+/// The most events held; older ones are dropped first.
+const EVENTS_MAX: usize = 1024;
+
+/// The client side of a lockstep session. Sans-IO: see the module docs for the call order.
+#[derive(Debug)]
+pub struct Client {
+    config: SessionConfig,
+    limits: Limits,
+    state: State,
+    /// The next turn the game executes.
+    next_exec: Turn,
+    /// `buffered[i]` is turn `next_exec + i`, if received. At most `turns_ahead_max`.
+    buffered: VecDeque<Option<TurnBundle>>,
+    next_seq: CommandSeq,
+    /// Submitted commands the host has not acknowledged, oldest first.
+    unacked: VecDeque<Unacked>,
+    /// The first unacknowledged sequence never sent yet.
+    send_next: CommandSeq,
+    /// Acknowledged commands not yet seen in a bundle: seq → stamped turn.
+    in_flight: BTreeMap<CommandSeq, Turn>,
+    /// Our budget use per stamped turn: turn → (commands, bytes).
+    usage: BTreeMap<Turn, (u16, u32)>,
+    misbehaviour: u32,
+    events: VecDeque<ClientEvent>,
+    stats: ClientStats,
+}
+
+impl Client {
+    /// A client that will join with `token`, and the join request to send on the reliable
+    /// stream. `config` supplies the local settings (timers, datagram size, versions); the
+    /// turn pipeline settings come from the host's reply.
+    pub fn new(config: SessionConfig, token: u64) -> Result<(Client, Vec<u8>), ConfigError> {
+        config.validate()?;
+        let request = JoinRequest {
+            protocol_version: config.protocol_version,
+            game_data_hash: config.game_data_hash,
+            token,
+        }
+        .encode();
+        let client = Client {
+            limits: Limits::new(&config),
+            config,
+            state: State::Joining,
+            next_exec: Turn::ZERO,
+            buffered: VecDeque::new(),
+            next_seq: CommandSeq(0),
+            unacked: VecDeque::new(),
+            send_next: CommandSeq(0),
+            in_flight: BTreeMap::new(),
+            usage: BTreeMap::new(),
+            misbehaviour: 0,
+            events: VecDeque::new(),
+            stats: ClientStats::default(),
+        };
+        Ok((client, request))
+    }
+
+    /// Handles the host's join reply. On success the client is running as the returned player.
+    pub fn handle_join_reply(
+        &mut self,
+        now_ms: u64,
+        reply: &[u8],
+    ) -> Result<PlayerId, ClientJoinError> {
+        if !matches!(self.state, State::Joining) {
+            return Err(ClientJoinError::AlreadyJoined);
+        }
+        let accept = decode_join_reply(reply)
+            .map_err(ClientJoinError::Malformed)?
+            .map_err(ClientJoinError::Refused)?;
+        let mut config = self.config.clone();
+        config.turn_length_ms = accept.turn_length_ms;
+        config.command_delay_turns = accept.command_delay_turns;
+        config.turns_ahead_max = accept.turns_ahead_max;
+        config.players_max = accept.players_max;
+        config.commands_per_turn_max = accept.commands_per_turn_max;
+        config.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
+        config.command_bytes_max = accept.command_bytes_max;
+        config.validate().map_err(ClientJoinError::BadParameters)?;
+        if accept.player.0 >= config.players_max {
+            return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
+        }
+        self.limits = Limits::new(&config);
+        self.config = config;
+        self.buffered
+            .resize(self.config.turns_ahead_max as usize, None);
+        self.state = State::Running {
+            player: accept.player,
+            link: Box::new(Link::new(now_ms, &self.config)),
+        };
+        Ok(accept.player)
+    }
+
+    /// The session config in force (the host's pipeline settings once joined).
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Our player, once joined.
+    pub fn player(&self) -> Option<PlayerId> {
+        match self.state {
+            State::Running { player, .. } => Some(player),
+            _ => None,
+        }
+    }
+
+    /// How the session ended, if it has.
+    pub fn ended(&self) -> Option<EndReason> {
+        match self.state {
+            State::Ended(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// The next turn the game will execute.
+    pub fn next_exec(&self) -> Turn {
+        self.next_exec
+    }
+
+    fn push_event(&mut self, event: ClientEvent) {
+        if self.events.len() == EVENTS_MAX {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+    }
+
+    fn end(&mut self, reason: EndReason) {
+        if !matches!(self.state, State::Ended(_)) {
+            self.state = State::Ended(reason);
+            self.push_event(ClientEvent::Ended(reason));
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// Submits a command for our player. It is stamped for the turn after the one the game is
+    /// executing plus the command delay; the returned ticket names it. Refused, with nothing
+    /// queued, when too large, over the stamped turn's budget, or when not running.
+    pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
+        if !matches!(self.state, State::Running { .. }) {
+            return Err(SubmitError::NotRunning);
+        }
+        let max = usize::from(self.config.command_bytes_max);
+        if payload.len() > max {
+            return Err(SubmitError::TooLarge {
+                len: payload.len(),
+                max,
+            });
+        }
+        let turn = stamp(self.next_exec, self.config.command_delay_turns);
+        let (count, bytes) = self.usage.get(&turn).copied().unwrap_or((0, 0));
+        let bytes_after = bytes + payload.len() as u32;
+        if count >= self.config.commands_per_turn_max
+            || bytes_after > u32::from(self.config.turn_bytes_per_player_max)
+        {
+            return Err(SubmitError::OverBudget { turn });
+        }
+        self.usage.insert(turn, (count + 1, bytes_after));
+        let seq = self.next_seq;
+        self.next_seq = CommandSeq(seq.0.wrapping_add(1));
+        self.unacked.push_back(Unacked {
+            seq,
+            turn,
+            payload: Bytes::copy_from_slice(payload),
+        });
+        self.in_flight.insert(seq, turn);
+        self.stats.commands_unacked = self.unacked.len();
+        self.stats.commands_unacked_high_water = self
+            .stats
+            .commands_unacked_high_water
+            .max(self.unacked.len());
+        Ok(Ticket { seq, turn })
+    }
+
+    /// The next sealed turn to execute, in order, each exactly once; `None` until it arrives.
+    pub fn next_turn(&mut self) -> Option<TurnBundle> {
+        let bundle = self.buffered.front_mut()?.take()?;
+        self.buffered.pop_front();
+        self.buffered.push_back(None);
+        self.next_exec = self.next_exec.next();
+        let next_exec = self.next_exec;
+        self.usage.retain(|&turn, _| turn >= next_exec);
+        let player = self.player();
+        for record in &bundle.records {
+            match record {
+                Record::Command {
+                    player: who, seq, ..
+                } if Some(*who) == player => {
+                    if let Some(stamped) = self.in_flight.remove(seq) {
+                        if bundle.turn > stamped {
+                            self.stats.commands_late += 1;
+                            self.push_event(ClientEvent::CommandLate {
+                                seq: *seq,
+                                stamped,
+                                executed: bundle.turn,
+                            });
+                        }
+                    }
+                }
+                Record::Left(who) if Some(*who) == player => self.end(EndReason::Removed),
+                _ => {}
+            }
+        }
+        Some(bundle)
+    }
+
+    /// The first turn we do not hold: we hold every bundle before it.
+    fn turn_ack(&self) -> Turn {
+        let held = self
+            .buffered
+            .iter()
+            .take_while(|slot| slot.is_some())
+            .count();
+        self.next_exec.saturating_add(held as u32)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next needed.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match &self.state {
+            State::Running { link, .. } => link.poll_timeout(),
+            _ => None,
+        }
+    }
+
+    /// Fires due timers. Early calls are harmless no-ops.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        let State::Running { link, .. } = &mut self.state else {
+            return;
+        };
+        link.handle_timeout(now_ms);
+        if link.timed_out {
+            self.end(EndReason::HostLost);
+        }
+    }
+
+    fn misbehaved(&mut self) {
+        self.misbehaviour += 1;
+        if self.misbehaviour > self.config.misbehaviour_max {
+            self.end(EndReason::HostMisbehaved);
+        }
+    }
+
+    /// Handles a datagram from the host. Bad input is dropped and counted; never panics.
+    pub fn handle_datagram(&mut self, now_ms: u64, datagram: &[u8]) {
+        let limits = self.limits;
+        let State::Running { link, .. } = &mut self.state else {
+            return;
+        };
+        let down = match decode_down(datagram, &limits) {
+            Ok(down) => down,
+            Err(_) => {
+                self.stats.drops.malformed += 1;
+                self.misbehaved();
+                return;
+            }
+        };
+        if link.on_received(now_ms, down.pn, datagram.len()) == Arrival::Duplicate {
+            self.stats.drops.duplicate += 1;
+            return;
+        }
+        if let Some(ack) = down.ack {
+            if link.on_ack(now_ms, ack).is_err() {
+                self.stats.drops.spoofed += 1;
+                self.misbehaved();
+                return;
+            }
+        }
+        if down.cmd_ack > self.next_seq {
+            self.stats.drops.spoofed += 1;
+            self.misbehaved();
+            return;
+        }
+        let mut acked_any = false;
+        while self
+            .unacked
+            .front()
+            .is_some_and(|command| command.seq < down.cmd_ack)
+        {
+            self.unacked.pop_front();
+            acked_any = true;
+        }
+        if acked_any {
+            link.on_data_acked(now_ms, !self.unacked.is_empty());
+        }
+        if !down.bundles.is_empty() {
+            link.on_ack_eliciting(now_ms);
+        }
+        let window = self.buffered.len();
+        for (offset, records) in down.bundles.iter().enumerate() {
+            let Some(turn) = down.first_turn.checked_add(offset as u32) else {
+                break;
+            };
+            if turn < self.next_exec {
+                self.stats.drops.stale += 1;
+                continue;
+            }
+            let index = turn.since(self.next_exec) as usize;
+            if index >= window {
+                self.stats.drops.future += 1;
+                continue;
+            }
+            if self.buffered[index].is_some() {
+                self.stats.drops.duplicate += 1;
+                continue;
+            }
+            let records = records.iter().map(Record::from_wire).collect();
+            self.buffered[index] = Some(TurnBundle { turn, records });
+        }
+        let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
+        self.stats.bundles_buffered_high_water = self.stats.bundles_buffered_high_water.max(held);
+        self.stats.commands_unacked = self.unacked.len();
+    }
+
+    /// Writes the next datagram for the host into `buf` (cleared first); `false` when nothing
+    /// is due.
+    pub fn poll_transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
+        let turn_ack = self.turn_ack();
+        let State::Running { link, .. } = &mut self.state else {
+            return false;
+        };
+        let has_new = self
+            .unacked
+            .back()
+            .is_some_and(|command| command.seq >= self.send_next);
+        let due = has_new
+            || (link.retransmit_due && !self.unacked.is_empty())
+            || link.ack_due
+            || link.keep_alive_due;
+        if !due {
+            return false;
+        }
+        buf.clear();
+        let (pn, ack) = link.next_packet(now_ms);
+        let first_seq = self
+            .unacked
+            .front()
+            .map_or(self.next_seq, |command| command.seq);
+        put_up_header(buf, pn, ack, turn_ack, first_seq);
+        let budget = usize::from(self.config.datagram_bytes_max);
+        let mut used = UP_HEADER_BYTES_MAX;
+        let mut count = 0;
+        let mut redundant = 0u64;
+        for command in &self.unacked {
+            let wire = UpCommand {
+                turn: command.turn,
+                payload: &command.payload,
+            };
+            let len = up_command_len(wire);
+            if used + len > budget {
+                break;
+            }
+            used += len;
+            count += 1;
+            if command.seq < self.send_next {
+                redundant += command.payload.len() as u64;
+            }
+        }
+        put_varint(buf, count as u64);
+        for command in self.unacked.iter().take(count) {
+            put_up_command(
+                buf,
+                UpCommand {
+                    turn: command.turn,
+                    payload: &command.payload,
+                },
+            );
+        }
+        if let Some(last) = self.unacked.get(count.wrapping_sub(1)) {
+            self.send_next = self.send_next.max(CommandSeq(last.seq.0.wrapping_add(1)));
+        }
+        link.stats.redundant_bytes += redundant;
+        link.on_sent(now_ms, pn, buf.len(), count > 0);
+        true
+    }
+
+    /// The client's counters.
+    pub fn stats(&self) -> ClientStats {
+        let mut stats = self.stats.clone();
+        if let State::Running { link, .. } = &self.state {
+            stats.link = link.stats.clone();
+        }
+        stats
+    }
+}

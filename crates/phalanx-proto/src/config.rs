@@ -1,0 +1,276 @@
+//! [`SessionConfig`]: every limit of a session, named with its unit last, and its validation.
+//!
+//! The host's config is the session's config: a client takes the values that matter for the
+//! turn pipeline (turn length, command delay, window, budgets) from the host's join reply.
+
+use std::fmt;
+
+use crate::wire::{
+    bundle_bytes_max, DOWN_HEADER_BYTES_MAX, UP_COMMAND_OVERHEAD_MAX, UP_HEADER_BYTES_MAX,
+};
+
+/// The limits and timings of a lockstep session. Start from [`SessionConfig::default`] and
+/// change fields; [`SessionConfig::validate`] (called by every constructor that takes one)
+/// refuses inconsistent values with a [`ConfigError`] naming the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SessionConfig {
+    /// Length of a communication turn (AoE: 200 ms). 10..=2000.
+    pub turn_length_ms: u32,
+    /// A command submitted during turn `t` is stamped for `t + command_delay_turns` (AoE: 2).
+    /// At least 1 and below `turns_ahead_max`.
+    pub command_delay_turns: u32,
+    /// The window: the host never seals a turn more than this many turns after the oldest turn
+    /// a client has not acknowledged, and a peer never buffers data further ahead. 2..=256.
+    pub turns_ahead_max: u32,
+    /// Seats in the session, host's own player included. 1..=64.
+    pub players_max: u8,
+    /// Commands one player may have in one turn. 1..=64.
+    pub commands_per_turn_max: u16,
+    /// Payload bytes one player may have in one turn. At least `command_bytes_max`.
+    pub turn_bytes_per_player_max: u16,
+    /// Payload bytes of one command. 1..=`turn_bytes_per_player_max`. Larger orders must be
+    /// split by the game (or sent as bulk data): they are refused, never truncated.
+    pub command_bytes_max: u16,
+    /// The largest datagram the transport carries (quinn: 1162 bytes at the initial 1200-byte
+    /// MTU). A whole turn bundle at full budget must fit in one: validated.
+    pub datagram_bytes_max: u16,
+    /// How long a peer may hold an acknowledgement back hoping to piggyback it.
+    pub ack_delay_ms: u32,
+    /// Retransmit timeout before any RTT sample.
+    pub rto_initial_ms: u32,
+    /// Lower bound of the retransmit timeout.
+    pub rto_min_ms: u32,
+    /// Upper bound of the retransmit timeout, backoff included.
+    pub rto_max_ms: u32,
+    /// Send a keep-alive after this long without sending anything.
+    pub keep_alive_ms: u32,
+    /// A peer silent this long is timed out (anchors: a dead peer detected in ≤ 3 s).
+    pub idle_timeout_ms: u32,
+    /// Malformed or spoofed datagrams tolerated from one peer before it is disconnected.
+    pub misbehaviour_max: u32,
+    /// The protocol version both sides must speak (see [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION)).
+    pub protocol_version: u8,
+    /// A hash of the game's rules and data; a client with a different one is refused.
+    pub game_data_hash: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            turn_length_ms: 200,
+            command_delay_turns: 2,
+            turns_ahead_max: 16,
+            players_max: 8,
+            commands_per_turn_max: 4,
+            turn_bytes_per_player_max: 80,
+            command_bytes_max: 80,
+            datagram_bytes_max: 1162,
+            ack_delay_ms: 25,
+            rto_initial_ms: 300,
+            rto_min_ms: 40,
+            rto_max_ms: 2_000,
+            keep_alive_ms: 500,
+            idle_timeout_ms: 3_000,
+            misbehaviour_max: 32,
+            protocol_version: crate::PROTOCOL_VERSION,
+            game_data_hash: 0,
+        }
+    }
+}
+
+/// A [`SessionConfig`] field is out of range or inconsistent with another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `field` is outside `min..=max`.
+    OutOfRange {
+        /// The field's name.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// The smallest accepted value.
+        min: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
+    /// A full turn bundle (every player at full budget) would not fit in one datagram:
+    /// lower `players_max`, `commands_per_turn_max` or `turn_bytes_per_player_max`, or raise
+    /// `datagram_bytes_max`.
+    BundleTooLarge {
+        /// The largest encoded Down datagram the budgets allow.
+        bytes: usize,
+        /// `datagram_bytes_max`.
+        datagram_bytes_max: u16,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::OutOfRange { field, value, min, max } => {
+                write!(f, "{field} = {value} is outside {min}..={max}")
+            }
+            ConfigError::BundleTooLarge { bytes, datagram_bytes_max } => write!(
+                f,
+                "a full turn bundle needs {bytes} bytes but datagram_bytes_max is {datagram_bytes_max}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            field,
+            value,
+            min,
+            max,
+        })
+    }
+}
+
+impl SessionConfig {
+    /// Checks every field and the datagram budget.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check("turn_length_ms", self.turn_length_ms.into(), 10, 2_000)?;
+        check("turns_ahead_max", self.turns_ahead_max.into(), 2, 256)?;
+        check(
+            "command_delay_turns",
+            self.command_delay_turns.into(),
+            1,
+            u64::from(self.turns_ahead_max) - 1,
+        )?;
+        check("players_max", self.players_max.into(), 1, 64)?;
+        check(
+            "commands_per_turn_max",
+            self.commands_per_turn_max.into(),
+            1,
+            64,
+        )?;
+        check(
+            "turn_bytes_per_player_max",
+            self.turn_bytes_per_player_max.into(),
+            1,
+            16_384,
+        )?;
+        check(
+            "command_bytes_max",
+            self.command_bytes_max.into(),
+            1,
+            self.turn_bytes_per_player_max.into(),
+        )?;
+        check(
+            "datagram_bytes_max",
+            self.datagram_bytes_max.into(),
+            256,
+            65_527,
+        )?;
+        check("ack_delay_ms", self.ack_delay_ms.into(), 0, 1_000)?;
+        check("rto_min_ms", self.rto_min_ms.into(), 1, 60_000)?;
+        check(
+            "rto_max_ms",
+            self.rto_max_ms.into(),
+            self.rto_min_ms.into(),
+            60_000,
+        )?;
+        check(
+            "rto_initial_ms",
+            self.rto_initial_ms.into(),
+            self.rto_min_ms.into(),
+            self.rto_max_ms.into(),
+        )?;
+        check("keep_alive_ms", self.keep_alive_ms.into(), 10, 60_000)?;
+        check(
+            "idle_timeout_ms",
+            self.idle_timeout_ms.into(),
+            u64::from(self.keep_alive_ms) + 1,
+            600_000,
+        )?;
+        check(
+            "misbehaviour_max",
+            self.misbehaviour_max.into(),
+            1,
+            u32::MAX.into(),
+        )?;
+        let bytes = DOWN_HEADER_BYTES_MAX + bundle_bytes_max(self);
+        let up =
+            UP_HEADER_BYTES_MAX + UP_COMMAND_OVERHEAD_MAX + usize::from(self.command_bytes_max);
+        if bytes.max(up) > usize::from(self.datagram_bytes_max) {
+            return Err(ConfigError::BundleTooLarge {
+                bytes: bytes.max(up),
+                datagram_bytes_max: self.datagram_bytes_max,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        assert_eq!(SessionConfig::default().validate(), Ok(()));
+    }
+
+    /// Boundaries in pairs: accepted at the limit, refused just past it.
+    #[test]
+    fn limits_pass_at_the_edge_and_fail_past_it() {
+        let mut config = SessionConfig {
+            turn_length_ms: 10,
+            ..SessionConfig::default()
+        };
+        assert_eq!(config.validate(), Ok(()));
+        config.turn_length_ms = 9;
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::OutOfRange {
+                field: "turn_length_ms",
+                value: 9,
+                ..
+            })
+        ));
+
+        let mut config = SessionConfig::default();
+        config.command_delay_turns = config.turns_ahead_max - 1;
+        assert_eq!(config.validate(), Ok(()));
+        config.command_delay_turns = config.turns_ahead_max;
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::OutOfRange {
+                field: "command_delay_turns",
+                ..
+            })
+        ));
+
+        let mut config = SessionConfig::default();
+        config.command_bytes_max = config.turn_bytes_per_player_max + 1;
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::OutOfRange {
+                field: "command_bytes_max",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_bundle_that_cannot_fit_a_datagram_is_refused() {
+        let mut config = SessionConfig {
+            players_max: 64,
+            ..SessionConfig::default()
+        };
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::BundleTooLarge { .. })
+        ));
+        config.datagram_bytes_max = 16_000;
+        assert_eq!(config.validate(), Ok(()));
+    }
+}

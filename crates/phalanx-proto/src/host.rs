@@ -1,0 +1,738 @@
+//! The host: seals turns, relays them, and is the authority on order and membership.
+//!
+//! # Call order (driver loop)
+//!
+//! 1. [`Host::handle_join`] for each join request that arrives on a reliable stream, sending
+//!    back the reply bytes; [`Host::start`] when the game begins.
+//! 2. [`Host::handle_datagram`] for each datagram from a joined player's connection.
+//! 3. [`Host::handle_timeout`] when [`Host::poll_timeout`] says (calling it early is a
+//!    harmless no-op).
+//! 4. Drain [`Host::poll_transmit`] until it returns `None`, sending each datagram to the
+//!    player it names; drain [`Host::poll_event`].
+//! 5. Sleep until `poll_timeout()` or the next input, then go to 2.
+//!
+//! The host may also be a player ([`Host::add_local_player`]): its commands go through
+//! [`Host::submit`] and its game takes turns from [`Host::next_turn`], the same path as any
+//! client's, so a listen server cannot gain an edge.
+
+use std::collections::VecDeque;
+
+use crate::bundle::{Record, TurnBundle};
+use crate::config::{ConfigError, SessionConfig};
+use crate::link::Link;
+use crate::recovery::Arrival;
+use crate::stats::{DropCounters, HostStats, PeerStats};
+use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
+use crate::wire::{
+    decode_up, encode_bundle, encode_join_reply, put_down_header, DecodeError, JoinAccept,
+    JoinRefusal, JoinRequest, Limits, WireRecord,
+};
+use crate::{SubmitError, PROTOCOL_VERSION};
+use bytes::Bytes;
+
+/// Something the host's driver or game should know. Drained with [`Host::poll_event`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HostEvent {
+    /// A player joined; their `Joined` record is in the next sealed turn.
+    PlayerJoined(PlayerId),
+    /// A player's connection went silent past `idle_timeout_ms`. They leave at the next
+    /// sealed turn; the driver should close the connection.
+    PlayerTimedOut(PlayerId),
+    /// A player sent more than `misbehaviour_max` malformed or spoofed datagrams. They leave
+    /// at the next sealed turn; the driver must close the connection.
+    PlayerMisbehaved(PlayerId),
+}
+
+/// Why a join did not succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JoinError {
+    /// Refused; the reply bytes tell the client why.
+    Refused(JoinRefusal),
+    /// The request did not decode; there is no reply, close the stream.
+    Malformed(DecodeError),
+}
+
+impl std::fmt::Display for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::Refused(refusal) => write!(f, "join refused: {refusal}"),
+            JoinError::Malformed(error) => write!(f, "malformed join request: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+/// What [`Host::handle_join`] decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinResponse {
+    /// Bytes to send back on the stream, if any.
+    pub reply: Option<Vec<u8>>,
+    /// The seat given, or why none was.
+    pub result: Result<PlayerId, JoinError>,
+}
+
+/// The host's view of a remote player.
+#[derive(Debug)]
+struct Peer {
+    link: Link,
+    /// The peer holds every bundle before this turn.
+    turn_ack: Turn,
+    /// The next turn never sent to this peer yet.
+    send_next: Turn,
+    /// The next command sequence expected from this peer.
+    cmd_next: CommandSeq,
+    misbehaviour: u32,
+    drops: DropCounters,
+    commands_accepted: u64,
+}
+
+#[derive(Debug)]
+enum Seat {
+    Free,
+    Local {
+        next_seq: CommandSeq,
+        next_exec: Turn,
+    },
+    Remote(Box<Peer>),
+    Gone,
+}
+
+/// Commands and controls waiting for a turn that is not sealed yet.
+#[derive(Debug, Default)]
+struct OpenTurn {
+    controls: Vec<Record>,
+    /// `(player, seq, payload)`; sorted at sealing.
+    commands: Vec<(PlayerId, CommandSeq, Bytes)>,
+    /// Per player: (commands, bytes) used of the budget.
+    usage: Vec<(u16, u32)>,
+}
+
+#[derive(Debug)]
+struct Sealed {
+    bundle: TurnBundle,
+    encoded: Bytes,
+}
+
+/// The host side of a lockstep session. Sans-IO: see the module docs for the call order.
+#[derive(Debug)]
+pub struct Host {
+    config: SessionConfig,
+    limits: Limits,
+    tokens: Vec<(u64, bool)>,
+    seats: Vec<Seat>,
+    started: bool,
+    /// The next turn to seal.
+    next_seal: Turn,
+    next_seal_at_ms: u64,
+    /// Due but held back by the window since this time.
+    stalled_since_ms: Option<u64>,
+    /// `open[i]` collects turn `next_seal + i`.
+    open: VecDeque<OpenTurn>,
+    /// `sealed[i]` is turn `sealed_base + i`.
+    sealed: VecDeque<Sealed>,
+    sealed_base: Turn,
+    open_commands: usize,
+    events: VecDeque<HostEvent>,
+    send_cursor: usize,
+    stats: HostStats,
+}
+
+/// The most events held for the driver; older ones are dropped first (they are also
+/// reflected in stats and bundles, so nothing is lost but the notification).
+const EVENTS_MAX: usize = 1024;
+
+impl Host {
+    /// A host in the lobby, accepting joins with any of `tokens` (each
+    /// usable once).
+    pub fn new(config: SessionConfig, tokens: &[u64]) -> Result<Host, ConfigError> {
+        config.validate()?;
+        let window = config.turns_ahead_max as usize;
+        let mut open = VecDeque::with_capacity(window);
+        open.resize_with(window, OpenTurn::default);
+        Ok(Host {
+            limits: Limits::new(&config),
+            tokens: tokens.iter().map(|&token| (token, false)).collect(),
+            seats: (0..config.players_max).map(|_| Seat::Free).collect(),
+            started: false,
+            next_seal: Turn::ZERO,
+            next_seal_at_ms: u64::MAX,
+            stalled_since_ms: None,
+            open,
+            sealed: VecDeque::with_capacity(window),
+            sealed_base: Turn::ZERO,
+            open_commands: 0,
+            events: VecDeque::new(),
+            send_cursor: 0,
+            stats: HostStats::default(),
+            config,
+        })
+    }
+
+    /// The session's config.
+    pub fn config(&self) -> &SessionConfig {
+        &self.config
+    }
+
+    /// Seats the host's own player (a listen server). Before [`start`](Self::start) only.
+    pub fn add_local_player(&mut self) -> Result<PlayerId, JoinRefusal> {
+        if self.started {
+            return Err(JoinRefusal::GameStarted);
+        }
+        let player = self.free_seat().ok_or(JoinRefusal::SessionFull)?;
+        self.seats[player.0 as usize] = Seat::Local {
+            next_seq: CommandSeq(0),
+            next_exec: Turn::ZERO,
+        };
+        self.open[0].controls.push(Record::Joined(player));
+        Ok(player)
+    }
+
+    fn free_seat(&self) -> Option<PlayerId> {
+        self.seats
+            .iter()
+            .position(|seat| matches!(seat, Seat::Free))
+            .map(|i| PlayerId(i as u8))
+    }
+
+    /// Handles a join request from the reliable stream of a new connection. On success the
+    /// driver binds the connection to the returned player: from then on every datagram of that
+    /// connection is handed in with that id, and no id inside a message is ever trusted.
+    pub fn handle_join(&mut self, now_ms: u64, request: &[u8]) -> JoinResponse {
+        let request = match JoinRequest::decode(request) {
+            Ok(request) => request,
+            Err(error) => {
+                return JoinResponse {
+                    reply: None,
+                    result: Err(JoinError::Malformed(error)),
+                }
+            }
+        };
+        let refused = |refusal| JoinResponse {
+            reply: Some(encode_join_reply(&Err(refusal))),
+            result: Err(JoinError::Refused(refusal)),
+        };
+        if request.protocol_version != PROTOCOL_VERSION {
+            return refused(JoinRefusal::VersionMismatch {
+                host: PROTOCOL_VERSION,
+                client: request.protocol_version,
+            });
+        }
+        if request.game_data_hash != self.config.game_data_hash {
+            return refused(JoinRefusal::GameDataMismatch {
+                host: self.config.game_data_hash,
+                client: request.game_data_hash,
+            });
+        }
+        let Some(token) = self
+            .tokens
+            .iter()
+            .position(|&(token, _)| token == request.token)
+        else {
+            return refused(JoinRefusal::BadToken);
+        };
+        if self.tokens[token].1 {
+            return refused(JoinRefusal::TokenUsed);
+        }
+        if self.started {
+            return refused(JoinRefusal::GameStarted);
+        }
+        let Some(player) = self.free_seat() else {
+            return refused(JoinRefusal::SessionFull);
+        };
+        self.tokens[token].1 = true;
+        self.seats[player.0 as usize] = Seat::Remote(Box::new(Peer {
+            link: Link::new(now_ms, &self.config),
+            turn_ack: Turn::ZERO,
+            send_next: Turn::ZERO,
+            cmd_next: CommandSeq(0),
+            misbehaviour: 0,
+            drops: DropCounters::default(),
+            commands_accepted: 0,
+        }));
+        self.open[0].controls.push(Record::Joined(player));
+        self.push_event(HostEvent::PlayerJoined(player));
+        let accept = JoinAccept {
+            player,
+            turn_length_ms: self.config.turn_length_ms,
+            command_delay_turns: self.config.command_delay_turns,
+            turns_ahead_max: self.config.turns_ahead_max,
+            players_max: self.config.players_max,
+            commands_per_turn_max: self.config.commands_per_turn_max,
+            turn_bytes_per_player_max: self.config.turn_bytes_per_player_max,
+            command_bytes_max: self.config.command_bytes_max,
+        };
+        JoinResponse {
+            reply: Some(encode_join_reply(&Ok(accept))),
+            result: Ok(player),
+        }
+    }
+
+    /// Starts the game: turn 0 is sealed one turn length from now. Idempotent.
+    pub fn start(&mut self, now_ms: u64) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        self.schedule_seal(now_ms + u64::from(self.config.turn_length_ms));
+    }
+
+    /// Whether [`start`](Self::start) was called.
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
+    /// The host has a single turn deadline, so it is a plain field; the per-connection
+    /// timers live in each connection's `HashedWheel`.
+    fn schedule_seal(&mut self, at_ms: u64) {
+        self.next_seal_at_ms = at_ms;
+    }
+
+    fn push_event(&mut self, event: HostEvent) {
+        if self.events.len() == EVENTS_MAX {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<HostEvent> {
+        self.events.pop_front()
+    }
+
+    /// When the host next needs [`handle_timeout`](Self::handle_timeout): the earliest of the
+    /// turn deadline and every connection's timers.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let seal = if self.started && self.stalled_since_ms.is_none() {
+            Some(self.next_seal_at_ms)
+        } else {
+            None
+        };
+        self.peers()
+            .filter_map(|(_, peer)| peer.link.poll_timeout())
+            .chain(seal)
+            .min()
+    }
+
+    fn peers(&self) -> impl Iterator<Item = (PlayerId, &Peer)> + '_ {
+        self.seats
+            .iter()
+            .enumerate()
+            .filter_map(|(i, seat)| match seat {
+                Seat::Remote(peer) => Some((PlayerId(i as u8), &**peer)),
+                _ => None,
+            })
+    }
+
+    /// Fires due timers: connection timers, and the turn deadline (sealing every turn that is
+    /// due and that the window allows).
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        for index in 0..self.seats.len() {
+            let Seat::Remote(peer) = &mut self.seats[index] else {
+                continue;
+            };
+            peer.link.handle_timeout(now_ms);
+            if peer.link.timed_out {
+                self.remove_player(PlayerId(index as u8));
+                self.push_event(HostEvent::PlayerTimedOut(PlayerId(index as u8)));
+            }
+        }
+        self.try_seal(now_ms);
+    }
+
+    /// Seals every due turn the window allows.
+    fn try_seal(&mut self, now_ms: u64) {
+        while self.started && now_ms >= self.next_seal_at_ms {
+            if !self.window_allows(self.next_seal) {
+                if self.stalled_since_ms.is_none() {
+                    self.stalled_since_ms = Some(now_ms);
+                }
+                return;
+            }
+            if let Some(since) = self.stalled_since_ms.take() {
+                self.stats.stall_ms += now_ms - since;
+            }
+            let deadline = self.next_seal_at_ms;
+            self.seal(now_ms);
+            let turn_ms = u64::from(self.config.turn_length_ms);
+            // Keep the cadence unless a whole turn was lost waiting; then restart it from now
+            // rather than bursting to catch up.
+            let next = if now_ms > deadline + turn_ms {
+                now_ms + turn_ms
+            } else {
+                deadline + turn_ms
+            };
+            self.schedule_seal(next);
+        }
+    }
+
+    /// Whether sealing `turn` keeps every player within the window.
+    fn window_allows(&self, turn: Turn) -> bool {
+        let window = self.config.turns_ahead_max;
+        self.seats.iter().all(|seat| match seat {
+            Seat::Remote(peer) => turn.since(peer.turn_ack) < window,
+            Seat::Local { next_exec, .. } => turn.since(*next_exec) < window,
+            Seat::Free | Seat::Gone => true,
+        })
+    }
+
+    fn seal(&mut self, _now_ms: u64) {
+        let mut open = self.open.pop_front().unwrap_or_default();
+        self.open.push_back(OpenTurn::default());
+        open.commands
+            .sort_unstable_by_key(|&(player, seq, _)| (player, seq));
+        self.open_commands -= open.commands.len();
+        self.stats.commands_sealed += open.commands.len() as u64;
+        let mut records = open.controls;
+        records.extend(
+            open.commands
+                .into_iter()
+                .map(|(player, seq, payload)| Record::Command {
+                    player,
+                    seq,
+                    payload,
+                }),
+        );
+        let bundle = TurnBundle {
+            turn: self.next_seal,
+            records,
+        };
+        let mut encoded = Vec::with_capacity(64);
+        let wire: Vec<WireRecord<'_>> = bundle.records.iter().map(Record::to_wire).collect();
+        encode_bundle(&mut encoded, &wire);
+        if self.sealed.is_empty() {
+            self.sealed_base = self.next_seal;
+        }
+        self.sealed.push_back(Sealed {
+            bundle,
+            encoded: Bytes::from(encoded),
+        });
+        self.next_seal = self.next_seal.next();
+        self.stats.turns_sealed += 1;
+        self.stats.sealed_high_water = self.stats.sealed_high_water.max(self.sealed.len());
+        self.prune_sealed();
+    }
+
+    /// Forgets bundles every player has (remote: acknowledged; local: executed).
+    fn prune_sealed(&mut self) {
+        let oldest_needed = self
+            .seats
+            .iter()
+            .filter_map(|seat| match seat {
+                Seat::Remote(peer) => Some(peer.turn_ack),
+                Seat::Local { next_exec, .. } => Some(*next_exec),
+                Seat::Free | Seat::Gone => None,
+            })
+            .min()
+            .unwrap_or(self.next_seal);
+        while self.sealed_base < oldest_needed && !self.sealed.is_empty() {
+            self.sealed.pop_front();
+            self.sealed_base = self.sealed_base.next();
+        }
+        if self.sealed.is_empty() {
+            self.sealed_base = self.next_seal;
+        }
+    }
+
+    /// Removes a player: they leave at the next sealed turn, and the window no longer waits
+    /// for them.
+    fn remove_player(&mut self, player: PlayerId) {
+        if let Some(seat) = self.seats.get_mut(player.0 as usize) {
+            if matches!(seat, Seat::Free | Seat::Gone) {
+                return;
+            }
+            *seat = Seat::Gone;
+            self.open[0].controls.push(Record::Left(player));
+        }
+    }
+
+    /// Counts a bad datagram against `player`; past the limit they are disconnected.
+    fn misbehaved(&mut self, player: PlayerId) {
+        let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) else {
+            return;
+        };
+        peer.misbehaviour += 1;
+        if peer.misbehaviour > self.config.misbehaviour_max {
+            self.remove_player(player);
+            self.push_event(HostEvent::PlayerMisbehaved(player));
+        }
+    }
+
+    /// Handles a datagram from `player`'s connection. Bad input is dropped and counted in
+    /// that player's [`PeerStats`]; it never panics and allocates at most the datagram's size.
+    pub fn handle_datagram(&mut self, now_ms: u64, player: PlayerId, datagram: &[u8]) {
+        let limits = self.limits;
+        let window = self.config.turns_ahead_max;
+        let next_seal = self.next_seal;
+        let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) else {
+            return;
+        };
+        let up = match decode_up(datagram, &limits) {
+            Ok(up) => up,
+            Err(_) => {
+                peer.drops.malformed += 1;
+                self.misbehaved(player);
+                return;
+            }
+        };
+        if peer.link.on_received(now_ms, up.pn, datagram.len()) == Arrival::Duplicate {
+            peer.drops.duplicate += 1;
+            return;
+        }
+        if let Some(ack) = up.ack {
+            if peer.link.on_ack(now_ms, ack).is_err() {
+                peer.drops.spoofed += 1;
+                self.misbehaved(player);
+                return;
+            }
+        }
+        // The peer cannot hold a bundle the host has not sealed.
+        if up.turn_ack > next_seal {
+            peer.drops.spoofed += 1;
+            self.misbehaved(player);
+            return;
+        }
+        if up.turn_ack > peer.turn_ack {
+            peer.turn_ack = up.turn_ack;
+            let outstanding = peer.turn_ack < next_seal && peer.send_next > peer.turn_ack;
+            peer.link.on_data_acked(now_ms, outstanding);
+        }
+        if !up.commands.is_empty() {
+            peer.link.on_ack_eliciting(now_ms);
+        }
+        let mut accepted = Vec::new();
+        for (offset, command) in up.commands.iter().enumerate() {
+            let seq = CommandSeq(up.first_seq.0.wrapping_add(offset as u32));
+            if seq < peer.cmd_next {
+                peer.drops.duplicate += 1;
+                continue;
+            }
+            if seq > peer.cmd_next {
+                // A gap: the missing command rides in every later datagram, so wait for it.
+                peer.drops.out_of_order += (up.commands.len() - offset) as u64;
+                break;
+            }
+            peer.cmd_next = CommandSeq(peer.cmd_next.0.wrapping_add(1));
+            let target = command.turn.max(next_seal);
+            if target.since(next_seal) >= window {
+                peer.drops.future += 1;
+                continue;
+            }
+            accepted.push((
+                seq,
+                command.turn,
+                target,
+                Bytes::copy_from_slice(command.payload),
+            ));
+        }
+        for (seq, stamped, target, payload) in accepted {
+            match self.place_command(player, seq, target, payload) {
+                Some(turn) => {
+                    if turn > stamped {
+                        self.stats.commands_late += 1;
+                    }
+                    if let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) {
+                        peer.commands_accepted += 1;
+                    }
+                }
+                None => {
+                    if let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) {
+                        peer.drops.over_budget += 1;
+                    }
+                }
+            }
+        }
+        // An acknowledgement may have opened the window.
+        self.prune_sealed();
+        self.try_seal(now_ms);
+    }
+
+    /// Puts a command into the first open turn at or after `target` with budget left for its
+    /// player; returns that turn, or `None` if the window has no room (the command is dropped).
+    fn place_command(
+        &mut self,
+        player: PlayerId,
+        seq: CommandSeq,
+        target: Turn,
+        payload: Bytes,
+    ) -> Option<Turn> {
+        let players = usize::from(self.config.players_max);
+        let count_max = self.config.commands_per_turn_max;
+        let bytes_max = u32::from(self.config.turn_bytes_per_player_max);
+        let first = target.since(self.next_seal) as usize;
+        for index in first..self.open.len() {
+            let open = &mut self.open[index];
+            if open.usage.is_empty() {
+                open.usage.resize(players, (0, 0));
+            }
+            let usage = &mut open.usage[player.0 as usize];
+            if usage.0 < count_max && usage.1 + payload.len() as u32 <= bytes_max {
+                usage.0 += 1;
+                usage.1 += payload.len() as u32;
+                open.commands.push((player, seq, payload));
+                self.open_commands += 1;
+                self.stats.open_commands_high_water =
+                    self.stats.open_commands_high_water.max(self.open_commands);
+                return self.next_seal.checked_add(index as u32);
+            }
+        }
+        None
+    }
+
+    /// Submits a command for the host's own player. It is stamped for the turn after the one
+    /// the local game is executing plus the command delay, exactly as a client's would be.
+    pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
+        let Some(local) = self
+            .seats
+            .iter()
+            .position(|seat| matches!(seat, Seat::Local { .. }))
+        else {
+            return Err(SubmitError::NotRunning);
+        };
+        if payload.len() > usize::from(self.config.command_bytes_max) {
+            return Err(SubmitError::TooLarge {
+                len: payload.len(),
+                max: self.config.command_bytes_max.into(),
+            });
+        }
+        let Seat::Local {
+            next_seq,
+            next_exec,
+        } = self.seats[local]
+        else {
+            unreachable!()
+        };
+        let stamped = stamp(next_exec, self.config.command_delay_turns).max(self.next_seal);
+        // The local player has no network between it and the host: over budget for the
+        // stamped turn is refused rather than spilled, as a client's would be.
+        let player = PlayerId(local as u8);
+        let index = stamped.since(self.next_seal) as usize;
+        let (count, bytes) = self
+            .open
+            .get(index)
+            .and_then(|open| open.usage.get(local).copied())
+            .unwrap_or((0, 0));
+        if count >= self.config.commands_per_turn_max
+            || bytes + payload.len() as u32 > u32::from(self.config.turn_bytes_per_player_max)
+        {
+            return Err(SubmitError::OverBudget { turn: stamped });
+        }
+        let turn = self
+            .place_command(player, next_seq, stamped, Bytes::copy_from_slice(payload))
+            .ok_or(SubmitError::OverBudget { turn: stamped })?;
+        if let Seat::Local { next_seq: seq, .. } = &mut self.seats[local] {
+            *seq = CommandSeq(seq.0.wrapping_add(1));
+        }
+        Ok(Ticket {
+            seq: next_seq,
+            turn,
+        })
+    }
+
+    /// The next sealed turn for the host's own game, in order, each exactly once.
+    pub fn next_turn(&mut self) -> Option<TurnBundle> {
+        let local = self
+            .seats
+            .iter()
+            .position(|seat| matches!(seat, Seat::Local { .. }))?;
+        let Seat::Local { next_exec, .. } = &mut self.seats[local] else {
+            unreachable!()
+        };
+        let index = next_exec.0.checked_sub(self.sealed_base.0)? as usize;
+        let bundle = self.sealed.get(index)?.bundle.clone();
+        *next_exec = next_exec.next();
+        self.prune_sealed();
+        Some(bundle)
+    }
+
+    /// Writes the next datagram to send into `buf` (cleared first) and returns the player to
+    /// send it to, or `None` when nothing is due.
+    pub fn poll_transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> Option<PlayerId> {
+        let seats = self.seats.len();
+        for step in 0..seats {
+            let index = (self.send_cursor + step) % seats;
+            if self.transmit_to(now_ms, index, buf) {
+                self.send_cursor = (index + 1) % seats;
+                return Some(PlayerId(index as u8));
+            }
+        }
+        None
+    }
+
+    fn transmit_to(&mut self, now_ms: u64, index: usize, buf: &mut Vec<u8>) -> bool {
+        let latest = self.next_seal;
+        let Seat::Remote(peer) = &mut self.seats[index] else {
+            return false;
+        };
+        let has_new = peer.send_next < latest;
+        let has_unacked = peer.turn_ack < latest;
+        let due = has_new
+            || (peer.link.retransmit_due && has_unacked)
+            || peer.link.ack_due
+            || peer.link.keep_alive_due;
+        if !due {
+            return false;
+        }
+        buf.clear();
+        let (pn, ack) = peer.link.next_packet(now_ms);
+        let first = peer.turn_ack.max(self.sealed_base);
+        let skip = first.since(self.sealed_base) as usize;
+        let budget = usize::from(self.config.datagram_bytes_max);
+        // Header first with a placeholder count, then as many bundles as fit.
+        let mut count = 0usize;
+        let mut body = Vec::new();
+        let mut redundant = 0u64;
+        for sealed in self.sealed.iter().skip(skip) {
+            // Header bound: count as a varint of at most 2 bytes for a window of <= 256.
+            if crate::wire::DOWN_HEADER_BYTES_MAX + body.len() + sealed.encoded.len() > budget {
+                break;
+            }
+            if sealed.bundle.turn < peer.send_next {
+                redundant += sealed.encoded.len() as u64;
+            }
+            body.extend_from_slice(&sealed.encoded);
+            count += 1;
+        }
+        put_down_header(buf, pn, ack, peer.cmd_next, first, count);
+        buf.extend_from_slice(&body);
+        if count > 0 {
+            peer.send_next = peer.send_next.max(first.saturating_add(count as u32));
+        }
+        peer.link.stats.redundant_bytes += redundant;
+        peer.link.on_sent(now_ms, pn, buf.len(), count > 0);
+        true
+    }
+
+    /// The session-wide counters.
+    pub fn stats(&self) -> &HostStats {
+        &self.stats
+    }
+
+    /// One player's counters, if they are connected.
+    pub fn peer_stats(&self, player: PlayerId) -> Option<PeerStats> {
+        match self.seats.get(player.0 as usize)? {
+            Seat::Remote(peer) => Some(PeerStats {
+                link: peer.link.stats.clone(),
+                drops: peer.drops.clone(),
+                turn_ack: peer.turn_ack,
+                commands_accepted: peer.commands_accepted,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The next turn the host will seal.
+    pub fn next_seal(&self) -> Turn {
+        self.next_seal
+    }
+}
+
+/// The turn a command submitted now is stamped for: the game is executing the turn before
+/// `next_exec`, and commands execute `delay` turns after it (AoE: issued in 1000, run in 1002).
+pub(crate) fn stamp(next_exec: Turn, delay: u32) -> Turn {
+    Turn(next_exec.0.saturating_sub(1))
+        .saturating_add(delay)
+        .max(next_exec)
+}

@@ -1,0 +1,110 @@
+//! The sans-IO deterministic-lockstep session: turns, commands, reliable datagrams.
+//!
+//! phalanx-proto is the Age of Empires turn pipeline ("1500 Archers on a 28.8", GDC 2001) as a
+//! pure state machine in the shape of quinn-proto: it is handed bytes and the time, and hands
+//! back bytes to send, the time to wake, turns to execute and events. It reads no clock, opens
+//! no socket, spawns nothing and draws no random numbers, so the same core runs over QUIC, raw
+//! UDP, turmoil or an in-memory network, and a test can run thousands of seeded games.
+//!
+//! # The model
+//!
+//! - Time is cut into communication turns ([`Turn`], default 200 ms). A command submitted
+//!   while the game executes turn `t` is stamped for `t + command_delay_turns` (default 2).
+//! - A [`Host`] collects commands, and at each turn's deadline *seals* the turn: a
+//!   [`TurnBundle`] of control records, then every command for the turn in `(player, seq)`
+//!   order. A command that arrives after its turn was sealed goes into the next open turn —
+//!   never lost — and its sender gets [`ClientEvent::CommandLate`].
+//! - Every peer executes every sealed bundle in turn order, exactly once ([`Client::next_turn`],
+//!   [`Host::next_turn`] for a listen server's own player).
+//! - Datagrams carry everything: each one repeats what the peer has not acknowledged
+//!   (commands upstream, bundles downstream) as far as it fits, so a lost datagram is usually
+//!   repaired by the next one; a retransmit timer (RTO = SRTT + 4·RTTVAR, backed off) covers
+//!   quiet periods, an ack-delay timer sends standalone acks, keep-alives and an idle timeout
+//!   detect dead peers. Each connection's timers live in its own
+//!   [`phalanx_wheel::HashedWheel`].
+//! - The host never seals more than `turns_ahead_max` turns past the oldest turn a player has
+//!   not acknowledged (a slow player makes everyone wait instead of desyncing), and no peer
+//!   buffers anything beyond that window: memory is bounded by the config.
+//! - Joins travel on a reliable stream ([`Host::handle_join`]); the player id is bound to the
+//!   connection there and never read from a later message.
+//!
+//! Two time domains never mix: `now_ms` arguments are local milliseconds (any monotonic
+//! origin); [`Turn`]s are logical and identical on every peer.
+//!
+//! # Robustness
+//!
+//! Bytes from a peer never panic and never allocate more than their own length: the decoder
+//! is total (every prefix, trailing bytes, huge lengths are rejected), every count is checked
+//! against an explicit maximum and the bytes remaining. Dropped input is counted by cause in
+//! [`DropCounters`]; a peer that sends more than `misbehaviour_max` bad datagrams is removed.
+#![forbid(unsafe_code)]
+
+mod bundle;
+mod client;
+mod config;
+mod host;
+mod link;
+mod recovery;
+mod stats;
+mod typed;
+mod types;
+mod wire;
+
+pub use bundle::{Record, TurnBundle};
+pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
+pub use config::{ConfigError, SessionConfig};
+pub use host::{Host, HostEvent, JoinError, JoinResponse};
+pub use stats::{ClientStats, DropCounters, HostStats, LinkStats, PeerStats};
+#[cfg(feature = "bincode")]
+pub use typed::Bincode;
+#[cfg(feature = "postcard")]
+pub use typed::Postcard;
+pub use typed::{
+    CodecError, CommandCodec, DefaultCodec, TypedClient, TypedRecord, TypedSubmitError, TypedTurn,
+};
+pub use types::{CommandSeq, PlayerId, Ticket, Turn};
+pub use wire::{
+    decode_join_reply, encode_join_reply, DecodeError, JoinAccept, JoinRefusal, JoinReply,
+    JoinRequest,
+};
+
+/// The protocol version this build speaks: the first byte of every message.
+pub const PROTOCOL_VERSION: u8 = 1;
+
+/// Why a command was not accepted. Nothing was queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The command is larger than `command_bytes_max`: split it (or send it as bulk data).
+    TooLarge {
+        /// Its size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Our player already has `commands_per_turn_max` commands or `turn_bytes_per_player_max`
+    /// bytes in the stamped turn: submit again next turn.
+    OverBudget {
+        /// The stamped turn.
+        turn: Turn,
+    },
+    /// The session is not running (not joined yet, or ended).
+    NotRunning,
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::TooLarge { len, max } => {
+                write!(
+                    f,
+                    "command of {len} bytes exceeds command_bytes_max = {max}"
+                )
+            }
+            SubmitError::OverBudget { turn } => write!(f, "{turn} is over this player's budget"),
+            SubmitError::NotRunning => write!(f, "session is not running"),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}

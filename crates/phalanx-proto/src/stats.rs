@@ -1,0 +1,116 @@
+//! Counters and high-water marks. Plain data: read them, diff them, log them.
+
+/// Transport counters of one link (one direction pair of a connection).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LinkStats {
+    /// Smoothed round-trip time, once sampled.
+    pub rtt_smoothed_ms: Option<u64>,
+    /// Smallest round-trip time seen.
+    pub rtt_min_ms: Option<u64>,
+    /// Current retransmit timeout.
+    pub rto_ms: u64,
+    /// Loss estimate in parts per thousand (moving average over recent packets).
+    pub loss_permille: u32,
+    /// Packets the peer acknowledged.
+    pub packets_acked: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Packets sent because the retransmit timer fired.
+    pub retransmits: u64,
+    /// Payload bytes sent again because the peer had not acknowledged them yet (redundancy).
+    pub redundant_bytes: u64,
+    /// Datagrams sent.
+    pub datagrams_sent: u64,
+    /// Bytes sent (our datagrams, before QUIC/UDP/IP overhead).
+    pub bytes_sent: u64,
+    /// Datagrams received and accepted (not duplicates, not malformed).
+    pub datagrams_received: u64,
+    /// Bytes of accepted datagrams.
+    pub bytes_received: u64,
+}
+
+/// Input dropped from one peer, by cause. Every drop path increments exactly one of these.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DropCounters {
+    /// Datagrams that failed to decode (truncated, trailing bytes, bad tag, bad length...).
+    pub malformed: u64,
+    /// Datagrams, commands or bundles already received.
+    pub duplicate: u64,
+    /// Data for turns already executed or sealed.
+    pub stale: u64,
+    /// Data for turns beyond the window: dropped, nothing allocated.
+    pub future: u64,
+    /// Messages claiming something the peer cannot know or own (an ack for a packet never
+    /// sent, a turn not yet sealed, a command sequence never issued).
+    pub spoofed: u64,
+    /// Commands over the per-player, per-turn budget.
+    pub over_budget: u64,
+    /// Commands skipped because an earlier one was missing (they come again with it).
+    pub out_of_order: u64,
+}
+
+impl DropCounters {
+    /// All drops together.
+    pub fn total(&self) -> u64 {
+        self.malformed
+            + self.duplicate
+            + self.stale
+            + self.future
+            + self.spoofed
+            + self.over_budget
+            + self.out_of_order
+    }
+}
+
+/// The host's view of one connected player.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerStats {
+    /// Transport counters.
+    pub link: LinkStats,
+    /// Dropped input, by cause.
+    pub drops: DropCounters,
+    /// The peer holds every bundle before this turn.
+    pub turn_ack: crate::Turn,
+    /// Commands accepted from this peer.
+    pub commands_accepted: u64,
+}
+
+/// Session-wide counters of a host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostStats {
+    /// Turns sealed so far.
+    pub turns_sealed: u64,
+    /// Commands sealed into turns so far.
+    pub commands_sealed: u64,
+    /// Commands that reached the host after their stamped turn was sealed and went into a
+    /// later turn.
+    pub commands_late: u64,
+    /// Milliseconds a due turn waited for the window (a client too far behind).
+    pub stall_ms: u64,
+    /// Most sealed bundles held at once (bounded by the window).
+    pub sealed_high_water: usize,
+    /// Most commands waiting in open turns at once (bounded by the budgets × window).
+    pub open_commands_high_water: usize,
+}
+
+/// Counters of a client.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientStats {
+    /// Transport counters.
+    pub link: LinkStats,
+    /// Dropped input, by cause.
+    pub drops: DropCounters,
+    /// Commands submitted and not yet acknowledged by the host.
+    pub commands_unacked: usize,
+    /// Most unacknowledged commands at once.
+    pub commands_unacked_high_water: usize,
+    /// Most bundles buffered ahead of the game at once (bounded by the window).
+    pub bundles_buffered_high_water: usize,
+    /// Our commands that executed at a later turn than stamped.
+    pub commands_late: u64,
+}

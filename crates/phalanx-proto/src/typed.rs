@@ -1,0 +1,217 @@
+//! The typed layer: the game's own command type `C: Serialize + DeserializeOwned` on top of
+//! the byte-level session. postcard is the default codec (a stable, documented wire format and
+//! the smallest general encoding we measured); bincode 2 sits behind the `bincode` feature.
+//!
+//! The host relays command bytes without decoding them, so bytes that do not decode as `C`
+//! reach every peer identically and fail identically: each peer sees the same
+//! [`TypedRecord::Command`] with an `Err`, and the game skips it the same way everywhere.
+
+use std::marker::PhantomData;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::bundle::Record;
+use crate::client::Client;
+use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
+use crate::SubmitError;
+
+/// A command codec: how a game's command type becomes bytes and back.
+pub trait CommandCodec {
+    /// Encodes a command.
+    fn encode<C: Serialize>(command: &C) -> Result<Vec<u8>, CodecError>;
+    /// Decodes a command; trailing bytes are an error.
+    fn decode<C: DeserializeOwned>(bytes: &[u8]) -> Result<C, CodecError>;
+}
+
+/// A command failed to encode or decode. Carries the codec's message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodecError {
+    message: String,
+}
+
+impl CodecError {
+    fn new(message: impl std::fmt::Display) -> Self {
+        CodecError {
+            message: message.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for CodecError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "command codec: {}", self.message)
+    }
+}
+
+impl std::error::Error for CodecError {}
+
+/// postcard 1.x: the default codec.
+#[cfg(feature = "postcard")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Postcard;
+
+#[cfg(feature = "postcard")]
+impl CommandCodec for Postcard {
+    fn encode<C: Serialize>(command: &C) -> Result<Vec<u8>, CodecError> {
+        postcard::to_allocvec(command).map_err(CodecError::new)
+    }
+
+    fn decode<C: DeserializeOwned>(bytes: &[u8]) -> Result<C, CodecError> {
+        let (command, rest) = postcard::take_from_bytes(bytes).map_err(CodecError::new)?;
+        if !rest.is_empty() {
+            return Err(CodecError::new(format_args!(
+                "{} trailing bytes",
+                rest.len()
+            )));
+        }
+        Ok(command)
+    }
+}
+
+/// bincode 2 through its serde API (feature `bincode`). bincode is unmaintained
+/// (RUSTSEC-2025-0141); prefer [`Postcard`].
+#[cfg(feature = "bincode")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bincode;
+
+#[cfg(feature = "bincode")]
+impl CommandCodec for Bincode {
+    fn encode<C: Serialize>(command: &C) -> Result<Vec<u8>, CodecError> {
+        bincode::serde::encode_to_vec(command, bincode::config::standard()).map_err(CodecError::new)
+    }
+
+    fn decode<C: DeserializeOwned>(bytes: &[u8]) -> Result<C, CodecError> {
+        // A command is at most a datagram: cap what a length prefix may make bincode allocate.
+        let config = bincode::config::standard().with_limit::<65_536>();
+        let (command, used) =
+            bincode::serde::decode_from_slice(bytes, config).map_err(CodecError::new)?;
+        if used != bytes.len() {
+            return Err(CodecError::new(format_args!(
+                "{} trailing bytes",
+                bytes.len() - used
+            )));
+        }
+        Ok(command)
+    }
+}
+
+/// Why a typed submit failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TypedSubmitError {
+    /// The command did not encode.
+    Codec(CodecError),
+    /// The session refused the encoded command.
+    Submit(SubmitError),
+}
+
+impl std::fmt::Display for TypedSubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TypedSubmitError::Codec(error) => error.fmt(f),
+            TypedSubmitError::Submit(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for TypedSubmitError {}
+
+/// A bundle record with the command decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TypedRecord<C> {
+    /// A command; `Err` if its bytes are not a `C` (the same on every peer).
+    Command {
+        /// Who issued it.
+        player: PlayerId,
+        /// Its sequence number.
+        seq: CommandSeq,
+        /// The decoded command.
+        command: Result<C, CodecError>,
+    },
+    /// `player` joins this turn.
+    Joined(PlayerId),
+    /// `player` leaves this turn.
+    Left(PlayerId),
+}
+
+/// A sealed turn with decoded commands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypedTurn<C> {
+    /// The turn to execute.
+    pub turn: Turn,
+    /// Its records in canonical order.
+    pub records: Vec<TypedRecord<C>>,
+}
+
+/// A [`Client`] that speaks the game's command type `C` with codec `K`.
+///
+/// ```
+/// use phalanx_proto::{Client, SessionConfig, TypedClient};
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+/// enum Order { Move { x: i32, y: i32 }, Stop }
+///
+/// let (client, _join_request) = Client::new(SessionConfig::default(), 7).unwrap();
+/// let mut client: TypedClient<Order> = TypedClient::new(client);
+/// // Not joined yet: the command is refused, not queued.
+/// assert!(client.submit(&Order::Stop).is_err());
+/// ```
+#[derive(Debug)]
+pub struct TypedClient<C, K: CommandCodec = DefaultCodec> {
+    client: Client,
+    _types: PhantomData<fn(C) -> (C, K)>,
+}
+
+/// The default codec: [`Postcard`].
+#[cfg(feature = "postcard")]
+pub type DefaultCodec = Postcard;
+/// The default codec: [`Bincode`] when `postcard` is disabled.
+#[cfg(all(not(feature = "postcard"), feature = "bincode"))]
+pub type DefaultCodec = Bincode;
+
+impl<C: Serialize + DeserializeOwned, K: CommandCodec> TypedClient<C, K> {
+    /// Wraps a byte-level client.
+    pub fn new(client: Client) -> Self {
+        TypedClient {
+            client,
+            _types: PhantomData,
+        }
+    }
+
+    /// The byte-level client, for the driver's calls.
+    pub fn inner(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Encodes and submits a command.
+    pub fn submit(&mut self, command: &C) -> Result<Ticket, TypedSubmitError> {
+        let bytes = K::encode(command).map_err(TypedSubmitError::Codec)?;
+        self.client.submit(&bytes).map_err(TypedSubmitError::Submit)
+    }
+
+    /// The next turn, decoded.
+    pub fn next_turn(&mut self) -> Option<TypedTurn<C>> {
+        let bundle = self.client.next_turn()?;
+        let records = bundle
+            .records
+            .into_iter()
+            .map(|record| match record {
+                Record::Command {
+                    player,
+                    seq,
+                    payload,
+                } => TypedRecord::Command {
+                    player,
+                    seq,
+                    command: K::decode(&payload),
+                },
+                Record::Joined(player) => TypedRecord::Joined(player),
+                Record::Left(player) => TypedRecord::Left(player),
+            })
+            .collect();
+        Some(TypedTurn {
+            turn: bundle.turn,
+            records,
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! The newtypes of the protocol: turns, players, command sequence numbers, tickets.
+
+use std::fmt;
+
+/// A communication turn: the unit of lockstep time. Turn `t`'s commands execute on every peer
+/// when it executes turn `t`. Logical time — never derived from a clock.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct Turn(pub u32);
+
+impl Turn {
+    /// The first turn of a session.
+    pub const ZERO: Turn = Turn(0);
+
+    /// The turn `turns` later, or `None` past `u32::MAX` (a session would have to run for 27
+    /// years of 200 ms turns to get there; a peer claiming it is classified as far-future).
+    pub fn checked_add(self, turns: u32) -> Option<Turn> {
+        self.0.checked_add(turns).map(Turn)
+    }
+
+    /// The turn `turns` later, stopping at `u32::MAX`.
+    pub fn saturating_add(self, turns: u32) -> Turn {
+        Turn(self.0.saturating_add(turns))
+    }
+
+    /// The next turn, stopping at `u32::MAX`.
+    pub fn next(self) -> Turn {
+        self.saturating_add(1)
+    }
+
+    /// How many turns `self` is after `earlier` (0 if it is not after it).
+    pub fn since(self, earlier: Turn) -> u32 {
+        self.0.saturating_sub(earlier.0)
+    }
+}
+
+impl fmt::Display for Turn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "turn {}", self.0)
+    }
+}
+
+/// A player's seat in the session, `0..players_max`. Bound to a connection at join; a player id
+/// inside a later message from a peer is never trusted.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct PlayerId(pub u8);
+
+impl fmt::Display for PlayerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "player {}", self.0)
+    }
+}
+
+/// A command's sequence number, per player, from 0. With the player it names a command
+/// uniquely: `(player, seq)` is the canonical order within a turn and the duplicate key.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct CommandSeq(pub u32);
+
+/// What [`Client::submit`](crate::Client::submit) returns for an accepted command: its
+/// sequence number and the turn it was stamped for. The command may still execute later than
+/// `turn` if it reaches the host after that turn was sealed; the bundle says where it went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket {
+    /// The command's sequence number.
+    pub seq: CommandSeq,
+    /// The turn it was stamped to execute at.
+    pub turn: Turn,
+}
