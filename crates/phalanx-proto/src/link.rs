@@ -67,7 +67,12 @@ impl Link {
             next_pn: 0,
             received: Received::default(),
             sent: SentLog::default(),
-            rtt: Rtt::new(config.rto_initial_ms, config.rto_min_ms, config.rto_max_ms),
+            rtt: Rtt::new(
+                config.rto_initial_ms,
+                config.rto_min_ms,
+                config.rto_max_ms,
+                config.ack_delay_ms,
+            ),
             retransmit_due: false,
             ack_due: false,
             keep_alive_due: false,

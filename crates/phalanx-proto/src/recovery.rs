@@ -189,10 +189,18 @@ pub(crate) struct Rtt {
     initial_ms: u64,
     floor_ms: u64,
     ceiling_ms: u64,
+    /// The longest the peer may hold an ack back: an RTO shorter than RTT plus this would fire
+    /// on every quiet exchange (QUIC's PTO adds `max_ack_delay` for the same reason).
+    peer_ack_delay_ms: u64,
 }
 
 impl Rtt {
-    pub(crate) fn new(initial_ms: u32, floor_ms: u32, ceiling_ms: u32) -> Self {
+    pub(crate) fn new(
+        initial_ms: u32,
+        floor_ms: u32,
+        ceiling_ms: u32,
+        peer_ack_delay_ms: u32,
+    ) -> Self {
         Rtt {
             smoothed_ms: None,
             variance_ms: 0,
@@ -202,6 +210,7 @@ impl Rtt {
             initial_ms: initial_ms.into(),
             floor_ms: floor_ms.into(),
             ceiling_ms: ceiling_ms.into(),
+            peer_ack_delay_ms: peer_ack_delay_ms.into(),
         }
     }
 
@@ -232,7 +241,7 @@ impl Rtt {
     pub(crate) fn rto_ms(&self) -> u64 {
         let base = match self.smoothed_ms {
             None => self.initial_ms,
-            Some(smoothed) => smoothed + (4 * self.variance_ms).max(1),
+            Some(smoothed) => smoothed + (4 * self.variance_ms).max(1) + self.peer_ack_delay_ms,
         };
         let backed_off = base.max(self.floor_ms).saturating_mul(1u64 << self.backoff);
         backed_off.clamp(self.floor_ms, self.ceiling_ms)
@@ -344,10 +353,18 @@ mod tests {
 
     #[test]
     fn rto_follows_rfc6298_and_backs_off() {
-        let mut rtt = Rtt::new(300, 40, 2_000);
+        let mut rtt = Rtt::new(300, 40, 2_000, 0);
         assert_eq!(rtt.rto_ms(), 300);
         rtt.on_sample(100);
         assert_eq!(rtt.rto_ms(), 100 + 4 * 50);
+        let mut delayed = Rtt::new(300, 40, 2_000, 25);
+        delayed.on_sample(40);
+        delayed.on_sample(40);
+        delayed.on_sample(40);
+        assert!(
+            delayed.rto_ms() > 40 + 25,
+            "the peer's ack delay is covered"
+        );
         rtt.on_timeout();
         assert_eq!(rtt.rto_ms(), 600);
         for _ in 0..10 {

@@ -739,3 +739,7 @@ pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
     reader.finish()?;
     Ok(reply)
 }
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod tests;

@@ -107,6 +107,7 @@ impl<T> HierarchicalWheel<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn ready_list(&self) -> u32 {
         list_index(0, digit(self.now, 0))
     }
@@ -242,12 +243,18 @@ impl<T> HierarchicalWheel<T> {
     ///
     /// An `until` before [`now`](Self::now) does not move the clock back; it only hands out
     /// entries already due.
+    #[inline]
     pub fn poll(&mut self, until: u64) -> Option<Expired<T>> {
         loop {
             if let Some(expired) = self.store.pop_front(self.ready_list()) {
                 return Some(expired);
             }
             if self.now >= until {
+                return None;
+            }
+            if self.horizon > until {
+                // Nothing can be due by `until`: the common empty tick, in O(1).
+                self.now = until;
                 return None;
             }
             self.step(until);

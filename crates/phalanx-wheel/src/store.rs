@@ -218,6 +218,7 @@ impl<T> Store<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn head(&self, list: u32) -> u32 {
         self.lists[list as usize].head
     }
@@ -268,6 +269,7 @@ impl<T> Store<T> {
     }
 
     /// Pops the first node of `list`, releasing it.
+    #[inline]
     pub(crate) fn pop_front(&mut self, list: u32) -> Option<Expired<T>> {
         let head = self.lists[list as usize].head;
         (head != NIL).then(|| self.release(head))

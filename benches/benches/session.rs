@@ -1,0 +1,142 @@
+//! The sans-IO session's costs (issue targets for phalanx-proto):
+//!
+//! - `host_turn/8p`: host CPU per sealed turn in an 8-player session with 3 commands per second
+//!   per player — only the host's calls are timed (`handle_datagram` for every client datagram
+//!   of the turn, `handle_timeout` that seals, `poll_transmit` until empty); the clients run
+//!   outside the timed section.
+//! - `mesh/8p_3000turns`: a whole 8-player, 3,000-turn game (10 minutes of play at 200 ms
+//!   turns) on the in-memory mesh, clean network, 20 ms one way.
+//!
+//! Before measuring, it prints the application payload per client per turn (upstream and
+//! downstream, our datagrams before any QUIC/UDP/IP overhead) from one such game.
+//!
+//! Run: `cargo bench -p phalanx-benches --bench session`.
+
+#![allow(clippy::print_stderr)] // figures that criterion does not measure are printed
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use phalanx_mesh::{Mesh, MeshConfig};
+use phalanx_proto::{Client, Host, SessionConfig};
+
+const PLAYERS: usize = 8;
+/// 3 commands per second per player.
+const COMMAND_INTERVAL_MS: (u64, u64) = (250, 416);
+
+fn game_config(seed: u64, turns: u64) -> MeshConfig {
+    let mut config = MeshConfig::new(seed, PLAYERS);
+    config.command_interval_ms = COMMAND_INTERVAL_MS;
+    config.end_ms = turns * 200 + 1_000;
+    config.submit_until_ms = turns * 200;
+    config.heal_at_ms = 0;
+    config
+}
+
+fn print_payload_figures() {
+    let turns = 3_000;
+    let mut mesh = Mesh::new(game_config(1, turns)).expect("valid config");
+    let started = Instant::now();
+    mesh.run().expect("no livelock");
+    let wall = started.elapsed();
+    mesh.check_agreement().expect("S1");
+    mesh.check_exactly_once().expect("S2");
+    let executed = mesh.turns_executed_min() as u64;
+    let per_client_turn = |bytes: u64| bytes as f64 / (PLAYERS as u64 * executed) as f64;
+    let latencies = mesh.latencies_ms();
+    let p95 = latencies
+        .get(latencies.len() * 95 / 100)
+        .copied()
+        .unwrap_or(0);
+    eprintln!(
+        "8 players, {executed} turns, 3 commands/s/player, 20 ms one way: \
+         app bytes per client per turn: up {:.1}, down {:.1}; command latency p95 {p95} ms; \
+         one game took {:.0} ms of wall time",
+        per_client_turn(mesh.bytes_up),
+        per_client_turn(mesh.bytes_down),
+        wall.as_secs_f64() * 1e3,
+    );
+}
+
+/// A host with 8 joined clients, started at time 0.
+fn session() -> (Host, Vec<Client>) {
+    let config = SessionConfig::default();
+    let tokens: Vec<u64> = (0..PLAYERS as u64).collect();
+    let mut host = Host::new(config.clone(), &tokens).expect("valid config");
+    let clients = tokens
+        .iter()
+        .map(|&token| {
+            let (mut client, request) = Client::new(config.clone(), token).expect("valid");
+            let reply = host.handle_join(0, &request).reply.expect("accepted");
+            client.handle_join_reply(0, &reply).expect("joined");
+            client
+        })
+        .collect();
+    host.start(0);
+    (host, clients)
+}
+
+fn host_turn(c: &mut Criterion) {
+    c.bench_function("host_turn/8p", |b| {
+        b.iter_custom(|turns| {
+            let (mut host, mut clients) = session();
+            let mut host_time = Duration::ZERO;
+            let mut buf = Vec::with_capacity(1200);
+            let mut datagrams = Vec::new();
+            let mut command = 0u64;
+            for turn in 0..turns {
+                let now = (turn + 1) * 200;
+                // Clients: on average 0.6 commands per turn each (3 per second).
+                datagrams.clear();
+                for (index, client) in clients.iter_mut().enumerate() {
+                    command += 1;
+                    if (command * 7 + index as u64) % 5 < 3 {
+                        let _ = client.submit(&[index as u8; 12]);
+                    }
+                    client.handle_timeout(now);
+                    while client.poll_transmit(now, &mut buf) {
+                        datagrams.push((index, buf.clone()));
+                    }
+                }
+                let started = Instant::now();
+                for (index, bytes) in &datagrams {
+                    host.handle_datagram(now, phalanx_proto::PlayerId(*index as u8), bytes);
+                }
+                host.handle_timeout(now);
+                let mut sent = Vec::new();
+                while let Some(player) = host.poll_transmit(now, &mut buf) {
+                    sent.push((player, buf.clone()));
+                }
+                host_time += started.elapsed();
+                for (player, bytes) in sent {
+                    let client = &mut clients[player.0 as usize];
+                    client.handle_datagram(now + 20, &bytes);
+                    while let Some(bundle) = client.next_turn() {
+                        black_box(bundle);
+                    }
+                }
+            }
+            host_time
+        })
+    });
+}
+
+fn whole_game(c: &mut Criterion) {
+    print_payload_figures();
+    let mut group = c.benchmark_group("mesh");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
+    group.bench_function("8p_3000turns", |b| {
+        b.iter(|| {
+            let mut mesh = Mesh::new(game_config(2, 3_000)).expect("valid config");
+            mesh.run().expect("no livelock");
+            black_box(mesh.trace_digest)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, host_turn, whole_game);
+criterion_main!(benches);

@@ -1,0 +1,911 @@
+//! An in-memory, seeded, single-threaded network that drives one phalanx-proto [`Host`] and N
+//! [`Client`]s on a virtual clock — layer L1 of the fault matrix.
+//!
+//! Every random draw comes from one seed (SplitMix64), every loop is bounded, and nothing
+//! reads a real clock, so a seed is a complete description of a run: rerun it and you get the
+//! same trace digest. Per link and direction it can add latency and jitter (reordering),
+//! independent and Gilbert–Elliott burst loss, duplication and corruption; partitions cut a
+//! client off one way or both for a time window; after `heal_at_ms` the network is clean (the
+//! liveness phase). Each player runs a tiny reference game whose state is a hash chain of the
+//! bundles it executed, and whose commands encode `(player, seq)` so a misattributed command
+//! is caught.
+//!
+//! ```
+//! use phalanx_mesh::{Mesh, MeshConfig};
+//!
+//! let mut config = MeshConfig::new(42, 3);
+//! config.end_ms = 10_000;
+//! let mut mesh = Mesh::new(config).unwrap();
+//! mesh.run().unwrap();
+//! mesh.check_agreement().unwrap();
+//! mesh.check_exactly_once().unwrap();
+//! assert!(mesh.games[0].digests.len() > 40);
+//! ```
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use phalanx_proto::{
+    Client, ClientEvent, CommandSeq, EndReason, Host, HostEvent, PlayerId, Record, SessionConfig,
+    SubmitError, Turn, TurnBundle,
+};
+
+/// SplitMix64: small, fast, and the same on every platform.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..bound` (0 when `bound` is 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 {
+            0
+        } else {
+            self.next_u64() % bound
+        }
+    }
+
+    /// True with probability `permille / 1000`.
+    pub fn chance(&mut self, permille: u32) -> bool {
+        self.below(1000) < u64::from(permille)
+    }
+}
+
+/// Gilbert–Elliott burst loss: a two-state chain, stepped once per datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst {
+    /// Chance per datagram of going from the good state to the bad one.
+    pub enter_permille: u32,
+    /// Chance per datagram of leaving the bad state.
+    pub leave_permille: u32,
+    /// Loss while in the bad state.
+    pub loss_permille: u32,
+}
+
+/// Faults of one direction of one client's link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkFaults {
+    /// One-way latency.
+    pub latency_ms: u64,
+    /// Extra delay, uniform in `0..=jitter_ms`, drawn per datagram: reorders.
+    pub jitter_ms: u64,
+    /// Independent loss.
+    pub loss_permille: u32,
+    /// Burst loss on top of the independent loss.
+    pub burst: Option<Burst>,
+    /// Chance a datagram is delivered twice (the copy delayed by up to latency + jitter more).
+    pub duplicate_permille: u32,
+    /// Chance a datagram is made malformed: truncated, given trailing bytes, or replaced by
+    /// random bytes under a wrong version byte. (Bit flips inside a valid message are what
+    /// QUIC's authentication stops below us; this models a buggy or hostile *authenticated*
+    /// peer, whose bytes our decoder must reject.)
+    pub corrupt_permille: u32,
+    /// Duplicates arrive up to this much later than the original (a replay), on top of the
+    /// usual latency and jitter.
+    pub replay_delay_ms: u64,
+}
+
+/// Which way a partition cuts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Client to host only.
+    Up,
+    /// Host to client only.
+    Down,
+    /// Both ways.
+    Both,
+}
+
+/// A client cut off from the host for a time window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// The client index.
+    pub client: usize,
+    /// Start of the cut (virtual ms).
+    pub from_ms: u64,
+    /// End of the cut.
+    pub until_ms: u64,
+    /// Which way.
+    pub direction: Direction,
+}
+
+/// A mesh scenario.
+#[derive(Clone, Debug)]
+pub struct MeshConfig {
+    /// The seed of every random draw.
+    pub seed: u64,
+    /// Remote clients.
+    pub clients: usize,
+    /// Whether the host also plays (a listen server).
+    pub host_plays: bool,
+    /// The host's session config (clients use it for their local settings too).
+    pub session: SessionConfig,
+    /// Faults per client: `(up, down)`.
+    pub links: Vec<(LinkFaults, LinkFaults)>,
+    /// Partitions.
+    pub partitions: Vec<Partition>,
+    /// Each player submits a command every `min..=max` ms (uniform).
+    pub command_interval_ms: (u64, u64),
+    /// Clients that never submit (for example, a connection a test uses to inject input).
+    pub passive: Vec<usize>,
+    /// Commands per submission (a burst).
+    pub commands_per_submit: u32,
+    /// Command payload size (at least 5: player and sequence are encoded in it).
+    pub command_bytes: usize,
+    /// No submissions after this time (the quiesce phase).
+    pub submit_until_ms: u64,
+    /// Loss, duplication, corruption and partitions stop here; latency and jitter remain.
+    pub heal_at_ms: u64,
+    /// The run ends here.
+    pub end_ms: u64,
+    /// A bound on loop iterations: exceeding it is a livelock, reported as an error.
+    pub steps_max: u64,
+}
+
+impl MeshConfig {
+    /// A clean network of `clients` clients with 20 ms latency, commands every 1.5–2 s
+    /// (AoE's measured rate), 30 s of play with the last 5 s quiet.
+    pub fn new(seed: u64, clients: usize) -> Self {
+        let link = LinkFaults {
+            latency_ms: 20,
+            ..LinkFaults::default()
+        };
+        MeshConfig {
+            seed,
+            clients,
+            host_plays: false,
+            session: SessionConfig::default(),
+            links: vec![(link, link); clients],
+            partitions: Vec::new(),
+            command_interval_ms: (1_500, 2_000),
+            passive: Vec::new(),
+            commands_per_submit: 1,
+            command_bytes: 12,
+            submit_until_ms: 25_000,
+            heal_at_ms: 25_000,
+            end_ms: 30_000,
+            steps_max: 10_000_000,
+        }
+    }
+
+    /// The same faults on every client's link, both directions.
+    pub fn with_faults(mut self, faults: LinkFaults) -> Self {
+        self.links = vec![(faults, faults); self.clients];
+        self
+    }
+}
+
+/// A player's reference game: a hash chain of everything it executed.
+#[derive(Clone, Debug)]
+pub struct Game {
+    /// The player.
+    pub player: PlayerId,
+    /// The chained state hash.
+    pub state: u64,
+    /// `digests[t]`: digest of the bundle executed at turn `t`.
+    pub digests: Vec<u64>,
+    /// When each turn was executed (virtual ms).
+    pub executed_at_ms: Vec<u64>,
+    /// Every `(player, seq)` executed, in order, with its turn.
+    pub executed: Vec<(PlayerId, CommandSeq, Turn)>,
+    /// Our submitted commands: seq → (stamped turn, submit time).
+    pub submitted: BTreeMap<CommandSeq, (Turn, u64)>,
+    /// Submit → execute latency of our own commands (virtual ms).
+    pub latencies_ms: Vec<u64>,
+    /// Submissions refused, by error.
+    pub refused: Vec<SubmitError>,
+    /// Commands whose payload did not match the player and sequence they were attributed to.
+    pub misattributed: u64,
+    /// Turns at which each player was seen to join or leave.
+    pub membership: Vec<(Turn, Record)>,
+    /// How the session ended for this game, if it did.
+    pub ended: Option<EndReason>,
+    next_submit_ms: u64,
+}
+
+impl Game {
+    fn new(player: PlayerId, first_submit_ms: u64) -> Self {
+        Game {
+            player,
+            state: 0xcbf2_9ce4_8422_2325,
+            digests: Vec::new(),
+            executed_at_ms: Vec::new(),
+            executed: Vec::new(),
+            submitted: BTreeMap::new(),
+            latencies_ms: Vec::new(),
+            refused: Vec::new(),
+            misattributed: 0,
+            membership: Vec::new(),
+            ended: None,
+            next_submit_ms: first_submit_ms,
+        }
+    }
+
+    fn execute(&mut self, now_ms: u64, bundle: &TurnBundle) {
+        let digest = bundle.digest();
+        self.state = fnv(self.state, &digest.to_le_bytes());
+        self.digests.push(digest);
+        self.executed_at_ms.push(now_ms);
+        for record in &bundle.records {
+            match record {
+                Record::Command {
+                    player,
+                    seq,
+                    payload,
+                } => {
+                    if decode_payload(payload) != Some((*player, *seq)) {
+                        self.misattributed += 1;
+                    }
+                    self.executed.push((*player, *seq, bundle.turn));
+                    if *player == self.player {
+                        if let Some(&(_, at)) = self.submitted.get(seq) {
+                            self.latencies_ms.push(now_ms - at);
+                        }
+                    }
+                }
+                other => self.membership.push((bundle.turn, other.clone())),
+            }
+        }
+    }
+}
+
+/// The payload of the reference game's commands: the player and sequence, then filler.
+pub fn encode_payload(player: PlayerId, seq: CommandSeq, len: usize) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(len.max(5));
+    payload.push(player.0);
+    payload.extend_from_slice(&seq.0.to_le_bytes());
+    payload.resize(len.max(5), 0xA5);
+    payload
+}
+
+fn decode_payload(payload: &[u8]) -> Option<(PlayerId, CommandSeq)> {
+    let seq = payload.get(1..5)?;
+    Some((
+        PlayerId(*payload.first()?),
+        CommandSeq(u32::from_le_bytes(seq.try_into().ok()?)),
+    ))
+}
+
+fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// Where a datagram goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Dest {
+    /// To the host, from client `i`'s connection.
+    Host(usize),
+    /// To client `i`.
+    Client(usize),
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct InFlight {
+    at_ms: u64,
+    seq: u64,
+    dest: Dest,
+    bytes: Vec<u8>,
+}
+
+/// What went wrong in a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MeshError {
+    /// The session config was refused.
+    Config(phalanx_proto::ConfigError),
+    /// A join failed.
+    Join(String),
+    /// The loop ran `steps_max` iterations: something spins without progress.
+    Livelock {
+        /// Virtual time when it was stopped.
+        now_ms: u64,
+    },
+}
+
+impl std::fmt::Display for MeshError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MeshError::Config(error) => write!(f, "config: {error}"),
+            MeshError::Join(error) => write!(f, "join: {error}"),
+            MeshError::Livelock { now_ms } => write!(f, "livelock at {now_ms} ms"),
+        }
+    }
+}
+
+impl std::error::Error for MeshError {}
+
+/// The network and its sessions.
+pub struct Mesh {
+    /// Virtual time.
+    pub now_ms: u64,
+    /// The host.
+    pub host: Host,
+    /// The clients, by index.
+    pub clients: Vec<Client>,
+    /// One game per client (same index), then the host's own game if it plays.
+    pub games: Vec<Game>,
+    /// Host events seen, with their time.
+    pub host_events: Vec<(u64, HostEvent)>,
+    /// Client events seen: `(time, client, event)`.
+    pub client_events: Vec<(u64, usize, ClientEvent)>,
+    /// Datagrams dropped by the fault layer.
+    pub dropped: u64,
+    /// Datagrams duplicated by the fault layer.
+    pub duplicated: u64,
+    /// Datagrams corrupted by the fault layer.
+    pub corrupted: u64,
+    /// A digest of every delivery (time, destination, bytes): equal runs have equal digests.
+    pub trace_digest: u64,
+    /// Bytes delivered upstream (client → host) and downstream, application payload only.
+    pub bytes_up: u64,
+    /// See `bytes_up`.
+    pub bytes_down: u64,
+    /// For every idle-timeout decision — the host timing a player out, or a client ending with
+    /// `HostLost` — `(client, silence_ms)`: how long that side had really received nothing
+    /// from the other when it decided. A correct idle timer never decides below its timeout.
+    pub timeout_silences: Vec<(usize, u64)>,
+    /// Per client and direction (`[up, down]`), the longest time between deliveries so far,
+    /// not counting the silence still running (see [`Mesh::longest_silence_ms`]).
+    longest_silence_ms: Vec<[u64; 2]>,
+    last_delivery_ms: Vec<[u64; 2]>,
+    config: MeshConfig,
+    rng: Rng,
+    game_rng: Rng,
+    queue: BinaryHeap<Reverse<InFlight>>,
+    next_seq: u64,
+    burst_bad: Vec<[bool; 2]>,
+    player_client: BTreeMap<PlayerId, usize>,
+    steps: u64,
+}
+
+impl Mesh {
+    /// Builds the session: the host, every client joined (over a reliable path, as a QUIC
+    /// stream would be), and the game started at time 0.
+    pub fn new(config: MeshConfig) -> Result<Mesh, MeshError> {
+        let tokens: Vec<u64> = (0..config.clients as u64).map(|i| 1_000 + i).collect();
+        let mut host = Host::new(config.session.clone(), &tokens).map_err(MeshError::Config)?;
+        let mut game_rng = Rng::new(config.seed ^ 0x6A09_E667_F3BC_C908);
+        let first_submit = |rng: &mut Rng| {
+            config.command_interval_ms.0 + rng.below(config.command_interval_ms.1 + 1)
+        };
+        let mut clients = Vec::with_capacity(config.clients);
+        let mut games = Vec::with_capacity(config.clients + 1);
+        let mut player_client = BTreeMap::new();
+        let host_player = if config.host_plays {
+            Some(
+                host.add_local_player()
+                    .map_err(|e| MeshError::Join(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        for (index, &token) in tokens.iter().enumerate() {
+            let (mut client, request) =
+                Client::new(config.session.clone(), token).map_err(MeshError::Config)?;
+            let response = host.handle_join(0, &request);
+            let reply = response
+                .reply
+                .ok_or_else(|| MeshError::Join("no reply".into()))?;
+            let player = client
+                .handle_join_reply(0, &reply)
+                .map_err(|e| MeshError::Join(e.to_string()))?;
+            player_client.insert(player, index);
+            games.push(Game::new(player, first_submit(&mut game_rng)));
+            clients.push(client);
+        }
+        if let Some(player) = host_player {
+            games.push(Game::new(player, first_submit(&mut game_rng)));
+        }
+        host.start(0);
+        Ok(Mesh {
+            now_ms: 0,
+            host,
+            clients,
+            games,
+            host_events: Vec::new(),
+            client_events: Vec::new(),
+            dropped: 0,
+            duplicated: 0,
+            corrupted: 0,
+            trace_digest: 0xcbf2_9ce4_8422_2325,
+            bytes_up: 0,
+            bytes_down: 0,
+            timeout_silences: Vec::new(),
+            longest_silence_ms: vec![[0; 2]; config.clients],
+            last_delivery_ms: vec![[0; 2]; config.clients],
+            rng: Rng::new(config.seed),
+            game_rng,
+            queue: BinaryHeap::new(),
+            next_seq: 0,
+            burst_bad: vec![[false; 2]; config.clients],
+            player_client,
+            steps: 0,
+            config,
+        })
+    }
+
+    /// The scenario.
+    pub fn config(&self) -> &MeshConfig {
+        &self.config
+    }
+
+    /// Runs to `end_ms`.
+    pub fn run(&mut self) -> Result<(), MeshError> {
+        self.run_until(self.config.end_ms)
+    }
+
+    /// Runs until virtual time `until_ms`.
+    pub fn run_until(&mut self, until_ms: u64) -> Result<(), MeshError> {
+        loop {
+            let next = self.next_event_ms();
+            match next {
+                Some(at) if at <= until_ms => self.now_ms = self.now_ms.max(at),
+                _ => {
+                    self.now_ms = self.now_ms.max(until_ms);
+                    return Ok(());
+                }
+            }
+            self.steps += 1;
+            if self.steps > self.config.steps_max {
+                return Err(MeshError::Livelock {
+                    now_ms: self.now_ms,
+                });
+            }
+            self.step();
+        }
+    }
+
+    fn submitting(&self, game: &Game) -> bool {
+        game.ended.is_none() && self.now_ms < self.config.submit_until_ms
+    }
+
+    fn next_event_ms(&self) -> Option<u64> {
+        let deliveries = self.queue.peek().map(|Reverse(flight)| flight.at_ms);
+        let host = self.host.poll_timeout();
+        let clients = self.clients.iter().filter_map(Client::poll_timeout);
+        let submits = self
+            .games
+            .iter()
+            .enumerate()
+            .filter(|(index, game)| game.ended.is_none() && !self.config.passive.contains(index))
+            .map(|(_, game)| game)
+            .map(|game| game.next_submit_ms)
+            .filter(|&at| at < self.config.submit_until_ms);
+        deliveries
+            .into_iter()
+            .chain(host)
+            .chain(clients)
+            .chain(submits)
+            .min()
+    }
+
+    fn step(&mut self) {
+        let now = self.now_ms;
+        while self
+            .queue
+            .peek()
+            .is_some_and(|Reverse(flight)| flight.at_ms <= now)
+        {
+            let Some(Reverse(flight)) = self.queue.pop() else {
+                break;
+            };
+            self.deliver(flight);
+        }
+        if self.host.poll_timeout().is_some_and(|at| at <= now) {
+            self.host.handle_timeout(now);
+        }
+        for client in &mut self.clients {
+            if client.poll_timeout().is_some_and(|at| at <= now) {
+                client.handle_timeout(now);
+            }
+        }
+        self.submit_due();
+        self.transmit();
+        self.execute();
+        self.collect_events();
+    }
+
+    fn deliver(&mut self, flight: InFlight) {
+        self.trace_digest = fnv(self.trace_digest, &flight.at_ms.to_le_bytes());
+        let dest_tag = match flight.dest {
+            Dest::Host(index) => index as u64,
+            Dest::Client(index) => (1 << 32) | index as u64,
+        };
+        self.trace_digest = fnv(self.trace_digest, &dest_tag.to_le_bytes());
+        self.trace_digest = fnv(self.trace_digest, &flight.bytes);
+        match flight.dest {
+            Dest::Host(index) => {
+                self.bytes_up += flight.bytes.len() as u64;
+                self.note_delivery(index, 0);
+                let player = self.games[index].player;
+                self.host
+                    .handle_datagram(self.now_ms, player, &flight.bytes);
+            }
+            Dest::Client(index) => {
+                self.bytes_down += flight.bytes.len() as u64;
+                self.note_delivery(index, 1);
+                self.clients[index].handle_datagram(self.now_ms, &flight.bytes);
+            }
+        }
+    }
+
+    fn note_delivery(&mut self, client: usize, direction: usize) {
+        let silence = self.now_ms - self.last_delivery_ms[client][direction];
+        let longest = &mut self.longest_silence_ms[client][direction];
+        *longest = (*longest).max(silence);
+        self.last_delivery_ms[client][direction] = self.now_ms;
+    }
+
+    /// The longest time client `client` went without a delivery in either direction,
+    /// including the silence running now: what an idle timeout reacts to.
+    pub fn longest_silence_ms(&self, client: usize) -> u64 {
+        (0..2)
+            .map(|direction| {
+                let running = self.now_ms - self.last_delivery_ms[client][direction];
+                self.longest_silence_ms[client][direction].max(running)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn submit_due(&mut self) {
+        let now = self.now_ms;
+        for index in 0..self.games.len() {
+            if !self.submitting(&self.games[index])
+                || self.games[index].next_submit_ms > now
+                || self.config.passive.contains(&index)
+            {
+                continue;
+            }
+            for _ in 0..self.config.commands_per_submit {
+                let game = &self.games[index];
+                let seq = CommandSeq(game.submitted.len() as u32);
+                let payload = encode_payload(game.player, seq, self.config.command_bytes);
+                let result = if index < self.clients.len() {
+                    self.clients[index].submit(&payload)
+                } else {
+                    self.host.submit(&payload)
+                };
+                let game = &mut self.games[index];
+                match result {
+                    Ok(ticket) => {
+                        debug_assert_eq!(ticket.seq, seq);
+                        game.submitted.insert(ticket.seq, (ticket.turn, now));
+                    }
+                    Err(error) => game.refused.push(error),
+                }
+            }
+            let (min, max) = self.config.command_interval_ms;
+            let interval = min + self.game_rng.below(max.saturating_sub(min) + 1);
+            self.games[index].next_submit_ms = now + interval.max(1);
+        }
+    }
+
+    fn transmit(&mut self) {
+        let now = self.now_ms;
+        let mut buf = Vec::with_capacity(usize::from(self.config.session.datagram_bytes_max));
+        let mut guard = 0;
+        while let Some(player) = self.host.poll_transmit(now, &mut buf) {
+            guard += 1;
+            assert!(guard < 100_000, "host transmit loop does not end");
+            if let Some(&client) = self.player_client.get(&player) {
+                self.send(Dest::Client(client), buf.clone());
+            }
+        }
+        for index in 0..self.clients.len() {
+            let mut guard = 0;
+            while self.clients[index].poll_transmit(now, &mut buf) {
+                guard += 1;
+                assert!(guard < 100_000, "client transmit loop does not end");
+                self.send(Dest::Host(index), buf.clone());
+            }
+        }
+    }
+
+    /// Puts a datagram on the wire through the fault layer.
+    fn send(&mut self, dest: Dest, mut bytes: Vec<u8>) {
+        let (client, direction) = match dest {
+            Dest::Host(index) => (index, 0),
+            Dest::Client(index) => (index, 1),
+        };
+        let faults = if direction == 0 {
+            self.config.links[client].0
+        } else {
+            self.config.links[client].1
+        };
+        let faulty = self.now_ms < self.config.heal_at_ms;
+        if faulty {
+            let cut = self.config.partitions.iter().any(|partition| {
+                partition.client == client
+                    && (partition.from_ms..partition.until_ms).contains(&self.now_ms)
+                    && match partition.direction {
+                        Direction::Both => true,
+                        Direction::Up => direction == 0,
+                        Direction::Down => direction == 1,
+                    }
+            });
+            let mut lost = cut || self.rng.chance(faults.loss_permille);
+            if let Some(burst) = faults.burst {
+                let bad = &mut self.burst_bad[client][direction];
+                let flip = if *bad {
+                    burst.leave_permille
+                } else {
+                    burst.enter_permille
+                };
+                if self.rng.chance(flip) {
+                    *bad = !*bad;
+                }
+                if *bad && self.rng.chance(burst.loss_permille) {
+                    lost = true;
+                }
+            }
+            if lost {
+                self.dropped += 1;
+                return;
+            }
+            if self.rng.chance(faults.corrupt_permille) {
+                self.corrupted += 1;
+                corrupt(&mut self.rng, &mut bytes);
+            }
+            if self.rng.chance(faults.duplicate_permille) {
+                self.duplicated += 1;
+                let extra = self.rng.below(faults.latency_ms + faults.jitter_ms + 1)
+                    + self.rng.below(faults.replay_delay_ms + 1);
+                let delay = faults.latency_ms + self.rng.below(faults.jitter_ms + 1) + extra;
+                self.enqueue(dest, bytes.clone(), delay);
+            }
+        }
+        let delay = faults.latency_ms + self.rng.below(faults.jitter_ms + 1);
+        self.enqueue(dest, bytes, delay);
+    }
+
+    fn enqueue(&mut self, dest: Dest, bytes: Vec<u8>, delay_ms: u64) {
+        let flight = InFlight {
+            at_ms: self.now_ms + delay_ms,
+            seq: self.next_seq,
+            dest,
+            bytes,
+        };
+        self.next_seq += 1;
+        self.queue.push(Reverse(flight));
+    }
+
+    /// Delivers `bytes` to the host as if from client `client`'s connection, now.
+    pub fn inject_to_host(&mut self, client: usize, bytes: Vec<u8>) {
+        self.enqueue(Dest::Host(client), bytes, 0);
+    }
+
+    /// Delivers `bytes` to client `client` as if from the host, now.
+    pub fn inject_to_client(&mut self, client: usize, bytes: Vec<u8>) {
+        self.enqueue(Dest::Client(client), bytes, 0);
+    }
+
+    fn execute(&mut self) {
+        let now = self.now_ms;
+        for (index, client) in self.clients.iter_mut().enumerate() {
+            let mut guard = 0;
+            while let Some(bundle) = client.next_turn() {
+                guard += 1;
+                assert!(guard < 100_000, "next_turn loop does not end");
+                self.games[index].execute(now, &bundle);
+            }
+        }
+        if self.config.host_plays {
+            let index = self.clients.len();
+            while let Some(bundle) = self.host.next_turn() {
+                self.games[index].execute(now, &bundle);
+            }
+        }
+    }
+
+    fn collect_events(&mut self) {
+        while let Some(event) = self.host.poll_event() {
+            if let HostEvent::PlayerTimedOut(player) = event {
+                if let Some(&client) = self.player_client.get(&player) {
+                    let silence = self.now_ms - self.last_delivery_ms[client][0];
+                    self.timeout_silences.push((client, silence));
+                }
+            }
+            self.host_events.push((self.now_ms, event));
+        }
+        for (index, client) in self.clients.iter_mut().enumerate() {
+            while let Some(event) = client.poll_event() {
+                if let ClientEvent::Ended(reason) = event {
+                    self.games[index].ended = Some(reason);
+                    if reason == EndReason::HostLost {
+                        let silence = self.now_ms - self.last_delivery_ms[index][1];
+                        self.timeout_silences.push((index, silence));
+                    }
+                }
+                self.client_events.push((self.now_ms, index, event));
+            }
+        }
+    }
+
+    /// S1: every game that executed turn `t` executed the same bundle (equal digests).
+    pub fn check_agreement(&self) -> Result<(), String> {
+        let longest = self
+            .games
+            .iter()
+            .map(|game| game.digests.len())
+            .max()
+            .unwrap_or(0);
+        for turn in 0..longest {
+            let mut reference: Option<(usize, u64)> = None;
+            for (index, game) in self.games.iter().enumerate() {
+                let Some(&digest) = game.digests.get(turn) else {
+                    continue;
+                };
+                match reference {
+                    None => reference = Some((index, digest)),
+                    Some((first, expected)) if expected != digest => {
+                        return Err(format!(
+                            "turn {turn}: game {first} executed {expected:#x}, game {index} {digest:#x}"
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// S2: no game executed any `(player, seq)` twice or misattributed; every command a
+    /// player submitted (was given a ticket for) was executed, for that player, by every game
+    /// still in the session, unless its player left before it could be sealed.
+    pub fn check_exactly_once(&self) -> Result<(), String> {
+        for (index, game) in self.games.iter().enumerate() {
+            if game.misattributed > 0 {
+                return Err(format!(
+                    "game {index}: {} misattributed commands",
+                    game.misattributed
+                ));
+            }
+            let mut seen = BTreeMap::new();
+            for &(player, seq, turn) in &game.executed {
+                if let Some(first) = seen.insert((player, seq), turn) {
+                    return Err(format!(
+                        "game {index}: {player} seq {} executed at {first} and {turn}",
+                        seq.0
+                    ));
+                }
+            }
+            if game.ended.is_some() {
+                continue;
+            }
+            for submitter in &self.games {
+                if self.left(submitter.player) {
+                    continue;
+                }
+                for seq in submitter.submitted.keys() {
+                    if !seen.contains_key(&(submitter.player, *seq)) {
+                        return Err(format!(
+                            "game {index} never executed {} seq {}",
+                            submitter.player, seq.0
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any game saw `player` leave.
+    pub fn left(&self, player: PlayerId) -> bool {
+        self.games.iter().any(|game| {
+            game.membership
+                .iter()
+                .any(|(_, record)| *record == Record::Left(player))
+        })
+    }
+
+    /// Turns executed by the slowest game still in the session.
+    pub fn turns_executed_min(&self) -> usize {
+        self.games
+            .iter()
+            .filter(|game| game.ended.is_none())
+            .map(|g| g.digests.len())
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Submit → execution latencies of every game, sorted.
+    pub fn latencies_ms(&self) -> Vec<u64> {
+        let mut all: Vec<u64> = self
+            .games
+            .iter()
+            .flat_map(|game| game.latencies_ms.iter().copied())
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    /// The longest gap between consecutive executed turns of any game still playing, before
+    /// `until_ms` (a stall shows as a gap well above the turn length).
+    pub fn longest_gap_ms(&self, until_ms: u64) -> u64 {
+        self.games
+            .iter()
+            .filter(|game| game.ended.is_none())
+            .flat_map(|game| {
+                game.executed_at_ms
+                    .windows(2)
+                    .filter(move |pair| pair[1] <= until_ms)
+                    .map(|pair| pair[1] - pair[0])
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Makes a valid datagram malformed, one of three ways; every result must be rejected.
+fn corrupt(rng: &mut Rng, bytes: &mut Vec<u8>) {
+    match rng.below(3) {
+        0 => {
+            // A strict prefix: counts and lengths precede what they count, so no prefix of a
+            // valid message is valid.
+            let len = rng.below(bytes.len() as u64) as usize;
+            bytes.truncate(len);
+        }
+        1 => {
+            let extra = 1 + rng.below(8) as usize;
+            bytes.extend((0..extra).map(|_| rng.next_u64() as u8));
+        }
+        _ => {
+            let len = 1 + rng.below(64) as usize;
+            *bytes = (0..len).map(|_| rng.next_u64() as u8).collect();
+            // Any version but ours.
+            bytes[0] = 2 + (bytes[0] % 250);
+        }
+    }
+}
+
+/// The seeds a scenario runs: `PHALANX_SEED` runs that one seed; otherwise `PHALANX_SEEDS`
+/// seeds (default `default_count`) from a base derived from the scenario name.
+pub fn seeds(scenario: &str, default_count: u64) -> Vec<u64> {
+    if let Some(seed) = std::env::var("PHALANX_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return vec![seed];
+    }
+    let count = std::env::var("PHALANX_SEEDS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default_count);
+    let base = fnv(0xcbf2_9ce4_8422_2325, scenario.as_bytes()) & 0xFFFF_FFFF;
+    (0..count).map(|i| base * 1_000 + i).collect()
+}
+
+/// Runs `scenario` for every seed; on the first failure panics with the seed and the command
+/// that reruns exactly that seed.
+pub fn for_each_seed(
+    test_name: &str,
+    test_file: &str,
+    default_count: u64,
+    scenario: impl Fn(u64) -> Result<(), String>,
+) {
+    for seed in seeds(test_name, default_count) {
+        if let Err(failure) = scenario(seed) {
+            panic!(
+                "{test_name} failed for seed {seed}: {failure}\n\
+                 rerun: PHALANX_SEED={seed} cargo test -p phalanx-mesh --test {test_file} -- {test_name} --exact"
+            );
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The codec against itself and against hostile bytes (fault-matrix row 17 and 19 at layer F).
+//!
+//! What this proves: every message round-trips; no strict prefix of any valid message and no
+//! valid message with bytes appended decodes; random bytes never panic; huge count and length
+//! fields are refused before allocation; varints are canonical at every boundary.
+//! Seeded: `PHALANX_SEED`, `PHALANX_CASES` (default 1000); failures print the rerun command.
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+
+use super::*;
+
+fn run_seeded<S: Strategy>(
+    test_name: &str,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) {
+    let seed: u64 = std::env::var("PHALANX_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(17);
+    let cases: u32 = std::env::var("PHALANX_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let mut config = Config::with_cases(cases);
+    config.failure_persistence = None;
+    let mut runner = TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    if let Err(failure) = runner.run(&strategy, test) {
+        panic!(
+            "{test_name} failed with seed {seed}: {failure}\nrerun: PHALANX_SEED={seed} \
+             PHALANX_CASES={cases} cargo test -p phalanx-proto --lib -- {test_name}"
+        );
+    }
+}
+
+fn limits() -> Limits {
+    Limits::new(&SessionConfig::default())
+}
+
+fn ack() -> impl Strategy<Value = Option<AckFrame>> {
+    prop::option::of((any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
+        |(largest, missing, delay_ms)| AckFrame {
+            largest,
+            missing,
+            delay_ms,
+        },
+    ))
+}
+
+fn payload() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 0..=80)
+}
+
+/// An Up datagram's fields: pn, ack, turn_ack, first_seq, commands (turn, payload).
+type UpSpec = (u64, Option<AckFrame>, u32, u32, Vec<(u32, Vec<u8>)>);
+
+fn up_message() -> impl Strategy<Value = UpSpec> {
+    (
+        any::<u64>(),
+        ack(),
+        any::<u32>(),
+        0..u32::MAX - 64,
+        prop::collection::vec((any::<u32>(), payload()), 0..12),
+    )
+}
+
+fn encode_up(message: &UpSpec) -> Vec<u8> {
+    let (pn, ack, turn_ack, first_seq, commands) = message;
+    let mut out = Vec::new();
+    put_up_header(&mut out, *pn, *ack, Turn(*turn_ack), CommandSeq(*first_seq));
+    put_varint(&mut out, commands.len() as u64);
+    for (turn, payload) in commands {
+        let command = UpCommand {
+            turn: Turn(*turn),
+            payload,
+        };
+        let before = out.len();
+        put_up_command(&mut out, command);
+        assert_eq!(out.len() - before, up_command_len(command));
+    }
+    out
+}
+
+#[derive(Clone, Debug)]
+enum RecordSpec {
+    Command(u8, u32, Vec<u8>),
+    Joined(u8),
+    Left(u8),
+}
+
+fn record() -> impl Strategy<Value = RecordSpec> {
+    prop_oneof![
+        (0..8u8, any::<u32>(), payload()).prop_map(|(p, s, b)| RecordSpec::Command(p, s, b)),
+        (0..8u8).prop_map(RecordSpec::Joined),
+        (0..8u8).prop_map(RecordSpec::Left),
+    ]
+}
+
+fn wire_records(specs: &[RecordSpec]) -> Vec<WireRecord<'_>> {
+    specs
+        .iter()
+        .map(|spec| match spec {
+            RecordSpec::Command(player, seq, payload) => WireRecord::Command {
+                player: PlayerId(*player),
+                seq: CommandSeq(*seq),
+                payload,
+            },
+            RecordSpec::Joined(player) => WireRecord::Joined(PlayerId(*player)),
+            RecordSpec::Left(player) => WireRecord::Left(PlayerId(*player)),
+        })
+        .collect()
+}
+
+type DownSpec = (u64, Option<AckFrame>, u32, u32, Vec<Vec<RecordSpec>>);
+
+fn down_message() -> impl Strategy<Value = DownSpec> {
+    (
+        any::<u64>(),
+        ack(),
+        any::<u32>(),
+        0..u32::MAX - 64,
+        prop::collection::vec(prop::collection::vec(record(), 0..6), 0..5),
+    )
+}
+
+fn encode_down(message: &DownSpec) -> Vec<u8> {
+    let (pn, ack, cmd_ack, first_turn, bundles) = message;
+    let mut out = Vec::new();
+    put_down_header(
+        &mut out,
+        *pn,
+        *ack,
+        CommandSeq(*cmd_ack),
+        Turn(*first_turn),
+        bundles.len(),
+    );
+    for bundle in bundles {
+        encode_bundle(&mut out, &wire_records(bundle));
+    }
+    out
+}
+
+#[test]
+fn up_round_trips() {
+    run_seeded("up_round_trips", up_message(), |message| {
+        let bytes = encode_up(&message);
+        let up = decode_up(&bytes, &limits()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let (pn, ack, turn_ack, first_seq, commands) = &message;
+        prop_assert_eq!(up.pn, *pn);
+        prop_assert_eq!(up.ack, *ack);
+        prop_assert_eq!(up.turn_ack, Turn(*turn_ack));
+        prop_assert_eq!(up.first_seq, CommandSeq(*first_seq));
+        let got: Vec<(u32, Vec<u8>)> = up
+            .commands
+            .iter()
+            .map(|c| (c.turn.0, c.payload.to_vec()))
+            .collect();
+        prop_assert_eq!(&got, commands);
+        Ok(())
+    });
+}
+
+#[test]
+fn down_round_trips() {
+    run_seeded("down_round_trips", down_message(), |message| {
+        let bytes = encode_down(&message);
+        let down =
+            decode_down(&bytes, &limits()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(down.pn, message.0);
+        prop_assert_eq!(down.ack, message.1);
+        prop_assert_eq!(down.cmd_ack, CommandSeq(message.2));
+        prop_assert_eq!(down.first_turn, Turn(message.3));
+        prop_assert_eq!(down.bundles.len(), message.4.len());
+        for (got, want) in down.bundles.iter().zip(&message.4) {
+            prop_assert_eq!(got, &wire_records(want));
+        }
+        Ok(())
+    });
+}
+
+/// Every strict prefix and every extension of a valid message is rejected, never panics.
+#[test]
+fn every_prefix_and_extension_is_rejected() {
+    run_seeded(
+        "every_prefix_and_extension_is_rejected",
+        (
+            up_message(),
+            down_message(),
+            prop::collection::vec(any::<u8>(), 1..4),
+        ),
+        |(up, down, extra)| {
+            for bytes in [encode_up(&up), encode_down(&down)] {
+                for cut in 0..bytes.len() {
+                    prop_assert!(decode_up(&bytes[..cut], &limits()).is_err());
+                    prop_assert!(decode_down(&bytes[..cut], &limits()).is_err());
+                }
+                let mut longer = bytes.clone();
+                longer.extend_from_slice(&extra);
+                prop_assert!(decode_up(&longer, &limits()).is_err());
+                prop_assert!(decode_down(&longer, &limits()).is_err());
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Random bytes, and random bytes behind a valid header, never panic any decoder.
+#[test]
+fn random_bytes_never_panic() {
+    run_seeded(
+        "random_bytes_never_panic",
+        (0..5u8, prop::collection::vec(any::<u8>(), 0..300)),
+        |(kind, tail)| {
+            let mut bytes = vec![PROTOCOL_VERSION, kind];
+            bytes.extend_from_slice(&tail);
+            for input in [&tail[..], &bytes[..]] {
+                let _ = decode_up(input, &limits());
+                let _ = decode_down(input, &limits());
+                let _ = JoinRequest::decode(input);
+                let _ = decode_join_reply(input);
+            }
+            Ok(())
+        },
+    );
+}
+
+/// Huge counts and lengths are refused up front: by their maximum, or by the bytes left.
+#[test]
+fn huge_length_fields_are_refused_before_allocation() {
+    let limits = limits();
+    // An Up claiming u64::MAX commands.
+    let mut bytes = Vec::new();
+    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0));
+    put_varint(&mut bytes, u64::MAX);
+    assert!(matches!(
+        decode_up(&bytes, &limits),
+        Err(DecodeError::TooLarge {
+            field: "commands",
+            ..
+        })
+    ));
+    // Within the maximum, but more than the bytes that follow could hold.
+    let mut bytes = Vec::new();
+    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0));
+    put_varint(&mut bytes, 60);
+    assert_eq!(decode_up(&bytes, &limits), Err(DecodeError::Truncated));
+    // A command length over command_bytes_max.
+    let mut bytes = Vec::new();
+    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0));
+    put_varint(&mut bytes, 1);
+    put_varint(&mut bytes, 5);
+    put_varint(&mut bytes, 81);
+    bytes.extend_from_slice(&[0; 81]);
+    assert!(matches!(
+        decode_up(&bytes, &limits),
+        Err(DecodeError::TooLarge {
+            field: "command length",
+            value: 81,
+            max: 80
+        })
+    ));
+    // A Down whose turns would run past u32::MAX.
+    let mut bytes = Vec::new();
+    put_down_header(&mut bytes, 0, None, CommandSeq(0), Turn(u32::MAX), 2);
+    encode_bundle(&mut bytes, &[]);
+    encode_bundle(&mut bytes, &[]);
+    assert_eq!(
+        decode_down(&bytes, &limits),
+        Err(DecodeError::Invalid("turn range"))
+    );
+    // A player id outside the session.
+    let mut bytes = Vec::new();
+    put_down_header(&mut bytes, 0, None, CommandSeq(0), Turn(0), 1);
+    encode_bundle(&mut bytes, &[WireRecord::Joined(PlayerId(8))]);
+    assert!(matches!(
+        decode_down(&bytes, &limits),
+        Err(DecodeError::TooLarge {
+            field: "player",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn wrong_version_and_kind_are_named() {
+    assert_eq!(
+        decode_up(&[9, 1], &limits()),
+        Err(DecodeError::Version { found: 9 })
+    );
+    assert_eq!(
+        decode_up(&[PROTOCOL_VERSION, 2], &limits()),
+        Err(DecodeError::UnknownKind(2))
+    );
+    assert_eq!(decode_down(&[], &limits()), Err(DecodeError::Truncated));
+}
+
+/// Varints at every 7-bit boundary round-trip; over-long and overflowing ones are refused.
+#[test]
+fn varints_are_canonical_at_every_boundary() {
+    let mut values = vec![0u64, 1, u64::MAX, u64::MAX - 1];
+    for bits in (7..64).step_by(7) {
+        let power = 1u64 << bits;
+        values.extend([power - 1, power, power + 1]);
+    }
+    for value in values {
+        let mut bytes = Vec::new();
+        put_varint(&mut bytes, value);
+        assert_eq!(bytes.len(), varint_len(value), "{value}");
+        let mut reader = Reader::new(&bytes);
+        assert_eq!(reader.varint(), Ok(value));
+        assert!(reader.finish().is_ok());
+    }
+    // Zero written in two bytes.
+    assert_eq!(
+        Reader::new(&[0x80, 0x00]).varint(),
+        Err(DecodeError::BadVarint)
+    );
+    // Eleven bytes, and a tenth byte above 1 (bit 64 and beyond).
+    assert_eq!(
+        Reader::new(&[0xff; 11]).varint(),
+        Err(DecodeError::BadVarint)
+    );
+    let mut overflow = vec![0xff; 9];
+    overflow.push(0x02);
+    assert_eq!(Reader::new(&overflow).varint(), Err(DecodeError::BadVarint));
+    // u32 fields refuse values above u32::MAX.
+    let mut bytes = Vec::new();
+    put_varint(&mut bytes, u64::from(u32::MAX) + 1);
+    assert_eq!(
+        Reader::new(&bytes).varint_u32(),
+        Err(DecodeError::BadVarint)
+    );
+}
+
+#[test]
+fn join_messages_round_trip() {
+    let request = JoinRequest {
+        protocol_version: PROTOCOL_VERSION,
+        game_data_hash: 7,
+        token: 9,
+    };
+    assert_eq!(JoinRequest::decode(&request.encode()), Ok(request));
+    let replies = [
+        Ok(JoinAccept {
+            player: PlayerId(3),
+            turn_length_ms: 200,
+            command_delay_turns: 2,
+            turns_ahead_max: 16,
+            players_max: 8,
+            commands_per_turn_max: 4,
+            turn_bytes_per_player_max: 80,
+            command_bytes_max: 80,
+        }),
+        Err(JoinRefusal::VersionMismatch { host: 1, client: 2 }),
+        Err(JoinRefusal::GameDataMismatch {
+            host: 1,
+            client: u64::MAX,
+        }),
+        Err(JoinRefusal::BadToken),
+        Err(JoinRefusal::TokenUsed),
+        Err(JoinRefusal::SessionFull),
+        Err(JoinRefusal::GameStarted),
+    ];
+    for reply in replies {
+        let bytes = encode_join_reply(&reply);
+        assert_eq!(decode_join_reply(&bytes), Ok(reply));
+        for cut in 0..bytes.len() {
+            assert!(decode_join_reply(&bytes[..cut]).is_err());
+        }
+    }
+    // A request from another version is still read far enough to name the version.
+    assert_eq!(JoinRequest::decode(&[7]).map(|r| r.protocol_version), Ok(7));
+}
