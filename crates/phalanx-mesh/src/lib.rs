@@ -15,6 +15,7 @@
 //!
 //! let mut config = MeshConfig::new(42, 3);
 //! config.end_ms = 10_000;
+//! config.submit_until_ms = 8_000; // leave time for the last commands to execute
 //! let mut mesh = Mesh::new(config).unwrap();
 //! mesh.run().unwrap();
 //! mesh.check_agreement().unwrap();
