@@ -185,7 +185,8 @@ impl Client {
             .resize(self.config.turns_ahead_max as usize, None);
         self.state = State::Running {
             player: accept.player,
-            link: Box::new(Link::new(now_ms, &self.config)),
+            // The host acknowledges our commands in the next bundle it sends: up to a turn.
+            link: Box::new(Link::new(now_ms, &self.config, self.config.turn_length_ms)),
         };
         Ok(accept.player)
     }

@@ -244,7 +244,7 @@ impl Host {
         };
         self.tokens[token].1 = true;
         self.seats[player.0 as usize] = Seat::Remote(Box::new(Peer {
-            link: Link::new(now_ms, &self.config),
+            link: Link::new(now_ms, &self.config, self.config.ack_delay_ms),
             turn_ack: Turn::ZERO,
             send_next: Turn::ZERO,
             cmd_next: CommandSeq(0),
@@ -499,9 +499,10 @@ impl Host {
             let outstanding = peer.turn_ack < next_seal && peer.send_next > peer.turn_ack;
             peer.link.on_data_acked(now_ms, outstanding);
         }
-        if !up.commands.is_empty() {
-            peer.link.on_ack_eliciting(now_ms);
-        }
+        // No ack-delay timer on this side: a bundle goes to every player each turn and carries
+        // the acknowledgement (clients size their retransmit timeout for that), which saves a
+        // standalone datagram per command. Commands are also repeated in every datagram a
+        // client sends until acknowledged, so a lost one rarely waits for a timeout.
         let mut accepted = Vec::new();
         for (offset, command) in up.commands.iter().enumerate() {
             let seq = CommandSeq(up.first_seq.0.wrapping_add(offset as u32));
@@ -684,7 +685,12 @@ impl Host {
         let mut count = 0usize;
         let mut body = Vec::new();
         let mut redundant = 0u64;
-        for sealed in self.sealed.iter().skip(skip) {
+        // A datagram sent only to acknowledge or keep the line alive carries no bundles: a new
+        // bundle goes out every turn anyway and repeats whatever is unacknowledged, so
+        // repeating it in between would only add bytes.
+        let carry = has_new || (peer.link.retransmit_due && has_unacked);
+        let bundles = if carry { self.sealed.len() } else { 0 };
+        for sealed in self.sealed.iter().take(bundles).skip(skip) {
             // Header bound: count as a varint of at most 2 bytes for a window of <= 256.
             if crate::wire::DOWN_HEADER_BYTES_MAX + body.len() + sealed.encoded.len() > budget {
                 break;

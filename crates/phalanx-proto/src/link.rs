@@ -59,7 +59,9 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    pub(crate) fn new(now_ms: u64, config: &SessionConfig) -> Self {
+    /// A link whose clock reads `now_ms`. `peer_ack_delay_ms` is the longest the peer may
+    /// hold an acknowledgement back; the retransmit timeout covers it.
+    pub(crate) fn new(now_ms: u64, config: &SessionConfig, peer_ack_delay_ms: u32) -> Self {
         let wheel = HashedWheel::new(now_ms, LINK_WHEEL_SLOTS).expect("power of two");
         let mut link = Link {
             wheel,
@@ -71,7 +73,7 @@ impl Link {
                 config.rto_initial_ms,
                 config.rto_min_ms,
                 config.rto_max_ms,
-                config.ack_delay_ms,
+                peer_ack_delay_ms,
             ),
             retransmit_due: false,
             ack_due: false,

@@ -12,7 +12,8 @@
 //! Down  (host → client, datagram): version kind=2 pn ack cmd_ack first_turn n bundle*n
 //!   ack    = 0 | 1 largest missing_bits delay_ms      (missing bit i: largest−1−i not received)
 //!   bundle = m record*m
-//!   record = 0 player seq len payload | 1 player (joined) | 2 player (left)
+//!   record = head seq len payload | head      (head: kind in the top 2 bits — 0 command,
+//!            1 joined, 2 left — and the player in the low 6; seq/len/payload for commands)
 //! Join  (client → host, stream):   version kind=3 game_data_hash:u64le token:u64le
 //! Reply (host → client, stream):   version kind=4 (0 accepted-fields | 1 refusal-tag fields)
 //! ```
@@ -28,9 +29,16 @@ const KIND_DOWN: u8 = 2;
 const KIND_JOIN: u8 = 3;
 const KIND_REPLY: u8 = 4;
 
+/// A record's first byte: its kind in the top two bits, the player in the low six
+/// (`players_max` is at most 64).
 const RECORD_COMMAND: u8 = 0;
 const RECORD_JOINED: u8 = 1;
 const RECORD_LEFT: u8 = 2;
+const RECORD_PLAYER_BITS: u8 = 0x3f;
+
+fn record_head(kind: u8, player: PlayerId) -> u8 {
+    (kind << 6) | (player.0 & RECORD_PLAYER_BITS)
+}
 
 /// The most bytes a varint of a `u64` takes.
 const VARINT_MAX: usize = 10;
@@ -46,9 +54,9 @@ pub(crate) const UP_HEADER_BYTES_MAX: usize = 2 + VARINT_MAX + ACK_BYTES_MAX + 3
 /// Bytes one command adds to an Up datagram besides its payload, at most (turn, length).
 pub(crate) const UP_COMMAND_OVERHEAD_MAX: usize = 2 * VARINT32_MAX;
 /// Bytes one command record adds to a bundle besides its payload, at most.
-const RECORD_COMMAND_OVERHEAD_MAX: usize = 2 + 2 * VARINT32_MAX;
+const RECORD_COMMAND_OVERHEAD_MAX: usize = 1 + 2 * VARINT32_MAX;
 /// Bytes of a control record, at most.
-const RECORD_CONTROL_BYTES_MAX: usize = 2;
+const RECORD_CONTROL_BYTES_MAX: usize = 1;
 
 /// Control records one bundle may carry: a join and a leave per seat.
 pub(crate) fn controls_per_bundle_max(config: &SessionConfig) -> usize {
@@ -371,19 +379,16 @@ pub(crate) fn encode_bundle(out: &mut Vec<u8>, records: &[WireRecord<'_>]) {
                 seq,
                 payload,
             } => {
-                out.put_u8(RECORD_COMMAND);
-                out.put_u8(player.0);
+                out.put_u8(record_head(RECORD_COMMAND, player));
                 put_varint(out, seq.0.into());
                 put_varint(out, payload.len() as u64);
                 out.put_slice(payload);
             }
             WireRecord::Joined(player) => {
-                out.put_u8(RECORD_JOINED);
-                out.put_u8(player.0);
+                out.put_u8(record_head(RECORD_JOINED, player));
             }
             WireRecord::Left(player) => {
-                out.put_u8(RECORD_LEFT);
-                out.put_u8(player.0);
+                out.put_u8(record_head(RECORD_LEFT, player));
             }
         }
     }
@@ -411,8 +416,7 @@ impl Limits {
         }
     }
 
-    fn player(&self, reader: &mut Reader<'_>) -> Result<PlayerId, DecodeError> {
-        let player = reader.u8()?;
+    fn player(&self, player: u8) -> Result<PlayerId, DecodeError> {
         if player >= self.players_max {
             return Err(DecodeError::TooLarge {
                 field: "player",
@@ -466,13 +470,14 @@ pub(crate) fn decode_bundle<'a>(
     reader: &mut Reader<'a>,
     limits: &Limits,
 ) -> Result<Vec<WireRecord<'a>>, DecodeError> {
-    // A record is at least two bytes (tag, player).
-    let count = reader.count("records", limits.records_per_bundle_max, 2)?;
+    // A record is at least one byte (its head).
+    let count = reader.count("records", limits.records_per_bundle_max, 1)?;
     let mut records = Vec::with_capacity(count);
     for _ in 0..count {
-        let record = match reader.u8()? {
+        let head = reader.u8()?;
+        let player = limits.player(head & RECORD_PLAYER_BITS)?;
+        let record = match head >> 6 {
             RECORD_COMMAND => {
-                let player = limits.player(reader)?;
                 let seq = CommandSeq(reader.varint_u32()?);
                 let payload = limits.payload(reader)?;
                 WireRecord::Command {
@@ -481,8 +486,8 @@ pub(crate) fn decode_bundle<'a>(
                     payload,
                 }
             }
-            RECORD_JOINED => WireRecord::Joined(limits.player(reader)?),
-            RECORD_LEFT => WireRecord::Left(limits.player(reader)?),
+            RECORD_JOINED => WireRecord::Joined(player),
+            RECORD_LEFT => WireRecord::Left(player),
             tag => return Err(DecodeError::UnknownTag(tag)),
         };
         records.push(record);
