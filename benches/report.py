@@ -18,6 +18,8 @@ for bench in root.glob("**/new/benchmark.json"):
     if "/" not in group:
         continue
     structure, size = group.split("/", 1)
+    if structure not in ("heap", "hashed", "hierarchical", "btree") or not size.isdigit():
+        continue
     elements = (meta.get("throughput") or {}).get("Elements") or 1
     per_op = estimates["median"]["point_estimate"] / elements
     rows.setdefault((meta["function_id"], int(size)), {})[structure] = per_op

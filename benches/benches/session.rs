@@ -45,10 +45,7 @@ fn print_payload_figures() {
     let executed = mesh.turns_executed_min() as u64;
     let per_client_turn = |bytes: u64| bytes as f64 / (PLAYERS as u64 * executed) as f64;
     let latencies = mesh.latencies_ms();
-    let p95 = latencies
-        .get(latencies.len() * 95 / 100)
-        .copied()
-        .unwrap_or(0);
+    let p95 = latencies.get(latencies.len() * 95 / 100).copied().unwrap_or(0);
     eprintln!(
         "8 players, {executed} turns, 3 commands/s/player, 20 ms one way: \
          app bytes per client per turn: up {:.1}, down {:.1}; command latency p95 {p95} ms; \
@@ -92,7 +89,7 @@ fn host_turn(c: &mut Criterion) {
                 for (index, client) in clients.iter_mut().enumerate() {
                     command += 1;
                     if (command * 7 + index as u64) % 5 < 3 {
-                        let _ = client.submit(&[index as u8; 12]);
+                        let _ = client.submit(now, &[index as u8; 12]);
                     }
                     client.handle_timeout(now);
                     while client.poll_transmit(now, &mut buf) {
@@ -112,7 +109,7 @@ fn host_turn(c: &mut Criterion) {
                 for (player, bytes) in sent {
                     let client = &mut clients[player.0 as usize];
                     client.handle_datagram(now + 20, &bytes);
-                    while let Some(bundle) = client.next_turn() {
+                    while let Some(bundle) = client.next_turn(now + 20) {
                         black_box(bundle);
                     }
                 }
@@ -125,9 +122,7 @@ fn host_turn(c: &mut Criterion) {
 fn whole_game(c: &mut Criterion) {
     print_payload_figures();
     let mut group = c.benchmark_group("mesh");
-    group
-        .sample_size(10)
-        .measurement_time(Duration::from_secs(20));
+    group.sample_size(10).measurement_time(Duration::from_secs(20));
     group.bench_function("8p_3000turns", |b| {
         b.iter(|| {
             let mut mesh = Mesh::new(game_config(2, 3_000)).expect("valid config");

@@ -160,8 +160,7 @@ impl Timers for Heap {
             }
         };
         let generation = self.generations[slot as usize];
-        self.heap
-            .push(Reverse((deadline, self.seq, slot, generation)));
+        self.heap.push(Reverse((deadline, self.seq, slot, generation)));
         self.seq += 1;
         (slot, generation)
     }
@@ -199,10 +198,7 @@ impl Timers for Tree {
     type Handle = (u64, u64);
     const NAME: &'static str = "btree";
     fn with_capacity(_n: usize, _horizon: u64) -> Self {
-        Tree {
-            map: BTreeMap::new(),
-            seq: 0,
-        }
+        Tree { map: BTreeMap::new(), seq: 0 }
     }
     fn start(&mut self, deadline: u64, value: u32) -> (u64, u64) {
         let key = (deadline, self.seq);
@@ -233,11 +229,7 @@ fn uniform_deadlines(n: usize, low: u64, high: u64, seed: u64) -> Vec<u64> {
 
 fn filled<T: Timers>(deadlines: &[u64], horizon: u64) -> (T, Vec<T::Handle>) {
     let mut timers = T::with_capacity(deadlines.len(), horizon);
-    let handles = deadlines
-        .iter()
-        .enumerate()
-        .map(|(i, &d)| timers.start(d, i as u32))
-        .collect();
+    let handles = deadlines.iter().enumerate().map(|(i, &d)| timers.start(d, i as u32)).collect();
     (timers, handles)
 }
 
@@ -251,9 +243,7 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
     Rng(11).shuffle(&mut order);
 
     let mut group = c.benchmark_group(format!("{}/{n}", T::NAME));
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(500));
+    group.sample_size(10).warm_up_time(Duration::from_millis(500));
     group.measurement_time(Duration::from_secs(if n >= 1_000_000 { 6 } else { 2 }));
     group.throughput(Throughput::Elements(n as u64));
 
@@ -361,11 +351,7 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
 fn sizes() -> Vec<usize> {
     std::env::var("WHEEL_BENCH_SIZES")
         .ok()
-        .map(|list| {
-            list.split(',')
-                .filter_map(|s| s.trim().parse().ok())
-                .collect()
-        })
+        .map(|list| list.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1_000, 100_000, 1_000_000])
 }
 

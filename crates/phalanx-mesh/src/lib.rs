@@ -160,10 +160,7 @@ impl MeshConfig {
     /// A clean network of `clients` clients with 20 ms latency, commands every 1.5–2 s
     /// (AoE's measured rate), 30 s of play with the last 5 s quiet.
     pub fn new(seed: u64, clients: usize) -> Self {
-        let link = LinkFaults {
-            latency_ms: 20,
-            ..LinkFaults::default()
-        };
+        let link = LinkFaults { latency_ms: 20, ..LinkFaults::default() };
         MeshConfig {
             seed,
             clients,
@@ -200,6 +197,10 @@ pub struct Game {
     pub digests: Vec<u64>,
     /// When each turn was executed (virtual ms).
     pub executed_at_ms: Vec<u64>,
+    /// The turn length in force when each turn was executed (it changes with `Pace` records,
+    /// from the turn after the one carrying them).
+    pub turn_length_ms: Vec<u32>,
+    current_turn_length_ms: u32,
     /// Every `(player, seq)` executed, in order, with its turn.
     pub executed: Vec<(PlayerId, CommandSeq, Turn)>,
     /// Our submitted commands: seq → (stamped turn, submit time).
@@ -218,12 +219,14 @@ pub struct Game {
 }
 
 impl Game {
-    fn new(player: PlayerId, first_submit_ms: u64) -> Self {
+    fn new(player: PlayerId, first_submit_ms: u64, turn_length_ms: u32) -> Self {
         Game {
             player,
             state: 0xcbf2_9ce4_8422_2325,
             digests: Vec::new(),
             executed_at_ms: Vec::new(),
+            turn_length_ms: Vec::new(),
+            current_turn_length_ms: turn_length_ms,
             executed: Vec::new(),
             submitted: BTreeMap::new(),
             latencies_ms: Vec::new(),
@@ -240,13 +243,10 @@ impl Game {
         self.state = fnv(self.state, &digest.to_le_bytes());
         self.digests.push(digest);
         self.executed_at_ms.push(now_ms);
+        self.turn_length_ms.push(self.current_turn_length_ms);
         for record in &bundle.records {
             match record {
-                Record::Command {
-                    player,
-                    seq,
-                    payload,
-                } => {
+                Record::Command { player, seq, payload } => {
                     if decode_payload(payload) != Some((*player, *seq)) {
                         self.misattributed += 1;
                     }
@@ -257,6 +257,7 @@ impl Game {
                         }
                     }
                 }
+                Record::Pace(pace) => self.current_turn_length_ms = pace.turn_length_ms,
                 other => self.membership.push((bundle.turn, other.clone())),
             }
         }
@@ -274,10 +275,7 @@ pub fn encode_payload(player: PlayerId, seq: CommandSeq, len: usize) -> Vec<u8> 
 
 fn decode_payload(payload: &[u8]) -> Option<(PlayerId, CommandSeq)> {
     let seq = payload.get(1..5)?;
-    Some((
-        PlayerId(*payload.first()?),
-        CommandSeq(u32::from_le_bytes(seq.try_into().ok()?)),
-    ))
+    Some((PlayerId(*payload.first()?), CommandSeq(u32::from_le_bytes(seq.try_into().ok()?))))
 }
 
 fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
@@ -389,10 +387,7 @@ impl Mesh {
         let mut games = Vec::with_capacity(config.clients + 1);
         let mut player_client = BTreeMap::new();
         let host_player = if config.host_plays {
-            Some(
-                host.add_local_player()
-                    .map_err(|e| MeshError::Join(e.to_string()))?,
-            )
+            Some(host.add_local_player().map_err(|e| MeshError::Join(e.to_string()))?)
         } else {
             None
         };
@@ -400,18 +395,23 @@ impl Mesh {
             let (mut client, request) =
                 Client::new(config.session.clone(), token).map_err(MeshError::Config)?;
             let response = host.handle_join(0, &request);
-            let reply = response
-                .reply
-                .ok_or_else(|| MeshError::Join("no reply".into()))?;
-            let player = client
-                .handle_join_reply(0, &reply)
-                .map_err(|e| MeshError::Join(e.to_string()))?;
+            let reply = response.reply.ok_or_else(|| MeshError::Join("no reply".into()))?;
+            let player =
+                client.handle_join_reply(0, &reply).map_err(|e| MeshError::Join(e.to_string()))?;
             player_client.insert(player, index);
-            games.push(Game::new(player, first_submit(&mut game_rng)));
+            games.push(Game::new(
+                player,
+                first_submit(&mut game_rng),
+                config.session.turn_length_ms,
+            ));
             clients.push(client);
         }
         if let Some(player) = host_player {
-            games.push(Game::new(player, first_submit(&mut game_rng)));
+            games.push(Game::new(
+                player,
+                first_submit(&mut game_rng),
+                config.session.turn_length_ms,
+            ));
         }
         host.start(0);
         Ok(Mesh {
@@ -464,9 +464,7 @@ impl Mesh {
             }
             self.steps += 1;
             if self.steps > self.config.steps_max {
-                return Err(MeshError::Livelock {
-                    now_ms: self.now_ms,
-                });
+                return Err(MeshError::Livelock { now_ms: self.now_ms });
             }
             self.step();
         }
@@ -488,21 +486,12 @@ impl Mesh {
             .map(|(_, game)| game)
             .map(|game| game.next_submit_ms)
             .filter(|&at| at < self.config.submit_until_ms);
-        deliveries
-            .into_iter()
-            .chain(host)
-            .chain(clients)
-            .chain(submits)
-            .min()
+        deliveries.into_iter().chain(host).chain(clients).chain(submits).min()
     }
 
     fn step(&mut self) {
         let now = self.now_ms;
-        while self
-            .queue
-            .peek()
-            .is_some_and(|Reverse(flight)| flight.at_ms <= now)
-        {
+        while self.queue.peek().is_some_and(|Reverse(flight)| flight.at_ms <= now) {
             let Some(Reverse(flight)) = self.queue.pop() else {
                 break;
             };
@@ -535,8 +524,7 @@ impl Mesh {
                 self.bytes_up += flight.bytes.len() as u64;
                 self.note_delivery(index, 0);
                 let player = self.games[index].player;
-                self.host
-                    .handle_datagram(self.now_ms, player, &flight.bytes);
+                self.host.handle_datagram(self.now_ms, player, &flight.bytes);
             }
             Dest::Client(index) => {
                 self.bytes_down += flight.bytes.len() as u64;
@@ -579,7 +567,7 @@ impl Mesh {
                 let seq = CommandSeq(game.submitted.len() as u32);
                 let payload = encode_payload(game.player, seq, self.config.command_bytes);
                 let result = if index < self.clients.len() {
-                    self.clients[index].submit(&payload)
+                    self.clients[index].submit(now, &payload)
                 } else {
                     self.host.submit(&payload)
                 };
@@ -625,11 +613,8 @@ impl Mesh {
             Dest::Host(index) => (index, 0),
             Dest::Client(index) => (index, 1),
         };
-        let faults = if direction == 0 {
-            self.config.links[client].0
-        } else {
-            self.config.links[client].1
-        };
+        let faults =
+            if direction == 0 { self.config.links[client].0 } else { self.config.links[client].1 };
         let faulty = self.now_ms < self.config.heal_at_ms;
         if faulty {
             let cut = self.config.partitions.iter().any(|partition| {
@@ -644,11 +629,7 @@ impl Mesh {
             let mut lost = cut || self.rng.chance(faults.loss_permille);
             if let Some(burst) = faults.burst {
                 let bad = &mut self.burst_bad[client][direction];
-                let flip = if *bad {
-                    burst.leave_permille
-                } else {
-                    burst.enter_permille
-                };
+                let flip = if *bad { burst.leave_permille } else { burst.enter_permille };
                 if self.rng.chance(flip) {
                     *bad = !*bad;
                 }
@@ -677,12 +658,7 @@ impl Mesh {
     }
 
     fn enqueue(&mut self, dest: Dest, bytes: Vec<u8>, delay_ms: u64) {
-        let flight = InFlight {
-            at_ms: self.now_ms + delay_ms,
-            seq: self.next_seq,
-            dest,
-            bytes,
-        };
+        let flight = InFlight { at_ms: self.now_ms + delay_ms, seq: self.next_seq, dest, bytes };
         self.next_seq += 1;
         self.queue.push(Reverse(flight));
     }
@@ -701,7 +677,7 @@ impl Mesh {
         let now = self.now_ms;
         for (index, client) in self.clients.iter_mut().enumerate() {
             let mut guard = 0;
-            while let Some(bundle) = client.next_turn() {
+            while let Some(bundle) = client.next_turn(now) {
                 guard += 1;
                 assert!(guard < 100_000, "next_turn loop does not end");
                 self.games[index].execute(now, &bundle);
@@ -741,12 +717,7 @@ impl Mesh {
 
     /// S1: every game that executed turn `t` executed the same bundle (equal digests).
     pub fn check_agreement(&self) -> Result<(), String> {
-        let longest = self
-            .games
-            .iter()
-            .map(|game| game.digests.len())
-            .max()
-            .unwrap_or(0);
+        let longest = self.games.iter().map(|game| game.digests.len()).max().unwrap_or(0);
         for turn in 0..longest {
             let mut reference: Option<(usize, u64)> = None;
             for (index, game) in self.games.iter().enumerate() {
@@ -773,10 +744,7 @@ impl Mesh {
     pub fn check_exactly_once(&self) -> Result<(), String> {
         for (index, game) in self.games.iter().enumerate() {
             if game.misattributed > 0 {
-                return Err(format!(
-                    "game {index}: {} misattributed commands",
-                    game.misattributed
-                ));
+                return Err(format!("game {index}: {} misattributed commands", game.misattributed));
             }
             let mut seen = BTreeMap::new();
             for &(player, seq, turn) in &game.executed {
@@ -809,11 +777,9 @@ impl Mesh {
 
     /// Whether any game saw `player` leave.
     pub fn left(&self, player: PlayerId) -> bool {
-        self.games.iter().any(|game| {
-            game.membership
-                .iter()
-                .any(|(_, record)| *record == Record::Left(player))
-        })
+        self.games
+            .iter()
+            .any(|game| game.membership.iter().any(|(_, record)| *record == Record::Left(player)))
     }
 
     /// Turns executed by the slowest game still in the session.
@@ -828,29 +794,26 @@ impl Mesh {
 
     /// Submit → execution latencies of every game, sorted.
     pub fn latencies_ms(&self) -> Vec<u64> {
-        let mut all: Vec<u64> = self
-            .games
-            .iter()
-            .flat_map(|game| game.latencies_ms.iter().copied())
-            .collect();
+        let mut all: Vec<u64> =
+            self.games.iter().flat_map(|game| game.latencies_ms.iter().copied()).collect();
         all.sort_unstable();
         all
     }
 
-    /// The longest gap between consecutive executed turns of any game still playing, before
-    /// `until_ms` (a stall shows as a gap well above the turn length).
-    pub fn longest_gap_ms(&self, until_ms: u64) -> u64 {
-        self.games
-            .iter()
-            .filter(|game| game.ended.is_none())
-            .flat_map(|game| {
-                game.executed_at_ms
-                    .windows(2)
-                    .filter(move |pair| pair[1] <= until_ms)
-                    .map(|pair| pair[1] - pair[0])
-            })
-            .max()
-            .unwrap_or(0)
+    /// Stalls: every gap between consecutive executed turns (of games still playing) longer
+    /// than 1.5 × the turn length in force, as `(game, turn index, gap ms, turn length ms)`.
+    pub fn stalls(&self) -> Vec<(usize, usize, u64, u32)> {
+        let mut stalls = Vec::new();
+        for (index, game) in self.games.iter().enumerate().filter(|(_, g)| g.ended.is_none()) {
+            for turn in 1..game.executed_at_ms.len() {
+                let gap = game.executed_at_ms[turn] - game.executed_at_ms[turn - 1];
+                let length = game.turn_length_ms[turn];
+                if gap * 2 > u64::from(length) * 3 {
+                    stalls.push((index, turn, gap, length));
+                }
+            }
+        }
+        stalls
     }
 }
 
@@ -879,10 +842,7 @@ fn corrupt(rng: &mut Rng, bytes: &mut Vec<u8>) {
 /// The seeds a scenario runs: `PHALANX_SEED` runs that one seed; otherwise `PHALANX_SEEDS`
 /// seeds (default `default_count`) from a base derived from the scenario name.
 pub fn seeds(scenario: &str, default_count: u64) -> Vec<u64> {
-    if let Some(seed) = std::env::var("PHALANX_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
+    if let Some(seed) = std::env::var("PHALANX_SEED").ok().and_then(|v| v.parse().ok()) {
         return vec![seed];
     }
     let count = std::env::var("PHALANX_SEEDS")

@@ -19,9 +19,7 @@ fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
     mesh.check_exactly_once()?;
     let idle = u64::from(mesh.config().session.idle_timeout_ms);
     for &(client, silence) in &mesh.timeout_silences {
-        ensure(silence >= idle, || {
-            format!("client {client} timed out after only {silence} ms")
-        })?;
+        ensure(silence >= idle, || format!("client {client} timed out after only {silence} ms"))?;
     }
     Ok(mesh)
 }
@@ -40,9 +38,7 @@ fn nominal_turns(mesh: &Mesh, ms: u64) -> usize {
 }
 
 fn timed_out(mesh: &Mesh) -> bool {
-    mesh.host_events
-        .iter()
-        .any(|(_, event)| matches!(event, HostEvent::PlayerTimedOut(_)))
+    mesh.host_events.iter().any(|(_, event)| matches!(event, HostEvent::PlayerTimedOut(_)))
 }
 
 /// Row 1: independent loss 0–30 % each way at 100 ms RTT. S1, S2 and progress everywhere;
@@ -55,11 +51,7 @@ fn row01_independent_loss() {
             "faults",
             SEEDS / 4,
             |seed| {
-                let faults = LinkFaults {
-                    latency_ms: 50,
-                    loss_permille,
-                    ..LinkFaults::default()
-                };
+                let faults = LinkFaults { latency_ms: 50, loss_permille, ..LinkFaults::default() };
                 let mesh = run_checked(MeshConfig::new(seed, 4).with_faults(faults))?;
                 let turns = mesh.turns_executed_min();
                 let nominal = nominal_turns(&mesh, mesh.config().end_ms);
@@ -68,12 +60,8 @@ fn row01_independent_loss() {
                         format!("{loss_permille}‰ loss: {turns} turns of {nominal} nominal")
                     })?;
                 }
-                ensure(turns * 2 >= nominal, || {
-                    format!("{loss_permille}‰: only {turns} turns")
-                })?;
-                ensure(!timed_out(&mesh), || {
-                    format!("{loss_permille}‰: a player was dropped")
-                })
+                ensure(turns * 2 >= nominal, || format!("{loss_permille}‰: only {turns} turns"))?;
+                ensure(!timed_out(&mesh), || format!("{loss_permille}‰: a player was dropped"))
             },
         );
     }
@@ -85,22 +73,12 @@ fn row01_independent_loss() {
 #[test]
 fn row02_burst_loss() {
     for_each_seed("row02_burst_loss", "faults", SEEDS, |seed| {
-        let burst = Burst {
-            enter_permille: 20,
-            leave_permille: 150,
-            loss_permille: 900,
-        };
-        let faults = LinkFaults {
-            latency_ms: 30,
-            burst: Some(burst),
-            ..LinkFaults::default()
-        };
+        let burst = Burst { enter_permille: 20, leave_permille: 150, loss_permille: 900 };
+        let faults = LinkFaults { latency_ms: 30, burst: Some(burst), ..LinkFaults::default() };
         let mesh = run_checked(MeshConfig::new(seed, 4).with_faults(faults))?;
         let turns = mesh.turns_executed_min();
         let nominal = nominal_turns(&mesh, mesh.config().end_ms);
-        ensure(turns * 10 >= nominal * 7, || {
-            format!("{turns} turns of {nominal}")
-        })
+        ensure(turns * 10 >= nominal * 7, || format!("{turns} turns of {nominal}"))
     });
 }
 
@@ -124,15 +102,12 @@ fn row03_duplication() {
             .map(|stats| stats.drops.duplicate)
             .sum();
         let client_dups: u64 = mesh.clients.iter().map(|c| c.stats().drops.duplicate).sum();
-        ensure(
-            mesh.duplicated > 0 && host_dups > 0 && client_dups > 0,
-            || {
-                format!(
-                    "duplicates injected {}, counted host {host_dups} client {client_dups}",
-                    mesh.duplicated
-                )
-            },
-        )
+        ensure(mesh.duplicated > 0 && host_dups > 0 && client_dups > 0, || {
+            format!(
+                "duplicates injected {}, counted host {host_dups} client {client_dups}",
+                mesh.duplicated
+            )
+        })
     });
 }
 
@@ -143,17 +118,11 @@ fn row03_duplication() {
 fn row04_reordering() {
     for_each_seed("row04_reordering", "faults", SEEDS, |seed| {
         let jitter_ms = Rng::new(seed).below(1_001);
-        let faults = LinkFaults {
-            latency_ms: 10,
-            jitter_ms,
-            ..LinkFaults::default()
-        };
+        let faults = LinkFaults { latency_ms: 10, jitter_ms, ..LinkFaults::default() };
         let mesh = run_checked(MeshConfig::new(seed, 4).with_faults(faults))?;
         if jitter_ms >= 300 {
             let stale: u64 = mesh.clients.iter().map(|c| c.stats().drops.stale).sum();
-            ensure(stale > 0, || {
-                format!("jitter {jitter_ms} ms but no stale bundle counted")
-            })?;
+            ensure(stale > 0, || format!("jitter {jitter_ms} ms but no stale bundle counted"))?;
         }
         ensure(mesh.turns_executed_min() > 0, || "no progress".into())
     });
@@ -161,56 +130,38 @@ fn row04_reordering() {
 
 /// Row 5: latency 0 / 50 / 150 / 300 / 1000 ms one way, and asymmetric 50 up / 300 down.
 /// Never a desync; while the round trip fits the window the game never stalls (no gap between
-/// executed turns beyond 1.5 turn lengths); at 1 s one way it still progresses.
+/// executed turns beyond 1.5 × the turn length in force — speed control may lengthen turns);
+/// at 1 s one way it still progresses.
 #[test]
 fn row05_latency() {
-    let cases = [
-        (0u64, 0u64),
-        (50, 50),
-        (150, 150),
-        (300, 300),
-        (1_000, 1_000),
-        (50, 300),
-    ];
+    let cases = [(0u64, 0u64), (50, 50), (150, 150), (300, 300), (1_000, 1_000), (50, 300)];
     for (up_ms, down_ms) in cases {
-        for_each_seed(
-            &format!("row05_latency_{up_ms}_{down_ms}"),
-            "faults",
-            SEEDS / 5,
-            |seed| {
-                let mut config = MeshConfig::new(seed, 4);
-                let up = LinkFaults {
-                    latency_ms: up_ms,
-                    ..LinkFaults::default()
-                };
-                let down = LinkFaults {
-                    latency_ms: down_ms,
-                    ..LinkFaults::default()
-                };
-                config.links = vec![(up, down); 4];
-                let mesh = run_checked(config)?;
-                let window_ms = u64::from(mesh.config().session.turns_ahead_max)
-                    * u64::from(mesh.config().session.turn_length_ms);
-                if up_ms + down_ms + 100 < window_ms {
-                    let gap = mesh.longest_gap_ms(mesh.config().end_ms);
-                    let limit = u64::from(mesh.config().session.turn_length_ms) * 3 / 2;
-                    ensure(gap <= limit, || {
-                        format!("stalled {gap} ms at {up_ms}/{down_ms} ms latency")
-                    })?;
-                }
-                ensure(
-                    mesh.turns_executed_min() * 4 >= nominal_turns(&mesh, mesh.config().end_ms),
-                    || "too little progress".into(),
-                )
-            },
-        );
+        for_each_seed(&format!("row05_latency_{up_ms}_{down_ms}"), "faults", SEEDS / 5, |seed| {
+            let mut config = MeshConfig::new(seed, 4);
+            let up = LinkFaults { latency_ms: up_ms, ..LinkFaults::default() };
+            let down = LinkFaults { latency_ms: down_ms, ..LinkFaults::default() };
+            config.links = vec![(up, down); 4];
+            let mesh = run_checked(config)?;
+            let window_ms = u64::from(mesh.config().session.turns_ahead_max)
+                * u64::from(mesh.config().session.turn_length_ms);
+            if up_ms + down_ms + 100 < window_ms {
+                let stalls = mesh.stalls();
+                ensure(stalls.is_empty(), || {
+                    format!("stalls at {up_ms}/{down_ms} ms: {:?}", &stalls[..stalls.len().min(5)])
+                })?;
+            }
+            ensure(
+                mesh.turns_executed_min() * 4 >= nominal_turns(&mesh, mesh.config().end_ms),
+                || "too little progress".into(),
+            )
+        });
     }
 }
 
 /// Row 6: a short partition heals: nobody is dropped, nothing is lost, and the cut-off player
 /// catches up with everyone. "Short" is 0.25× and 0.9× of the partition budget: the idle
 /// timeout less the silence a cut adds at its edges (up to one turn since the last datagram
-/// before it; one turn, the ack delay and the latency until the first one after it).
+/// before it; a keep-alive interval, the ack delay and the latency until the first after it).
 /// Whatever the length, a drop only ever follows a real silence of the whole timeout (checked
 /// in every scenario).
 #[test]
@@ -221,27 +172,22 @@ fn row06_short_partition_heals() {
             for_each_seed(&name, "faults", SEEDS / 6, |seed| {
                 let mut config = MeshConfig::new(seed, 4);
                 let session = &config.session;
-                let edges = 2 * u64::from(session.turn_length_ms)
+                // Before the cut: up to a turn since the client's last datagram. After it: the
+                // client's next datagram comes within a keep-alive interval (the host may be
+                // stalled, sending nothing new), plus the latency.
+                let edges = u64::from(session.turn_length_ms)
+                    + u64::from(session.keep_alive_ms)
                     + u64::from(session.ack_delay_ms)
                     + config.links[1].0.latency_ms;
                 let budget = u64::from(session.idle_timeout_ms) - edges;
                 let from_ms = 5_000 + Rng::new(seed).below(5_000);
                 let until_ms = from_ms + budget * fraction / 100;
-                config.partitions.push(Partition {
-                    client: 1,
-                    from_ms,
-                    until_ms,
-                    direction,
-                });
+                config.partitions.push(Partition { client: 1, from_ms, until_ms, direction });
                 let mesh = run_checked(config)?;
-                ensure(!timed_out(&mesh), || {
-                    format!("dropped by a {fraction}% partition")
-                })?;
+                ensure(!timed_out(&mesh), || format!("dropped by a {fraction}% partition"))?;
                 let turns: Vec<usize> = mesh.games.iter().map(|g| g.digests.len()).collect();
                 let spread = turns.iter().max().unwrap() - turns.iter().min().unwrap();
-                ensure(spread <= 2, || {
-                    format!("partitioned player did not catch up: {turns:?}")
-                })
+                ensure(spread <= 2, || format!("partitioned player did not catch up: {turns:?}"))
             });
         }
     }
@@ -277,26 +223,20 @@ fn row07_long_partition_drops_the_isolated_player() {
                     .map(|(turn, _)| *turn)
             })
             .collect();
-        ensure(
-            left_turns
-                .iter()
-                .all(|turn| turn.is_some() && *turn == left_turns[0]),
-            || format!("remaining peers disagree on the drop turn: {left_turns:?}"),
-        )?;
+        ensure(left_turns.iter().all(|turn| turn.is_some() && *turn == left_turns[0]), || {
+            format!("remaining peers disagree on the drop turn: {left_turns:?}")
+        })?;
         let detected = mesh
             .host_events
             .iter()
             .find(|(_, event)| *event == HostEvent::PlayerTimedOut(isolated))
             .map(|(at, _)| *at);
-        ensure(
-            detected.is_some_and(|at| at <= from_ms + idle + 1_000),
-            || format!("cut at {from_ms}, detected at {detected:?}"),
-        )?;
+        ensure(detected.is_some_and(|at| at <= from_ms + idle + 1_000), || {
+            format!("cut at {from_ms}, detected at {detected:?}")
+        })?;
         let turns = mesh.turns_executed_min();
         let nominal = nominal_turns(&mesh, mesh.config().end_ms);
-        ensure(turns * 10 >= nominal * 9, || {
-            format!("the rest played {turns} of {nominal} turns")
-        })
+        ensure(turns * 10 >= nominal * 9, || format!("the rest played {turns} of {nominal} turns"))
     });
 }
 
@@ -319,8 +259,6 @@ fn same_seed_same_trace() {
             first.trace_digest == second.trace_digest && states(&first) == states(&second),
             || "same seed, different runs".into(),
         )?;
-        ensure(first.trace_digest != other.trace_digest, || {
-            "different seeds, same trace".into()
-        })
+        ensure(first.trace_digest != other.trace_digest, || "different seeds, same trace".into())
     });
 }

@@ -2,11 +2,13 @@
 
 use bytes::Bytes;
 
+use crate::pace::Pace;
 use crate::types::{CommandSeq, PlayerId, Turn};
-use crate::wire::{encode_bundle, WireRecord};
+use crate::wire::encode_bundle;
 
 /// One entry of a turn bundle.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Record {
     /// A player's command, executed this turn.
     Command {
@@ -19,42 +21,47 @@ pub enum Record {
     },
     /// `player` joins the game this turn.
     Joined(PlayerId),
-    /// `player` leaves the game this turn (quit, timed out or disconnected).
+    /// `player` leaves the game this turn (quit, timed out, misbehaved or disconnected).
     Left(PlayerId),
+    /// From the next turn on, the session runs at this pace (speed control). Games whose
+    /// simulation depends on the turn length switch here, on every peer at once.
+    Pace(Pace),
+    /// The state hashes reported for a check turn differ.
+    Desync(DesyncReport),
+    /// The game pauses after this turn: no turn is sealed until it resumes.
+    Paused(PauseBy),
+    /// The game resumed: turns flow again from this one.
+    Resumed(PauseBy),
+    /// The session ends after this turn.
+    Ended(EndCause),
 }
 
-impl Record {
-    pub(crate) fn to_wire(&self) -> WireRecord<'_> {
-        match self {
-            Record::Command {
-                player,
-                seq,
-                payload,
-            } => WireRecord::Command {
-                player: *player,
-                seq: *seq,
-                payload,
-            },
-            Record::Joined(player) => WireRecord::Joined(*player),
-            Record::Left(player) => WireRecord::Left(*player),
-        }
-    }
+/// What the host found when it compared the state hashes of a check turn.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DesyncReport {
+    /// The check turn whose hashes differ.
+    pub turn: Turn,
+    /// Every reported hash, by player (ascending).
+    pub hashes: Vec<(PlayerId, u64)>,
+    /// The players whose hash differs from the reference (the host's, or the majority's).
+    pub diverged: Vec<PlayerId>,
+}
 
-    pub(crate) fn from_wire(record: &WireRecord<'_>) -> Record {
-        match *record {
-            WireRecord::Command {
-                player,
-                seq,
-                payload,
-            } => Record::Command {
-                player,
-                seq,
-                payload: Bytes::copy_from_slice(payload),
-            },
-            WireRecord::Joined(player) => Record::Joined(player),
-            WireRecord::Left(player) => Record::Left(player),
-        }
-    }
+/// Who paused or resumed the game.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PauseBy {
+    /// A player asked for it (and had pauses left).
+    Player(PlayerId),
+    /// The host did (its operator, or the desync policy).
+    Host,
+}
+
+/// Why the host ended the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EndCause {
+    /// A desync, under `DesyncPolicy::End`.
+    Desync,
 }
 
 /// A sealed turn: every record for `turn`, control records first (in the order the host made
@@ -72,8 +79,7 @@ impl TurnBundle {
     /// on every peer that executes this turn (the agreement check of the fault matrix, S1).
     pub fn digest(&self) -> u64 {
         let mut encoded = Vec::with_capacity(64);
-        let wire: Vec<WireRecord<'_>> = self.records.iter().map(Record::to_wire).collect();
-        encode_bundle(&mut encoded, &wire);
+        encode_bundle(&mut encoded, &self.records);
         let mut hash = fnv1a(0xcbf2_9ce4_8422_2325, &self.turn.0.to_le_bytes());
         hash = fnv1a(hash, &encoded);
         hash
@@ -82,11 +88,7 @@ impl TurnBundle {
     /// The commands in this bundle, in execution order.
     pub fn commands(&self) -> impl Iterator<Item = (PlayerId, CommandSeq, &Bytes)> + '_ {
         self.records.iter().filter_map(|record| match record {
-            Record::Command {
-                player,
-                seq,
-                payload,
-            } => Some((*player, *seq, payload)),
+            Record::Command { player, seq, payload } => Some((*player, *seq, payload)),
             _ => None,
         })
     }

@@ -14,16 +14,18 @@ use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
-use crate::bundle::{Record, TurnBundle};
+use crate::bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 use crate::config::{ConfigError, SessionConfig};
 use crate::host::stamp;
 use crate::link::Link;
+use crate::pace::Pace;
 use crate::recovery::Arrival;
 use crate::stats::ClientStats;
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::wire::{
     decode_down, decode_join_reply, put_up_command, put_up_header, put_varint, up_command_len,
-    DecodeError, JoinRefusal, JoinRequest, Limits, UpCommand, UP_HEADER_BYTES_MAX,
+    DecodeError, JoinRefusal, JoinRequest, Limits, PauseKind, UpCommand, UpExtras,
+    UP_HEADER_BYTES_MAX,
 };
 use crate::SubmitError;
 
@@ -37,6 +39,8 @@ pub enum EndReason {
     HostMisbehaved,
     /// This player's `Left` record was executed: the host removed us.
     Removed,
+    /// The host ended the session after a desync (`DesyncPolicy::End`).
+    Desync,
 }
 
 /// Something the client's driver or game should know. Drained with [`Client::poll_event`].
@@ -55,6 +59,19 @@ pub enum ClientEvent {
     },
     /// The session is over for this client; see the reason.
     Ended(EndReason),
+    /// A check turn's state hashes differ (the report names every hash and who diverged).
+    /// Raised when the bundle carrying it is executed: on the same turn on every peer.
+    Desync(DesyncReport),
+    /// The host is waiting for these players (their acknowledgements are a window behind).
+    Waiting(Vec<PlayerId>),
+    /// The stall announced by `Waiting` is over.
+    StallEnded,
+    /// The pace changed from the next turn on (raised when the bundle is executed).
+    PaceChanged(Pace),
+    /// The game pauses after this turn.
+    Paused(PauseBy),
+    /// The game resumed.
+    Resumed(PauseBy),
 }
 
 /// Why a join did not complete on the client side.
@@ -101,6 +118,13 @@ enum State {
 /// The most events held; older ones are dropped first.
 const EVENTS_MAX: usize = 1024;
 
+fn push_bounded(events: &mut VecDeque<ClientEvent>, event: ClientEvent) {
+    if events.len() == EVENTS_MAX {
+        events.pop_front();
+    }
+    events.push_back(event);
+}
+
 /// The client side of a lockstep session. Sans-IO: see the module docs for the call order.
 #[derive(Debug)]
 pub struct Client {
@@ -116,14 +140,34 @@ pub struct Client {
     unacked: VecDeque<Unacked>,
     /// The first unacknowledged sequence never sent yet.
     send_next: CommandSeq,
-    /// Acknowledged commands not yet seen in a bundle: seq → stamped turn.
-    in_flight: BTreeMap<CommandSeq, Turn>,
+    /// Commands not yet seen in a bundle: seq → (stamped turn, submit time).
+    in_flight: BTreeMap<CommandSeq, (Turn, u64)>,
     /// Our budget use per stamped turn: turn → (commands, bytes).
     usage: BTreeMap<Turn, (u16, u32)>,
     misbehaviour: u32,
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
+    /// The pace in force (from the join reply, then from `Pace` records).
+    pace: Pace,
+    /// State hashes reported by the game, oldest first, until the host acknowledges them.
+    hash_reports: VecDeque<(Turn, u64)>,
+    /// The game's turn cost: the latest value, and the last one sent.
+    cost_ms: Option<u32>,
+    cost_sent: Option<u32>,
+    /// The latest pause or resume request: (sequence, kind, datagrams left to repeat it in).
+    pause_request: Option<(u8, PauseKind, u8)>,
+    pause_seq: u8,
+    /// Players the host says it is waiting for.
+    waiting: u64,
+    /// Submit → execute latencies of our commands, the most recent `LATENCY_SAMPLES`.
+    latencies_ms: VecDeque<u32>,
+    last_exec_ms: Option<u64>,
 }
+
+/// Latency samples kept for the percentiles in [`ClientStats`].
+const LATENCY_SAMPLES: usize = 1024;
+/// Times a pause or resume request is repeated in consecutive datagrams.
+const PAUSE_REPEATS: u8 = 8;
 
 impl Client {
     /// A client that will join with `token`, and the join request to send on the reliable
@@ -151,6 +195,15 @@ impl Client {
             misbehaviour: 0,
             events: VecDeque::new(),
             stats: ClientStats::default(),
+            pace: Pace { turn_length_ms: 0, command_delay_turns: 0 },
+            hash_reports: VecDeque::new(),
+            cost_ms: None,
+            cost_sent: None,
+            pause_request: None,
+            pause_seq: 0,
+            waiting: 0,
+            latencies_ms: VecDeque::new(),
+            last_exec_ms: None,
         };
         Ok((client, request))
     }
@@ -169,7 +222,10 @@ impl Client {
             .map_err(ClientJoinError::Refused)?;
         let mut config = self.config.clone();
         config.turn_length_ms = accept.turn_length_ms;
+        config.turn_length_max_ms = config.turn_length_max_ms.max(accept.turn_length_ms);
         config.command_delay_turns = accept.command_delay_turns;
+        config.command_delay_max_turns =
+            config.command_delay_max_turns.max(accept.command_delay_turns);
         config.turns_ahead_max = accept.turns_ahead_max;
         config.players_max = accept.players_max;
         config.commands_per_turn_max = accept.commands_per_turn_max;
@@ -180,9 +236,12 @@ impl Client {
             return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
         }
         self.limits = Limits::new(&config);
+        self.pace = Pace {
+            turn_length_ms: accept.turn_length_ms,
+            command_delay_turns: accept.command_delay_turns,
+        };
         self.config = config;
-        self.buffered
-            .resize(self.config.turns_ahead_max as usize, None);
+        self.buffered.resize(self.config.turns_ahead_max as usize, None);
         self.state = State::Running {
             player: accept.player,
             // The host acknowledges our commands in the next bundle it sends: up to a turn.
@@ -218,10 +277,7 @@ impl Client {
     }
 
     fn push_event(&mut self, event: ClientEvent) {
-        if self.events.len() == EVENTS_MAX {
-            self.events.pop_front();
-        }
-        self.events.push_back(event);
+        push_bounded(&mut self.events, event);
     }
 
     fn end(&mut self, reason: EndReason) {
@@ -239,18 +295,15 @@ impl Client {
     /// Submits a command for our player. It is stamped for the turn after the one the game is
     /// executing plus the command delay; the returned ticket names it. Refused, with nothing
     /// queued, when too large, over the stamped turn's budget, or when not running.
-    pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
+    pub fn submit(&mut self, now_ms: u64, payload: &[u8]) -> Result<Ticket, SubmitError> {
         if !matches!(self.state, State::Running { .. }) {
             return Err(SubmitError::NotRunning);
         }
         let max = usize::from(self.config.command_bytes_max);
         if payload.len() > max {
-            return Err(SubmitError::TooLarge {
-                len: payload.len(),
-                max,
-            });
+            return Err(SubmitError::TooLarge { len: payload.len(), max });
         }
-        let turn = stamp(self.next_exec, self.config.command_delay_turns);
+        let turn = stamp(self.next_exec, self.pace.command_delay_turns);
         let (count, bytes) = self.usage.get(&turn).copied().unwrap_or((0, 0));
         let bytes_after = bytes + payload.len() as u32;
         if count >= self.config.commands_per_turn_max
@@ -261,23 +314,26 @@ impl Client {
         self.usage.insert(turn, (count + 1, bytes_after));
         let seq = self.next_seq;
         self.next_seq = CommandSeq(seq.0.wrapping_add(1));
-        self.unacked.push_back(Unacked {
-            seq,
-            turn,
-            payload: Bytes::copy_from_slice(payload),
-        });
-        self.in_flight.insert(seq, turn);
+        self.unacked.push_back(Unacked { seq, turn, payload: Bytes::copy_from_slice(payload) });
+        self.in_flight.insert(seq, (turn, now_ms));
         self.stats.commands_unacked = self.unacked.len();
-        self.stats.commands_unacked_high_water = self
-            .stats
-            .commands_unacked_high_water
-            .max(self.unacked.len());
+        self.stats.commands_unacked_high_water =
+            self.stats.commands_unacked_high_water.max(self.unacked.len());
         Ok(Ticket { seq, turn })
     }
 
     /// The next sealed turn to execute, in order, each exactly once; `None` until it arrives.
-    pub fn next_turn(&mut self) -> Option<TurnBundle> {
+    /// `now_ms` measures command latency and stalls.
+    pub fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {
         let bundle = self.buffered.front_mut()?.take()?;
+        if let Some(last) = self.last_exec_ms {
+            let gap = now_ms.saturating_sub(last);
+            let turn = u64::from(self.pace.turn_length_ms);
+            if gap > turn * 3 / 2 {
+                self.stats.stall_ms += gap - turn;
+            }
+        }
+        self.last_exec_ms = Some(now_ms);
         self.buffered.pop_front();
         self.buffered.push_back(None);
         self.next_exec = self.next_exec.next();
@@ -286,10 +342,13 @@ impl Client {
         let player = self.player();
         for record in &bundle.records {
             match record {
-                Record::Command {
-                    player: who, seq, ..
-                } if Some(*who) == player => {
-                    if let Some(stamped) = self.in_flight.remove(seq) {
+                Record::Command { player: who, seq, .. } if Some(*who) == player => {
+                    if let Some((stamped, submitted)) = self.in_flight.remove(seq) {
+                        if self.latencies_ms.len() == LATENCY_SAMPLES {
+                            self.latencies_ms.pop_front();
+                        }
+                        let latency = now_ms.saturating_sub(submitted).min(u64::from(u32::MAX));
+                        self.latencies_ms.push_back(latency as u32);
                         if bundle.turn > stamped {
                             self.stats.commands_late += 1;
                             self.push_event(ClientEvent::CommandLate {
@@ -301,6 +360,14 @@ impl Client {
                     }
                 }
                 Record::Left(who) if Some(*who) == player => self.end(EndReason::Removed),
+                Record::Pace(pace) => {
+                    self.pace = *pace;
+                    self.push_event(ClientEvent::PaceChanged(*pace));
+                }
+                Record::Desync(report) => self.push_event(ClientEvent::Desync(report.clone())),
+                Record::Paused(by) => self.push_event(ClientEvent::Paused(*by)),
+                Record::Resumed(by) => self.push_event(ClientEvent::Resumed(*by)),
+                Record::Ended(EndCause::Desync) => self.end(EndReason::Desync),
                 _ => {}
             }
         }
@@ -309,11 +376,7 @@ impl Client {
 
     /// The first turn we do not hold: we hold every bundle before it.
     fn turn_ack(&self) -> Turn {
-        let held = self
-            .buffered
-            .iter()
-            .take_while(|slot| slot.is_some())
-            .count();
+        let held = self.buffered.iter().take_while(|slot| slot.is_some()).count();
         self.next_exec.saturating_add(held as u32)
     }
 
@@ -373,12 +436,25 @@ impl Client {
             self.misbehaved();
             return;
         }
+        if let Some(acked) = down.extras.hash_ack {
+            while self.hash_reports.front().is_some_and(|&(turn, _)| turn <= acked) {
+                self.hash_reports.pop_front();
+            }
+        }
+        if down.extras.waiting != self.waiting {
+            let mask = down.extras.waiting & self.limits.player_mask();
+            self.waiting = down.extras.waiting;
+            let event = if mask == 0 {
+                ClientEvent::StallEnded
+            } else {
+                ClientEvent::Waiting(
+                    (0..64u8).filter(|i| mask & (1 << i) != 0).map(PlayerId).collect(),
+                )
+            };
+            push_bounded(&mut self.events, event);
+        }
         let mut acked_any = false;
-        while self
-            .unacked
-            .front()
-            .is_some_and(|command| command.seq < down.cmd_ack)
-        {
+        while self.unacked.front().is_some_and(|command| command.seq < down.cmd_ack) {
             self.unacked.pop_front();
             acked_any = true;
         }
@@ -389,7 +465,7 @@ impl Client {
             link.on_ack_eliciting(now_ms);
         }
         let window = self.buffered.len();
-        for (offset, records) in down.bundles.iter().enumerate() {
+        for (offset, records) in down.bundles.into_iter().enumerate() {
             let Some(turn) = down.first_turn.checked_add(offset as u32) else {
                 break;
             };
@@ -406,7 +482,6 @@ impl Client {
                 self.stats.drops.duplicate += 1;
                 continue;
             }
-            let records = records.iter().map(Record::from_wire).collect();
             self.buffered[index] = Some(TurnBundle { turn, records });
         }
         let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
@@ -421,33 +496,36 @@ impl Client {
         let State::Running { link, .. } = &mut self.state else {
             return false;
         };
-        let has_new = self
-            .unacked
-            .back()
-            .is_some_and(|command| command.seq >= self.send_next);
+        let has_new = self.unacked.back().is_some_and(|command| command.seq >= self.send_next);
         let due = has_new
             || (link.retransmit_due && !self.unacked.is_empty())
             || link.ack_due
-            || link.keep_alive_due;
+            || link.keep_alive_due
+            || self.pause_request.is_some();
         if !due {
             return false;
         }
         buf.clear();
         let (pn, ack) = link.next_packet(now_ms);
-        let first_seq = self
-            .unacked
-            .front()
-            .map_or(self.next_seq, |command| command.seq);
-        put_up_header(buf, pn, ack, turn_ack, first_seq);
+        let first_seq = self.unacked.front().map_or(self.next_seq, |command| command.seq);
+        let extras = UpExtras {
+            hash_report: self.hash_reports.front().copied(),
+            cost_ms: self.cost_ms.filter(|&cost| Some(cost) != self.cost_sent),
+            pause: self.pause_request.map(|(seq, kind, _)| (seq, kind)),
+        };
+        if extras.cost_ms.is_some() {
+            self.cost_sent = self.cost_ms;
+        }
+        if let Some((seq, kind, left)) = self.pause_request {
+            self.pause_request = (left > 1).then_some((seq, kind, left - 1));
+        }
+        put_up_header(buf, pn, ack, turn_ack, first_seq, &extras);
         let budget = usize::from(self.config.datagram_bytes_max);
         let mut used = UP_HEADER_BYTES_MAX;
         let mut count = 0;
         let mut redundant = 0u64;
         for command in &self.unacked {
-            let wire = UpCommand {
-                turn: command.turn,
-                payload: &command.payload,
-            };
+            let wire = UpCommand { turn: command.turn, payload: &command.payload };
             let len = up_command_len(wire);
             if used + len > budget {
                 break;
@@ -460,13 +538,7 @@ impl Client {
         }
         put_varint(buf, count as u64);
         for command in self.unacked.iter().take(count) {
-            put_up_command(
-                buf,
-                UpCommand {
-                    turn: command.turn,
-                    payload: &command.payload,
-                },
-            );
+            put_up_command(buf, UpCommand { turn: command.turn, payload: &command.payload });
         }
         if let Some(last) = self.unacked.get(count.wrapping_sub(1)) {
             self.send_next = self.send_next.max(CommandSeq(last.seq.0.wrapping_add(1)));
@@ -476,12 +548,66 @@ impl Client {
         true
     }
 
-    /// The client's counters.
+    /// The client's counters, the pace, and command latency percentiles over the most recent
+    /// 1024 commands.
     pub fn stats(&self) -> ClientStats {
         let mut stats = self.stats.clone();
         if let State::Running { link, .. } = &self.state {
             stats.link = link.stats.clone();
         }
+        stats.turn_length_ms = self.pace.turn_length_ms;
+        stats.command_delay_turns = self.pace.command_delay_turns;
+        let mut sorted: Vec<u32> = self.latencies_ms.iter().copied().collect();
+        sorted.sort_unstable();
+        let percentile = |p: usize| {
+            let index = (sorted.len() * p / 100).min(sorted.len().saturating_sub(1));
+            sorted.get(index).copied()
+        };
+        stats.latency_ms_p50 = percentile(50);
+        stats.latency_ms_p95 = percentile(95);
+        stats.latency_ms_max = sorted.last().copied();
         stats
+    }
+
+    /// The pace in force.
+    pub fn pace(&self) -> Pace {
+        self.pace
+    }
+
+    /// Reports the game's state hash after executing check turn `turn` (a multiple of
+    /// `sync_interval_turns`); other turns are ignored. It rides in our datagrams until the
+    /// host acknowledges it. Call it right after executing the turn.
+    pub fn report_state_hash(&mut self, turn: Turn, hash: u64) {
+        let interval = self.config.sync_interval_turns;
+        if !crate::sync::is_check_turn(turn, interval) || turn >= self.next_exec {
+            return;
+        }
+        // Bounded: the check turns of two windows at most; the oldest go first.
+        let keep = (2 * self.config.turns_ahead_max / interval.max(1)).max(2) as usize;
+        if self.hash_reports.back().is_some_and(|&(last, _)| last >= turn) {
+            return;
+        }
+        if self.hash_reports.len() >= keep {
+            self.hash_reports.pop_front();
+        }
+        self.hash_reports.push_back((turn, hash));
+    }
+
+    /// Reports how long the game takes to simulate a turn (a moving average is best). The host
+    /// lengthens turns for everyone when a machine cannot keep up.
+    pub fn report_turn_cost(&mut self, cost_ms: u32) {
+        self.cost_ms = Some(cost_ms.min(60_000));
+    }
+
+    /// Asks the host to pause the game (granted while this player has pauses left).
+    pub fn request_pause(&mut self) {
+        self.pause_seq = self.pause_seq.wrapping_add(1);
+        self.pause_request = Some((self.pause_seq, PauseKind::Pause, PAUSE_REPEATS));
+    }
+
+    /// Asks the host to resume a paused game.
+    pub fn request_resume(&mut self) {
+        self.pause_seq = self.pause_seq.wrapping_add(1);
+        self.pause_request = Some((self.pause_seq, PauseKind::Resume, PAUSE_REPEATS));
     }
 }

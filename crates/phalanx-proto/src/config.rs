@@ -15,11 +15,34 @@ use crate::wire::{
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SessionConfig {
-    /// Length of a communication turn (AoE: 200 ms). 10..=2000.
+    /// The shortest (and first) turn length. AoE used 200 ms; phalanx defaults to 100 ms and
+    /// lets speed control lengthen it for slow machines or long round trips. 10..=2000.
     pub turn_length_ms: u32,
-    /// A command submitted during turn `t` is stamped for `t + command_delay_turns` (AoE: 2).
-    /// At least 1 and below `turns_ahead_max`.
+    /// The longest turn speed control may choose. `turn_length_ms..=5000`.
+    pub turn_length_max_ms: u32,
+    /// The first command delay: a command submitted while the game executes turn `t` is
+    /// stamped for `t + command_delay_turns` (AoE: 2). 1..=`command_delay_max_turns`.
     pub command_delay_turns: u32,
+    /// The largest command delay speed control may choose. Below `turns_ahead_max`.
+    pub command_delay_max_turns: u32,
+    /// Whether the host adapts the pace (see `pace` in the crate docs). Off: the first pace
+    /// holds for the whole session.
+    pub adaptive_pace: bool,
+    /// Added to the worst round trip when choosing the pace.
+    pub pace_margin_ms: u32,
+    /// Turns a lower pace must be wanted before the host lowers it (by one step).
+    pub pace_settle_turns: u32,
+    /// Every this many turns each player reports a state hash and the host compares them;
+    /// 0 turns sync checks off.
+    pub sync_interval_turns: u32,
+    /// Whose hash is right when they differ.
+    pub desync_reference: DesyncReference,
+    /// What the host does on a desync.
+    pub desync_policy: DesyncPolicy,
+    /// How long the host waits for a player before everyone gets a "waiting for" notice.
+    pub stall_notice_ms: u32,
+    /// Pauses each player may request in a session.
+    pub pauses_per_player_max: u32,
     /// The window: the host never seals a turn more than this many turns after the oldest turn
     /// a client has not acknowledged, and a peer never buffers data further ahead. 2..=256.
     pub turns_ahead_max: u32,
@@ -58,13 +81,23 @@ pub struct SessionConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
-            turn_length_ms: 200,
+            turn_length_ms: 100,
+            turn_length_max_ms: 1_000,
             command_delay_turns: 2,
+            command_delay_max_turns: 8,
+            adaptive_pace: true,
+            pace_margin_ms: 20,
+            pace_settle_turns: 30,
+            sync_interval_turns: 10,
+            desync_reference: DesyncReference::Majority,
+            desync_policy: DesyncPolicy::Warn,
+            stall_notice_ms: 500,
+            pauses_per_player_max: 3,
             turns_ahead_max: 16,
             players_max: 8,
             commands_per_turn_max: 4,
-            turn_bytes_per_player_max: 80,
-            command_bytes_max: 80,
+            turn_bytes_per_player_max: 72,
+            command_bytes_max: 72,
             datagram_bytes_max: 1162,
             ack_delay_ms: 25,
             rto_initial_ms: 300,
@@ -77,6 +110,26 @@ impl Default for SessionConfig {
             game_data_hash: 0,
         }
     }
+}
+
+/// Whose state hash is taken as right when a check turn's hashes differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DesyncReference {
+    /// The most common hash (ties: the group holding the lowest player id).
+    Majority,
+    /// The host's own player's hash (majority when the host does not play).
+    Host,
+}
+
+/// What the host does when a check turn's hashes differ. Every peer gets the report either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DesyncPolicy {
+    /// Report it and play on.
+    Warn,
+    /// Report it and pause the game (resume with `Host::resume`).
+    Pause,
+    /// Report it and end the session after that turn.
+    End,
 }
 
 /// A [`SessionConfig`] field is out of range or inconsistent with another.
@@ -125,12 +178,7 @@ fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), Conf
     if (min..=max).contains(&value) {
         Ok(())
     } else {
-        Err(ConfigError::OutOfRange {
-            field,
-            value,
-            min,
-            max,
-        })
+        Err(ConfigError::OutOfRange { field, value, min, max })
     }
 }
 
@@ -138,46 +186,43 @@ impl SessionConfig {
     /// Checks every field and the datagram budget.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check("turn_length_ms", self.turn_length_ms.into(), 10, 2_000)?;
+        check(
+            "turn_length_max_ms",
+            self.turn_length_max_ms.into(),
+            self.turn_length_ms.into(),
+            5_000,
+        )?;
         check("turns_ahead_max", self.turns_ahead_max.into(), 2, 256)?;
+        check(
+            "command_delay_max_turns",
+            self.command_delay_max_turns.into(),
+            1,
+            u64::from(self.turns_ahead_max) - 1,
+        )?;
         check(
             "command_delay_turns",
             self.command_delay_turns.into(),
             1,
-            u64::from(self.turns_ahead_max) - 1,
+            self.command_delay_max_turns.into(),
         )?;
+        check("pace_margin_ms", self.pace_margin_ms.into(), 0, 10_000)?;
+        check("pace_settle_turns", self.pace_settle_turns.into(), 1, 100_000)?;
+        check("sync_interval_turns", self.sync_interval_turns.into(), 0, 1_000_000)?;
+        check("stall_notice_ms", self.stall_notice_ms.into(), 0, 600_000)?;
+        check("pauses_per_player_max", self.pauses_per_player_max.into(), 0, 255)?;
         check("players_max", self.players_max.into(), 1, 64)?;
-        check(
-            "commands_per_turn_max",
-            self.commands_per_turn_max.into(),
-            1,
-            64,
-        )?;
-        check(
-            "turn_bytes_per_player_max",
-            self.turn_bytes_per_player_max.into(),
-            1,
-            16_384,
-        )?;
+        check("commands_per_turn_max", self.commands_per_turn_max.into(), 1, 64)?;
+        check("turn_bytes_per_player_max", self.turn_bytes_per_player_max.into(), 1, 16_384)?;
         check(
             "command_bytes_max",
             self.command_bytes_max.into(),
             1,
             self.turn_bytes_per_player_max.into(),
         )?;
-        check(
-            "datagram_bytes_max",
-            self.datagram_bytes_max.into(),
-            256,
-            65_527,
-        )?;
+        check("datagram_bytes_max", self.datagram_bytes_max.into(), 256, 65_527)?;
         check("ack_delay_ms", self.ack_delay_ms.into(), 0, 1_000)?;
         check("rto_min_ms", self.rto_min_ms.into(), 1, 60_000)?;
-        check(
-            "rto_max_ms",
-            self.rto_max_ms.into(),
-            self.rto_min_ms.into(),
-            60_000,
-        )?;
+        check("rto_max_ms", self.rto_max_ms.into(), self.rto_min_ms.into(), 60_000)?;
         check(
             "rto_initial_ms",
             self.rto_initial_ms.into(),
@@ -191,12 +236,7 @@ impl SessionConfig {
             u64::from(self.keep_alive_ms) + 1,
             600_000,
         )?;
-        check(
-            "misbehaviour_max",
-            self.misbehaviour_max.into(),
-            1,
-            u32::MAX.into(),
-        )?;
+        check("misbehaviour_max", self.misbehaviour_max.into(), 1, u32::MAX.into())?;
         let bytes = DOWN_HEADER_BYTES_MAX + bundle_bytes_max(self);
         let up =
             UP_HEADER_BYTES_MAX + UP_COMMAND_OVERHEAD_MAX + usize::from(self.command_bytes_max);
@@ -222,54 +262,42 @@ mod tests {
     /// Boundaries in pairs: accepted at the limit, refused just past it.
     #[test]
     fn limits_pass_at_the_edge_and_fail_past_it() {
-        let mut config = SessionConfig {
-            turn_length_ms: 10,
-            ..SessionConfig::default()
-        };
+        let mut config = SessionConfig { turn_length_ms: 10, ..SessionConfig::default() };
         assert_eq!(config.validate(), Ok(()));
         config.turn_length_ms = 9;
         assert!(matches!(
             config.validate(),
-            Err(ConfigError::OutOfRange {
-                field: "turn_length_ms",
-                value: 9,
-                ..
-            })
+            Err(ConfigError::OutOfRange { field: "turn_length_ms", value: 9, .. })
         ));
 
         let mut config = SessionConfig::default();
-        config.command_delay_turns = config.turns_ahead_max - 1;
+        config.command_delay_max_turns = config.turns_ahead_max - 1;
+        config.command_delay_turns = config.command_delay_max_turns;
         assert_eq!(config.validate(), Ok(()));
-        config.command_delay_turns = config.turns_ahead_max;
+        config.command_delay_max_turns = config.turns_ahead_max;
         assert!(matches!(
             config.validate(),
-            Err(ConfigError::OutOfRange {
-                field: "command_delay_turns",
-                ..
-            })
+            Err(ConfigError::OutOfRange { field: "command_delay_max_turns", .. })
+        ));
+        config.command_delay_max_turns = 4;
+        config.command_delay_turns = 5;
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::OutOfRange { field: "command_delay_turns", .. })
         ));
 
         let mut config = SessionConfig::default();
         config.command_bytes_max = config.turn_bytes_per_player_max + 1;
         assert!(matches!(
             config.validate(),
-            Err(ConfigError::OutOfRange {
-                field: "command_bytes_max",
-                ..
-            })
+            Err(ConfigError::OutOfRange { field: "command_bytes_max", .. })
         ));
     }
 
     #[test]
     fn a_bundle_that_cannot_fit_a_datagram_is_refused() {
-        let mut config = SessionConfig {
-            players_max: 64,
-            ..SessionConfig::default()
-        };
-        assert!(matches!(
-            config.validate(),
-            Err(ConfigError::BundleTooLarge { .. })
-        ));
+        let mut config = SessionConfig { players_max: 64, ..SessionConfig::default() };
+        assert!(matches!(config.validate(), Err(ConfigError::BundleTooLarge { .. })));
         config.datagram_bytes_max = 16_000;
         assert_eq!(config.validate(), Ok(()));
     }

@@ -17,15 +17,18 @@
 
 use std::collections::VecDeque;
 
-use crate::bundle::{Record, TurnBundle};
-use crate::config::{ConfigError, SessionConfig};
+use crate::bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
+use crate::config::{ConfigError, DesyncPolicy, SessionConfig};
 use crate::link::Link;
+use crate::pace::{Pace, PaceControl};
 use crate::recovery::Arrival;
+use crate::replay::{Recorder, Replay, REPLAY_FORMAT_VERSION};
 use crate::stats::{DropCounters, HostStats, PeerStats};
+use crate::sync::{is_check_turn, SyncChecks};
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::wire::{
-    decode_up, encode_bundle, encode_join_reply, put_down_header, DecodeError, JoinAccept,
-    JoinRefusal, JoinRequest, Limits, WireRecord,
+    decode_up, encode_bundle, encode_join_reply, put_down_header, DecodeError, DownExtras,
+    JoinAccept, JoinRefusal, JoinRequest, Limits, PauseKind, UpExtras,
 };
 use crate::{SubmitError, PROTOCOL_VERSION};
 use bytes::Bytes;
@@ -42,6 +45,21 @@ pub enum HostEvent {
     /// A player sent more than `misbehaviour_max` malformed or spoofed datagrams. They leave
     /// at the next sealed turn; the driver must close the connection.
     PlayerMisbehaved(PlayerId),
+    /// A check turn's state hashes differ; the report is in the turn just sealed.
+    Desync(DesyncReport),
+    /// Sealing has waited `stall_notice_ms` for these players (their acknowledgements are a
+    /// whole window behind). Every client gets the same notice.
+    Waiting(Vec<PlayerId>),
+    /// The stall announced by `Waiting` is over.
+    StallEnded,
+    /// Speed control changed the pace from the turn after the one just sealed.
+    PaceChanged(Pace),
+    /// The game paused after the turn just sealed.
+    Paused(PauseBy),
+    /// The game resumed.
+    Resumed(PauseBy),
+    /// The session ended after the turn just sealed; nothing more is sealed.
+    Ended(EndCause),
 }
 
 /// Why a join did not succeed.
@@ -87,15 +105,21 @@ struct Peer {
     misbehaviour: u32,
     drops: DropCounters,
     commands_accepted: u64,
+    /// The peer's reported time to simulate a turn.
+    cost_ms: u32,
+    /// The latest check turn whose state hash we hold from this peer.
+    hash_acked: Option<Turn>,
+    /// The sequence number of the last pause request handled, and pauses used.
+    pause_seq: Option<u8>,
+    pauses_used: u32,
+    /// The waiting notice changed: tell this peer even if nothing else is due.
+    notify_due: bool,
 }
 
 #[derive(Debug)]
 enum Seat {
     Free,
-    Local {
-        next_seq: CommandSeq,
-        next_exec: Turn,
-    },
+    Local { next_seq: CommandSeq, next_exec: Turn },
     Remote(Box<Peer>),
     Gone,
 }
@@ -138,6 +162,16 @@ pub struct Host {
     events: VecDeque<HostEvent>,
     send_cursor: usize,
     stats: HostStats,
+    pace: PaceControl,
+    sync: SyncChecks,
+    paused: bool,
+    /// A pause was granted: stop after sealing the turn that carries its record.
+    pause_pending: bool,
+    ended: bool,
+    /// Players announced as holding up the game (bit i: player i).
+    waiting: u64,
+    local_cost_ms: u32,
+    recorder: Option<Recorder>,
 }
 
 /// The most events held for the driver; older ones are dropped first (they are also
@@ -167,6 +201,14 @@ impl Host {
             events: VecDeque::new(),
             send_cursor: 0,
             stats: HostStats::default(),
+            pace: PaceControl::new(&config),
+            sync: SyncChecks::default(),
+            paused: false,
+            pause_pending: false,
+            ended: false,
+            waiting: 0,
+            local_cost_ms: 0,
+            recorder: None,
             config,
         })
     }
@@ -182,19 +224,14 @@ impl Host {
             return Err(JoinRefusal::GameStarted);
         }
         let player = self.free_seat().ok_or(JoinRefusal::SessionFull)?;
-        self.seats[player.0 as usize] = Seat::Local {
-            next_seq: CommandSeq(0),
-            next_exec: Turn::ZERO,
-        };
+        self.seats[player.0 as usize] =
+            Seat::Local { next_seq: CommandSeq(0), next_exec: Turn::ZERO };
         self.open[0].controls.push(Record::Joined(player));
         Ok(player)
     }
 
     fn free_seat(&self) -> Option<PlayerId> {
-        self.seats
-            .iter()
-            .position(|seat| matches!(seat, Seat::Free))
-            .map(|i| PlayerId(i as u8))
+        self.seats.iter().position(|seat| matches!(seat, Seat::Free)).map(|i| PlayerId(i as u8))
     }
 
     /// Handles a join request from the reliable stream of a new connection. On success the
@@ -204,10 +241,7 @@ impl Host {
         let request = match JoinRequest::decode(request) {
             Ok(request) => request,
             Err(error) => {
-                return JoinResponse {
-                    reply: None,
-                    result: Err(JoinError::Malformed(error)),
-                }
+                return JoinResponse { reply: None, result: Err(JoinError::Malformed(error)) }
             }
         };
         let refused = |refusal| JoinResponse {
@@ -226,11 +260,7 @@ impl Host {
                 client: request.game_data_hash,
             });
         }
-        let Some(token) = self
-            .tokens
-            .iter()
-            .position(|&(token, _)| token == request.token)
-        else {
+        let Some(token) = self.tokens.iter().position(|&(token, _)| token == request.token) else {
             return refused(JoinRefusal::BadToken);
         };
         if self.tokens[token].1 {
@@ -251,23 +281,25 @@ impl Host {
             misbehaviour: 0,
             drops: DropCounters::default(),
             commands_accepted: 0,
+            cost_ms: 0,
+            hash_acked: None,
+            pause_seq: None,
+            pauses_used: 0,
+            notify_due: false,
         }));
         self.open[0].controls.push(Record::Joined(player));
         self.push_event(HostEvent::PlayerJoined(player));
         let accept = JoinAccept {
             player,
-            turn_length_ms: self.config.turn_length_ms,
-            command_delay_turns: self.config.command_delay_turns,
+            turn_length_ms: self.pace.current.turn_length_ms,
+            command_delay_turns: self.pace.current.command_delay_turns,
             turns_ahead_max: self.config.turns_ahead_max,
             players_max: self.config.players_max,
             commands_per_turn_max: self.config.commands_per_turn_max,
             turn_bytes_per_player_max: self.config.turn_bytes_per_player_max,
             command_bytes_max: self.config.command_bytes_max,
         };
-        JoinResponse {
-            reply: Some(encode_join_reply(&Ok(accept))),
-            result: Ok(player),
-        }
+        JoinResponse { reply: Some(encode_join_reply(&Ok(accept))), result: Ok(player) }
     }
 
     /// Starts the game: turn 0 is sealed one turn length from now. Idempotent.
@@ -305,25 +337,23 @@ impl Host {
     /// When the host next needs [`handle_timeout`](Self::handle_timeout): the earliest of the
     /// turn deadline and every connection's timers.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let seal = if self.started && self.stalled_since_ms.is_none() {
-            Some(self.next_seal_at_ms)
-        } else {
-            None
+        let sealing = self.started && !self.paused && !self.ended;
+        let seal = match self.stalled_since_ms {
+            None if sealing => Some(self.next_seal_at_ms),
+            // Stalled: wake to announce it once the notice time has passed.
+            Some(since) if sealing && self.waiting == 0 => {
+                Some(since + u64::from(self.config.stall_notice_ms))
+            }
+            _ => None,
         };
-        self.peers()
-            .filter_map(|(_, peer)| peer.link.poll_timeout())
-            .chain(seal)
-            .min()
+        self.peers().filter_map(|(_, peer)| peer.link.poll_timeout()).chain(seal).min()
     }
 
     fn peers(&self) -> impl Iterator<Item = (PlayerId, &Peer)> + '_ {
-        self.seats
-            .iter()
-            .enumerate()
-            .filter_map(|(i, seat)| match seat {
-                Seat::Remote(peer) => Some((PlayerId(i as u8), &**peer)),
-                _ => None,
-            })
+        self.seats.iter().enumerate().filter_map(|(i, seat)| match seat {
+            Seat::Remote(peer) => Some((PlayerId(i as u8), &**peer)),
+            _ => None,
+        })
     }
 
     /// Fires due timers: connection timers, and the turn deadline (sealing every turn that is
@@ -344,27 +374,64 @@ impl Host {
 
     /// Seals every due turn the window allows.
     fn try_seal(&mut self, now_ms: u64) {
-        while self.started && now_ms >= self.next_seal_at_ms {
+        while self.started && !self.paused && !self.ended && now_ms >= self.next_seal_at_ms {
             if !self.window_allows(self.next_seal) {
-                if self.stalled_since_ms.is_none() {
-                    self.stalled_since_ms = Some(now_ms);
+                let since = *self.stalled_since_ms.get_or_insert(now_ms);
+                if now_ms >= since + u64::from(self.config.stall_notice_ms) {
+                    self.announce_waiting(self.blocking_players(self.next_seal));
                 }
                 return;
             }
             if let Some(since) = self.stalled_since_ms.take() {
                 self.stats.stall_ms += now_ms - since;
             }
+            self.announce_waiting(0);
             let deadline = self.next_seal_at_ms;
             self.seal(now_ms);
-            let turn_ms = u64::from(self.config.turn_length_ms);
+            if std::mem::take(&mut self.pause_pending) {
+                self.paused = true;
+            }
+            let turn_ms = u64::from(self.pace.current.turn_length_ms);
             // Keep the cadence unless a whole turn was lost waiting; then restart it from now
             // rather than bursting to catch up.
-            let next = if now_ms > deadline + turn_ms {
-                now_ms + turn_ms
-            } else {
-                deadline + turn_ms
-            };
+            let next =
+                if now_ms > deadline + turn_ms { now_ms + turn_ms } else { deadline + turn_ms };
             self.schedule_seal(next);
+        }
+    }
+
+    /// The players whose position holds `turn` back, as a bit mask.
+    fn blocking_players(&self, turn: Turn) -> u64 {
+        let window = self.config.turns_ahead_max;
+        self.seats.iter().enumerate().fold(0, |mask, (index, seat)| {
+            let behind = match seat {
+                Seat::Remote(peer) => turn.since(peer.turn_ack) >= window,
+                Seat::Local { next_exec, .. } => turn.since(*next_exec) >= window,
+                Seat::Free | Seat::Gone => false,
+            };
+            mask | (u64::from(behind) << index)
+        })
+    }
+
+    /// Tells the driver and every client who the game is waiting for (0: nobody).
+    fn announce_waiting(&mut self, mask: u64) {
+        if mask == self.waiting {
+            return;
+        }
+        let was_waiting = self.waiting != 0;
+        self.waiting = mask;
+        for seat in &mut self.seats {
+            if let Seat::Remote(peer) = seat {
+                peer.notify_due = true;
+            }
+        }
+        if mask == 0 {
+            if was_waiting {
+                self.push_event(HostEvent::StallEnded);
+            }
+        } else {
+            let players = (0..64u8).filter(|i| mask & (1 << i) != 0).map(PlayerId).collect();
+            self.push_event(HostEvent::Waiting(players));
         }
     }
 
@@ -381,38 +448,99 @@ impl Host {
     fn seal(&mut self, _now_ms: u64) {
         let mut open = self.open.pop_front().unwrap_or_default();
         self.open.push_back(OpenTurn::default());
-        open.commands
-            .sort_unstable_by_key(|&(player, seq, _)| (player, seq));
+        open.commands.sort_unstable_by_key(|&(player, seq, _)| (player, seq));
         self.open_commands -= open.commands.len();
         self.stats.commands_sealed += open.commands.len() as u64;
         let mut records = open.controls;
-        records.extend(
-            open.commands
-                .into_iter()
-                .map(|(player, seq, payload)| Record::Command {
-                    player,
-                    seq,
-                    payload,
-                }),
-        );
-        let bundle = TurnBundle {
-            turn: self.next_seal,
-            records,
-        };
+        self.seal_controls(&mut records);
+        records.extend(open.commands.into_iter().map(|(player, seq, payload)| Record::Command {
+            player,
+            seq,
+            payload,
+        }));
+        let bundle = TurnBundle { turn: self.next_seal, records };
         let mut encoded = Vec::with_capacity(64);
-        let wire: Vec<WireRecord<'_>> = bundle.records.iter().map(Record::to_wire).collect();
-        encode_bundle(&mut encoded, &wire);
+        encode_bundle(&mut encoded, &bundle.records);
+        if let Some(recorder) = &mut self.recorder {
+            recorder.record(&bundle);
+        }
         if self.sealed.is_empty() {
             self.sealed_base = self.next_seal;
         }
-        self.sealed.push_back(Sealed {
-            bundle,
-            encoded: Bytes::from(encoded),
-        });
+        self.sealed.push_back(Sealed { bundle, encoded: Bytes::from(encoded) });
         self.next_seal = self.next_seal.next();
         self.stats.turns_sealed += 1;
         self.stats.sealed_high_water = self.stats.sealed_high_water.max(self.sealed.len());
         self.prune_sealed();
+    }
+
+    /// The host's own records for the turn being sealed: sync-check verdicts (and the desync
+    /// policy), then a pace change.
+    fn seal_controls(&mut self, records: &mut Vec<Record>) {
+        let players = self.active_players();
+        let host_player = self.local_player();
+        let decided = self.sync.decide(
+            &players,
+            self.next_seal,
+            self.config.turns_ahead_max,
+            self.config.desync_reference,
+            host_player,
+        );
+        for verdict in decided {
+            if let (Some(recorder), Some(reference)) = (&mut self.recorder, verdict.reference) {
+                recorder.check(verdict.turn, reference);
+            }
+            let Some(report) = verdict.desync else { continue };
+            records.push(Record::Desync(report.clone()));
+            self.push_event(HostEvent::Desync(report));
+            match self.config.desync_policy {
+                DesyncPolicy::Warn => {}
+                DesyncPolicy::Pause if !self.paused => {
+                    self.paused = true;
+                    records.push(Record::Paused(PauseBy::Host));
+                    self.push_event(HostEvent::Paused(PauseBy::Host));
+                }
+                DesyncPolicy::Pause => {}
+                DesyncPolicy::End if !self.ended => {
+                    self.ended = true;
+                    records.push(Record::Ended(EndCause::Desync));
+                    self.push_event(HostEvent::Ended(EndCause::Desync));
+                }
+                DesyncPolicy::End => {}
+            }
+        }
+        let need_ms = self
+            .peers()
+            .filter_map(|(_, peer)| {
+                let rtt = &peer.link.rtt;
+                rtt.smoothed_ms.map(|srtt| srtt + 2 * rtt.variance_ms)
+            })
+            .max()
+            .unwrap_or(0);
+        let cost_ms = self
+            .peers()
+            .map(|(_, peer)| peer.cost_ms)
+            .chain([self.local_cost_ms])
+            .max()
+            .unwrap_or(0);
+        if let Some(pace) = self.pace.on_turn(need_ms, cost_ms) {
+            records.push(Record::Pace(pace));
+            self.push_event(HostEvent::PaceChanged(pace));
+        }
+    }
+
+    fn active_players(&self) -> Vec<PlayerId> {
+        self.seats
+            .iter()
+            .enumerate()
+            .filter(|(_, seat)| matches!(seat, Seat::Remote(_) | Seat::Local { .. }))
+            .map(|(index, _)| PlayerId(index as u8))
+            .collect()
+    }
+
+    fn local_player(&self) -> Option<PlayerId> {
+        let index = self.seats.iter().position(|seat| matches!(seat, Seat::Local { .. }))?;
+        Some(PlayerId(index as u8))
     }
 
     /// Forgets bundles every player has (remote: acknowledged; local: executed).
@@ -503,6 +631,8 @@ impl Host {
         // the acknowledgement (clients size their retransmit timeout for that), which saves a
         // standalone datagram per command. Commands are also repeated in every datagram a
         // client sends until acknowledged, so a lost one rarely waits for a timeout.
+        self.handle_extras(now_ms, player, &up.extras);
+        let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) else { return };
         let mut accepted = Vec::new();
         for (offset, command) in up.commands.iter().enumerate() {
             let seq = CommandSeq(up.first_seq.0.wrapping_add(offset as u32));
@@ -521,12 +651,7 @@ impl Host {
                 peer.drops.future += 1;
                 continue;
             }
-            accepted.push((
-                seq,
-                command.turn,
-                target,
-                Bytes::copy_from_slice(command.payload),
-            ));
+            accepted.push((seq, command.turn, target, Bytes::copy_from_slice(command.payload)));
         }
         for (seq, stamped, target, payload) in accepted {
             match self.place_command(player, seq, target, payload) {
@@ -548,6 +673,138 @@ impl Host {
         // An acknowledgement may have opened the window.
         self.prune_sealed();
         self.try_seal(now_ms);
+    }
+
+    /// State hash, turn cost and pause requests riding in a client's datagram.
+    fn handle_extras(&mut self, now_ms: u64, player: PlayerId, extras: &UpExtras) {
+        let interval = self.config.sync_interval_turns;
+        let next_seal = self.next_seal;
+        let pauses_max = self.config.pauses_per_player_max;
+        let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) else { return };
+        if let Some(cost) = extras.cost_ms {
+            peer.cost_ms = cost.min(60_000);
+        }
+        let mut spoofed = false;
+        if let Some((turn, hash)) = extras.hash_report {
+            if self.sync.has_report(player, turn) && peer.hash_acked >= Some(turn) {
+                // A repeat of something already held: harmless.
+            } else if self.sync.report(player, turn, hash, interval, next_seal) {
+                peer.hash_acked = peer.hash_acked.max(Some(turn));
+            } else if turn >= next_seal || !is_check_turn(turn, interval) {
+                spoofed = true;
+            }
+        }
+        let mut pause_change = None;
+        if let Some((seq, kind)) = extras.pause {
+            if peer.pause_seq != Some(seq) {
+                peer.pause_seq = Some(seq);
+                match kind {
+                    PauseKind::Pause
+                        if !self.paused && !self.pause_pending && peer.pauses_used < pauses_max =>
+                    {
+                        peer.pauses_used += 1;
+                        pause_change = Some(true);
+                    }
+                    PauseKind::Resume if self.paused && !self.ended => pause_change = Some(false),
+                    _ => {}
+                }
+            }
+        }
+        if spoofed {
+            peer.drops.spoofed += 1;
+            self.misbehaved(player);
+        }
+        match pause_change {
+            Some(true) => self.set_paused(now_ms, true, PauseBy::Player(player)),
+            Some(false) => self.set_paused(now_ms, false, PauseBy::Player(player)),
+            None => {}
+        }
+    }
+
+    /// Pauses or resumes: the record goes into the next sealed turn. A pause takes effect
+    /// after that turn; a resume seals that turn one turn length from now.
+    fn set_paused(&mut self, now_ms: u64, paused: bool, by: PauseBy) {
+        if self.ended {
+            return;
+        }
+        if paused {
+            if self.paused || self.pause_pending {
+                return;
+            }
+            self.open[0].controls.push(Record::Paused(by));
+            self.push_event(HostEvent::Paused(by));
+            // The pause record itself must still go out: it is sealed at the next deadline,
+            // and sealing stops after it (see `try_seal`).
+            self.pause_pending = true;
+        } else {
+            if !self.paused {
+                return;
+            }
+            self.paused = false;
+            self.open[0].controls.push(Record::Resumed(by));
+            self.push_event(HostEvent::Resumed(by));
+            self.schedule_seal(now_ms + u64::from(self.pace.current.turn_length_ms));
+        }
+    }
+
+    /// Pauses the game after the next sealed turn (the host's operator).
+    pub fn pause(&mut self, now_ms: u64) {
+        self.set_paused(now_ms, true, PauseBy::Host);
+    }
+
+    /// Resumes a paused game.
+    pub fn resume(&mut self, now_ms: u64) {
+        self.set_paused(now_ms, false, PauseBy::Host);
+    }
+
+    /// Whether the game is paused.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The pace in force.
+    pub fn pace(&self) -> Pace {
+        self.pace.current
+    }
+
+    /// The host's own player's state hash after executing check turn `turn` (a multiple of
+    /// `sync_interval_turns`). Ignored for other turns.
+    pub fn report_state_hash(&mut self, turn: Turn, hash: u64) {
+        if let Some(player) = self.local_player() {
+            let interval = self.config.sync_interval_turns;
+            self.sync.report(player, turn, hash, interval, self.next_seal);
+        }
+    }
+
+    /// How long the host's own game takes to simulate a turn (speed control input).
+    pub fn report_turn_cost(&mut self, cost_ms: u32) {
+        self.local_cost_ms = cost_ms.min(60_000);
+    }
+
+    /// Starts recording every turn sealed from now on into a [`Replay`] (at most `turns_max`
+    /// turns; past that the replay is marked truncated). `seed` is the game's own seed.
+    pub fn start_recording(&mut self, seed: u64, turns_max: usize) {
+        let first = self.pace.current;
+        self.recorder = Some(Recorder::new(
+            Replay {
+                format_version: REPLAY_FORMAT_VERSION,
+                protocol_version: crate::PROTOCOL_VERSION,
+                game_data_hash: self.config.game_data_hash,
+                seed,
+                players_max: self.config.players_max,
+                first_pace: (first.turn_length_ms, first.command_delay_turns),
+                first_turn: self.next_seal.0,
+                turns: Vec::new(),
+                checks: Vec::new(),
+                truncated: false,
+            },
+            turns_max,
+        ));
+    }
+
+    /// The recording so far, if recording.
+    pub fn replay(&self) -> Option<&Replay> {
+        self.recorder.as_ref().map(|recorder| &recorder.replay)
     }
 
     /// Puts a command into the first open turn at or after `target` with budget left for its
@@ -585,10 +842,7 @@ impl Host {
     /// Submits a command for the host's own player. It is stamped for the turn after the one
     /// the local game is executing plus the command delay, exactly as a client's would be.
     pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
-        let Some(local) = self
-            .seats
-            .iter()
-            .position(|seat| matches!(seat, Seat::Local { .. }))
+        let Some(local) = self.seats.iter().position(|seat| matches!(seat, Seat::Local { .. }))
         else {
             return Err(SubmitError::NotRunning);
         };
@@ -598,23 +852,14 @@ impl Host {
                 max: self.config.command_bytes_max.into(),
             });
         }
-        let Seat::Local {
-            next_seq,
-            next_exec,
-        } = self.seats[local]
-        else {
-            unreachable!()
-        };
-        let stamped = stamp(next_exec, self.config.command_delay_turns).max(self.next_seal);
+        let Seat::Local { next_seq, next_exec } = self.seats[local] else { unreachable!() };
+        let stamped = stamp(next_exec, self.pace.current.command_delay_turns).max(self.next_seal);
         // The local player has no network between it and the host: over budget for the
         // stamped turn is refused rather than spilled, as a client's would be.
         let player = PlayerId(local as u8);
         let index = stamped.since(self.next_seal) as usize;
-        let (count, bytes) = self
-            .open
-            .get(index)
-            .and_then(|open| open.usage.get(local).copied())
-            .unwrap_or((0, 0));
+        let (count, bytes) =
+            self.open.get(index).and_then(|open| open.usage.get(local).copied()).unwrap_or((0, 0));
         if count >= self.config.commands_per_turn_max
             || bytes + payload.len() as u32 > u32::from(self.config.turn_bytes_per_player_max)
         {
@@ -626,21 +871,13 @@ impl Host {
         if let Seat::Local { next_seq: seq, .. } = &mut self.seats[local] {
             *seq = CommandSeq(seq.0.wrapping_add(1));
         }
-        Ok(Ticket {
-            seq: next_seq,
-            turn,
-        })
+        Ok(Ticket { seq: next_seq, turn })
     }
 
     /// The next sealed turn for the host's own game, in order, each exactly once.
     pub fn next_turn(&mut self) -> Option<TurnBundle> {
-        let local = self
-            .seats
-            .iter()
-            .position(|seat| matches!(seat, Seat::Local { .. }))?;
-        let Seat::Local { next_exec, .. } = &mut self.seats[local] else {
-            unreachable!()
-        };
+        let local = self.seats.iter().position(|seat| matches!(seat, Seat::Local { .. }))?;
+        let Seat::Local { next_exec, .. } = &mut self.seats[local] else { unreachable!() };
         let index = next_exec.0.checked_sub(self.sealed_base.0)? as usize;
         let bundle = self.sealed.get(index)?.bundle.clone();
         *next_exec = next_exec.next();
@@ -672,7 +909,8 @@ impl Host {
         let due = has_new
             || (peer.link.retransmit_due && has_unacked)
             || peer.link.ack_due
-            || peer.link.keep_alive_due;
+            || peer.link.keep_alive_due
+            || peer.notify_due;
         if !due {
             return false;
         }
@@ -701,7 +939,9 @@ impl Host {
             body.extend_from_slice(&sealed.encoded);
             count += 1;
         }
-        put_down_header(buf, pn, ack, peer.cmd_next, first, count);
+        let extras = DownExtras { hash_ack: peer.hash_acked, waiting: self.waiting };
+        peer.notify_due = false;
+        put_down_header(buf, pn, ack, peer.cmd_next, &extras, first, count);
         buf.extend_from_slice(&body);
         if count > 0 {
             peer.send_next = peer.send_next.max(first.saturating_add(count as u32));
@@ -738,7 +978,5 @@ impl Host {
 /// The turn a command submitted now is stamped for: the game is executing the turn before
 /// `next_exec`, and commands execute `delay` turns after it (AoE: issued in 1000, run in 1002).
 pub(crate) fn stamp(next_exec: Turn, delay: u32) -> Turn {
-    Turn(next_exec.0.saturating_sub(1))
-        .saturating_add(delay)
-        .max(next_exec)
+    Turn(next_exec.0.saturating_sub(1)).saturating_add(delay).max(next_exec)
 }

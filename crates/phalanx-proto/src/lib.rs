@@ -44,16 +44,24 @@ mod client;
 mod config;
 mod host;
 mod link;
+mod pace;
 mod recovery;
+mod replay;
 mod stats;
+mod sync;
 mod typed;
 mod types;
 mod wire;
 
-pub use bundle::{Record, TurnBundle};
+pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
-pub use config::{ConfigError, SessionConfig};
+pub use config::{ConfigError, DesyncPolicy, DesyncReference, SessionConfig};
 pub use host::{Host, HostEvent, JoinError, JoinResponse};
+pub use pace::Pace;
+pub use replay::{
+    verify_replay, Replay, ReplayError, ReplayGame, ReplayRecord, ReplayVerified,
+    REPLAY_FORMAT_VERSION,
+};
 pub use stats::{ClientStats, DropCounters, HostStats, LinkStats, PeerStats};
 #[cfg(feature = "bincode")]
 pub use typed::Bincode;
@@ -96,10 +104,7 @@ impl std::fmt::Display for SubmitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SubmitError::TooLarge { len, max } => {
-                write!(
-                    f,
-                    "command of {len} bytes exceeds command_bytes_max = {max}"
-                )
+                write!(f, "command of {len} bytes exceeds command_bytes_max = {max}")
             }
             SubmitError::OverBudget { turn } => write!(f, "{turn} is over this player's budget"),
             SubmitError::NotRunning => write!(f, "session is not running"),

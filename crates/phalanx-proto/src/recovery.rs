@@ -69,17 +69,11 @@ impl Received {
     pub(crate) fn ack_frame(&self, now_ms: u64) -> Option<AckFrame> {
         let largest = self.largest?;
         // Below packet 0 nothing can be missing.
-        let exists = if largest >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << largest) - 1
-        };
+        let exists = if largest >= 64 { u64::MAX } else { (1u64 << largest) - 1 };
         Some(AckFrame {
             largest,
             missing: !self.history & exists,
-            delay_ms: now_ms
-                .saturating_sub(self.largest_at_ms)
-                .min(u64::from(u32::MAX)) as u32,
+            delay_ms: now_ms.saturating_sub(self.largest_at_ms).min(u64::from(u32::MAX)) as u32,
         })
     }
 }
@@ -122,21 +116,14 @@ impl SentLog {
                 lost += u32::from(!oldest.acked);
             }
         }
-        self.packets.push_back(SentPacket {
-            pn,
-            sent_at_ms: now_ms,
-            retransmission,
-            acked: false,
-        });
+        self.packets.push_back(SentPacket { pn, sent_at_ms: now_ms, retransmission, acked: false });
         lost
     }
 
     /// Applies an ack frame. The caller has checked `ack.largest` is a packet number we sent.
     pub(crate) fn on_ack(&mut self, ack: AckFrame, now_ms: u64) -> AckOutcome {
         let mut outcome = AckOutcome::default();
-        let newly_largest = self
-            .largest_acked
-            .is_none_or(|largest| ack.largest > largest);
+        let newly_largest = self.largest_acked.is_none_or(|largest| ack.largest > largest);
         for packet in self.packets.iter_mut() {
             if packet.acked || packet.pn > ack.largest {
                 continue;
@@ -283,11 +270,7 @@ mod tests {
             assert_eq!(ack.largest, jump);
             let behind = jump - 1;
             if behind < 64 {
-                assert_eq!(
-                    ack.missing & (1u64 << behind),
-                    0,
-                    "packet 0 acked after {jump}"
-                );
+                assert_eq!(ack.missing & (1u64 << behind), 0, "packet 0 acked after {jump}");
             }
             assert_eq!(received.on_packet(0, 0), Arrival::Duplicate);
         }
@@ -298,10 +281,7 @@ mod tests {
         let mut received = Received::default();
         received.on_packet(2, 0);
         let ack = received.ack_frame(0).unwrap();
-        assert_eq!(
-            ack.missing, 0b11,
-            "0 and 1 are missing, nothing below them exists"
-        );
+        assert_eq!(ack.missing, 0b11, "0 and 1 are missing, nothing below them exists");
     }
 
     #[test]
@@ -309,25 +289,11 @@ mod tests {
         let mut log = SentLog::default();
         log.on_sent(0, 100, false);
         log.on_sent(1, 110, true);
-        let outcome = log.on_ack(
-            AckFrame {
-                largest: 1,
-                missing: 0,
-                delay_ms: 0,
-            },
-            200,
-        );
+        let outcome = log.on_ack(AckFrame { largest: 1, missing: 0, delay_ms: 0 }, 200);
         assert_eq!(outcome.newly_acked, 2);
         assert_eq!(outcome.rtt_sample_ms, None, "largest was a retransmission");
         log.on_sent(2, 300, false);
-        let outcome = log.on_ack(
-            AckFrame {
-                largest: 2,
-                missing: 0,
-                delay_ms: 20,
-            },
-            400,
-        );
+        let outcome = log.on_ack(AckFrame { largest: 2, missing: 0, delay_ms: 20 }, 400);
         assert_eq!(outcome.rtt_sample_ms, Some(80));
     }
 
@@ -339,14 +305,7 @@ mod tests {
         }
         // Ack 5; of the 64 below it only 3 arrived (bit i = packet 4 − i missing).
         let missing = 0b11101;
-        let outcome = log.on_ack(
-            AckFrame {
-                largest: 5,
-                missing,
-                delay_ms: 0,
-            },
-            10,
-        );
+        let outcome = log.on_ack(AckFrame { largest: 5, missing, delay_ms: 0 }, 10);
         assert_eq!(outcome.newly_acked, 2);
         assert_eq!(outcome.newly_lost, 3);
     }
@@ -361,10 +320,7 @@ mod tests {
         delayed.on_sample(40);
         delayed.on_sample(40);
         delayed.on_sample(40);
-        assert!(
-            delayed.rto_ms() > 40 + 25,
-            "the peer's ack delay is covered"
-        );
+        assert!(delayed.rto_ms() > 40 + 25, "the peer's ack delay is covered");
         rtt.on_timeout();
         assert_eq!(rtt.rto_ms(), 600);
         for _ in 0..10 {

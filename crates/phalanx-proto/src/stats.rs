@@ -113,4 +113,16 @@ pub struct ClientStats {
     pub bundles_buffered_high_water: usize,
     /// Our commands that executed at a later turn than stamped.
     pub commands_late: u64,
+    /// The turn length in force.
+    pub turn_length_ms: u32,
+    /// The command delay in force.
+    pub command_delay_turns: u32,
+    /// Submit → execute latency of our recent commands: median, 95th percentile, maximum.
+    pub latency_ms_p50: Option<u32>,
+    /// See `latency_ms_p50`.
+    pub latency_ms_p95: Option<u32>,
+    /// See `latency_ms_p50`.
+    pub latency_ms_max: Option<u32>,
+    /// Time the game waited for a turn beyond its length (gaps over 1.5 turn lengths).
+    pub stall_ms: u64,
 }

@@ -32,9 +32,7 @@ pub struct CodecError {
 
 impl CodecError {
     fn new(message: impl std::fmt::Display) -> Self {
-        CodecError {
-            message: message.to_string(),
-        }
+        CodecError { message: message.to_string() }
     }
 }
 
@@ -60,10 +58,7 @@ impl CommandCodec for Postcard {
     fn decode<C: DeserializeOwned>(bytes: &[u8]) -> Result<C, CodecError> {
         let (command, rest) = postcard::take_from_bytes(bytes).map_err(CodecError::new)?;
         if !rest.is_empty() {
-            return Err(CodecError::new(format_args!(
-                "{} trailing bytes",
-                rest.len()
-            )));
+            return Err(CodecError::new(format_args!("{} trailing bytes", rest.len())));
         }
         Ok(command)
     }
@@ -87,10 +82,7 @@ impl CommandCodec for Bincode {
         let (command, used) =
             bincode::serde::decode_from_slice(bytes, config).map_err(CodecError::new)?;
         if used != bytes.len() {
-            return Err(CodecError::new(format_args!(
-                "{} trailing bytes",
-                bytes.len() - used
-            )));
+            return Err(CodecError::new(format_args!("{} trailing bytes", bytes.len() - used)));
         }
         Ok(command)
     }
@@ -154,7 +146,7 @@ pub struct TypedTurn<C> {
 /// let (client, _join_request) = Client::new(SessionConfig::default(), 7).unwrap();
 /// let mut client: TypedClient<Order> = TypedClient::new(client);
 /// // Not joined yet: the command is refused, not queued.
-/// assert!(client.submit(&Order::Stop).is_err());
+/// assert!(client.submit(0, &Order::Stop).is_err());
 /// ```
 #[derive(Debug)]
 pub struct TypedClient<C, K: CommandCodec = DefaultCodec> {
@@ -172,10 +164,7 @@ pub type DefaultCodec = Bincode;
 impl<C: Serialize + DeserializeOwned, K: CommandCodec> TypedClient<C, K> {
     /// Wraps a byte-level client.
     pub fn new(client: Client) -> Self {
-        TypedClient {
-            client,
-            _types: PhantomData,
-        }
+        TypedClient { client, _types: PhantomData }
     }
 
     /// The byte-level client, for the driver's calls.
@@ -184,34 +173,27 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> TypedClient<C, K> {
     }
 
     /// Encodes and submits a command.
-    pub fn submit(&mut self, command: &C) -> Result<Ticket, TypedSubmitError> {
+    pub fn submit(&mut self, now_ms: u64, command: &C) -> Result<Ticket, TypedSubmitError> {
         let bytes = K::encode(command).map_err(TypedSubmitError::Codec)?;
-        self.client.submit(&bytes).map_err(TypedSubmitError::Submit)
+        self.client.submit(now_ms, &bytes).map_err(TypedSubmitError::Submit)
     }
 
-    /// The next turn, decoded.
-    pub fn next_turn(&mut self) -> Option<TypedTurn<C>> {
-        let bundle = self.client.next_turn()?;
+    /// The next turn, decoded. Control records other than joins and leaves are left to the
+    /// byte-level events ([`ClientEvent`](crate::ClientEvent)).
+    pub fn next_turn(&mut self, now_ms: u64) -> Option<TypedTurn<C>> {
+        let bundle = self.client.next_turn(now_ms)?;
         let records = bundle
             .records
             .into_iter()
-            .map(|record| match record {
-                Record::Command {
-                    player,
-                    seq,
-                    payload,
-                } => TypedRecord::Command {
-                    player,
-                    seq,
-                    command: K::decode(&payload),
-                },
-                Record::Joined(player) => TypedRecord::Joined(player),
-                Record::Left(player) => TypedRecord::Left(player),
+            .filter_map(|record| match record {
+                Record::Command { player, seq, payload } => {
+                    Some(TypedRecord::Command { player, seq, command: K::decode(&payload) })
+                }
+                Record::Joined(player) => Some(TypedRecord::Joined(player)),
+                Record::Left(player) => Some(TypedRecord::Left(player)),
+                _ => None,
             })
             .collect();
-        Some(TypedTurn {
-            turn: bundle.turn,
-            records,
-        })
+        Some(TypedTurn { turn: bundle.turn, records })
     }
 }

@@ -8,19 +8,27 @@
 //! decoder allocate more than the datagram's own size. Trailing bytes are an error.
 //!
 //! ```text
-//! Up    (client → host, datagram): version kind=1 pn ack turn_ack first_seq n {turn len payload}*n
-//! Down  (host → client, datagram): version kind=2 pn ack cmd_ack first_turn n bundle*n
+//! Up    (client → host, datagram): version kind=1 pn ack turn_ack first_seq up_extras
+//!                                  n {turn len payload}*n
+//! Down  (host → client, datagram): version kind=2 pn ack cmd_ack down_extras first_turn
+//!                                  n bundle*n
 //!   ack    = 0 | 1 largest missing_bits delay_ms      (missing bit i: largest−1−i not received)
+//!   up_extras   = flags [hash_turn hash:u64le] [cost_ms] [pause_seq:u8 pause_kind:u8]
+//!   down_extras = flags [hash_ack_turn] [waiting_mask]
 //!   bundle = m record*m
-//!   record = head seq len payload | head      (head: kind in the top 2 bits — 0 command,
-//!            1 joined, 2 left — and the player in the low 6; seq/len/payload for commands)
+//!   record = head seq len payload | head | head ext   (head: kind in the top 2 bits — 0
+//!            command, 1 joined, 2 left, 3 extended — and the player in the low 6)
+//!   ext    = 0 turn_length_ms delay (pace) | 1 turn n {player hash:u64le}*n diverged_mask
+//!            (desync) | 2 (paused) | 3 (resumed) | 4 cause:u8 (session ended)
 //! Join  (client → host, stream):   version kind=3 game_data_hash:u64le token:u64le
 //! Reply (host → client, stream):   version kind=4 (0 accepted-fields | 1 refusal-tag fields)
 //! ```
 
-use bytes::BufMut;
+use bytes::{BufMut, Bytes};
 
+use crate::bundle::{DesyncReport, EndCause, PauseBy, Record};
 use crate::config::SessionConfig;
+use crate::pace::Pace;
 use crate::types::{CommandSeq, PlayerId, Turn};
 use crate::PROTOCOL_VERSION;
 
@@ -34,7 +42,16 @@ const KIND_REPLY: u8 = 4;
 const RECORD_COMMAND: u8 = 0;
 const RECORD_JOINED: u8 = 1;
 const RECORD_LEFT: u8 = 2;
+const RECORD_EXTENDED: u8 = 3;
 const RECORD_PLAYER_BITS: u8 = 0x3f;
+
+const EXT_PACE: u8 = 0;
+const EXT_DESYNC: u8 = 1;
+const EXT_PAUSED: u8 = 2;
+const EXT_RESUMED: u8 = 3;
+const EXT_ENDED: u8 = 4;
+const EXT_PAUSED_BY_HOST: u8 = 5;
+const EXT_RESUMED_BY_HOST: u8 = 6;
 
 fn record_head(kind: u8, player: PlayerId) -> u8 {
     (kind << 6) | (player.0 & RECORD_PLAYER_BITS)
@@ -55,12 +72,23 @@ pub(crate) const UP_HEADER_BYTES_MAX: usize = 2 + VARINT_MAX + ACK_BYTES_MAX + 3
 pub(crate) const UP_COMMAND_OVERHEAD_MAX: usize = 2 * VARINT32_MAX;
 /// Bytes one command record adds to a bundle besides its payload, at most.
 const RECORD_COMMAND_OVERHEAD_MAX: usize = 1 + 2 * VARINT32_MAX;
-/// Bytes of a control record, at most.
+/// Bytes of a join or leave record.
 const RECORD_CONTROL_BYTES_MAX: usize = 1;
 
-/// Control records one bundle may carry: a join and a leave per seat.
+/// Control records one bundle may carry: a join and a leave per seat, a pace change, a
+/// desync report, a pause and a resume, and the end of the session.
 pub(crate) fn controls_per_bundle_max(config: &SessionConfig) -> usize {
-    2 * usize::from(config.players_max)
+    2 * usize::from(config.players_max) + 5
+}
+
+/// Bytes of the extended records one bundle may carry, at most.
+fn extended_bytes_max(config: &SessionConfig) -> usize {
+    let pace = 2 + 2 * VARINT32_MAX;
+    let desync = 2 + VARINT32_MAX + 1 + 9 * usize::from(config.players_max) + VARINT_MAX;
+    let pause_resume = 2 * 2;
+    // (a host-made pause and a player's resume can share a bundle: still two records)
+    let ended = 3;
+    pace + desync + pause_resume + ended
 }
 
 /// Records one bundle may carry.
@@ -75,7 +103,8 @@ pub(crate) fn bundle_bytes_max(config: &SessionConfig) -> usize {
         + usize::from(config.turn_bytes_per_player_max);
     VARINT32_MAX
         + usize::from(config.players_max) * per_player
-        + controls_per_bundle_max(config) * RECORD_CONTROL_BYTES_MAX
+        + 2 * usize::from(config.players_max) * RECORD_CONTROL_BYTES_MAX
+        + extended_bytes_max(config)
 }
 
 /// Why bytes from a peer were not a valid message. The datagram is dropped and counted.
@@ -201,11 +230,7 @@ impl<'a> Reader<'a> {
     ) -> Result<usize, DecodeError> {
         let value = self.varint()?;
         if value > max as u64 {
-            return Err(DecodeError::TooLarge {
-                field,
-                value,
-                max: max as u64,
-            });
+            return Err(DecodeError::TooLarge { field, value, max: max as u64 });
         }
         let value = value as usize;
         if value.saturating_mul(min_item_bytes) > self.remaining() {
@@ -295,31 +320,121 @@ pub(crate) struct Up<'a> {
     pub(crate) turn_ack: Turn,
     /// The sequence number of `commands[0]`; the rest follow consecutively.
     pub(crate) first_seq: CommandSeq,
+    pub(crate) extras: UpExtras,
     pub(crate) commands: Vec<UpCommand<'a>>,
 }
 
-/// A bundle record as it crosses the wire.
+/// What a pause request asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WireRecord<'a> {
-    Command {
-        player: PlayerId,
-        seq: CommandSeq,
-        payload: &'a [u8],
-    },
-    Joined(PlayerId),
-    Left(PlayerId),
+pub(crate) enum PauseKind {
+    Pause,
+    Resume,
+}
+
+/// The optional reports a client adds to its datagrams.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct UpExtras {
+    /// The game's state hash at a check turn, repeated until the host acknowledges it.
+    pub(crate) hash_report: Option<(Turn, u64)>,
+    /// How long the game takes to simulate a turn (moving average), for speed control.
+    pub(crate) cost_ms: Option<u32>,
+    /// The latest pause or resume request, with a sequence number so a repeat is idempotent.
+    pub(crate) pause: Option<(u8, PauseKind)>,
+}
+
+/// The optional notices the host adds to its datagrams.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DownExtras {
+    /// The host holds this client's state hash reports up to this check turn.
+    pub(crate) hash_ack: Option<Turn>,
+    /// The players the host is waiting for (bit i: player i); 0 when not stalled.
+    pub(crate) waiting: u64,
+}
+
+fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
+    let flags = u8::from(extras.hash_report.is_some())
+        | u8::from(extras.cost_ms.is_some()) << 1
+        | u8::from(extras.pause.is_some()) << 2;
+    out.put_u8(flags);
+    if let Some((turn, hash)) = extras.hash_report {
+        put_varint(out, turn.0.into());
+        out.put_u64_le(hash);
+    }
+    if let Some(cost) = extras.cost_ms {
+        put_varint(out, cost.into());
+    }
+    if let Some((seq, kind)) = extras.pause {
+        out.put_u8(seq);
+        out.put_u8(match kind {
+            PauseKind::Pause => 1,
+            PauseKind::Resume => 2,
+        });
+    }
+}
+
+fn read_up_extras(reader: &mut Reader<'_>) -> Result<UpExtras, DecodeError> {
+    let flags = reader.u8()?;
+    if flags & !0b111 != 0 {
+        return Err(DecodeError::Invalid("up flags"));
+    }
+    let hash_report =
+        if flags & 1 != 0 { Some((Turn(reader.varint_u32()?), reader.u64_le()?)) } else { None };
+    let cost_ms = if flags & 2 != 0 { Some(reader.varint_u32()?) } else { None };
+    let pause = if flags & 4 != 0 {
+        let seq = reader.u8()?;
+        let kind = match reader.u8()? {
+            1 => PauseKind::Pause,
+            2 => PauseKind::Resume,
+            tag => return Err(DecodeError::UnknownTag(tag)),
+        };
+        Some((seq, kind))
+    } else {
+        None
+    };
+    Ok(UpExtras { hash_report, cost_ms, pause })
+}
+
+fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {
+    let flags = u8::from(extras.hash_ack.is_some()) | u8::from(extras.waiting != 0) << 1;
+    out.put_u8(flags);
+    if let Some(turn) = extras.hash_ack {
+        put_varint(out, turn.0.into());
+    }
+    if extras.waiting != 0 {
+        put_varint(out, extras.waiting);
+    }
+}
+
+fn read_down_extras(reader: &mut Reader<'_>) -> Result<DownExtras, DecodeError> {
+    let flags = reader.u8()?;
+    if flags & !0b11 != 0 {
+        return Err(DecodeError::Invalid("down flags"));
+    }
+    let hash_ack = if flags & 1 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
+    let waiting = if flags & 2 != 0 {
+        let mask = reader.varint()?;
+        if mask == 0 {
+            // Present means non-zero: one encoding per message.
+            return Err(DecodeError::Invalid("waiting mask"));
+        }
+        mask
+    } else {
+        0
+    };
+    Ok(DownExtras { hash_ack, waiting })
 }
 
 /// A host → client datagram.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Down<'a> {
+pub(crate) struct Down {
     pub(crate) pn: u64,
     pub(crate) ack: Option<AckFrame>,
     /// The host holds every command of this client before this sequence number.
     pub(crate) cmd_ack: CommandSeq,
+    pub(crate) extras: DownExtras,
     /// The turn of `bundles[0]`; the rest follow consecutively.
     pub(crate) first_turn: Turn,
-    pub(crate) bundles: Vec<Vec<WireRecord<'a>>>,
+    pub(crate) bundles: Vec<Vec<Record>>,
 }
 
 /// Writes the header of an Up datagram; commands follow with [`put_up_command`] after
@@ -330,6 +445,7 @@ pub(crate) fn put_up_header(
     ack: Option<AckFrame>,
     turn_ack: Turn,
     first_seq: CommandSeq,
+    extras: &UpExtras,
 ) {
     out.put_u8(PROTOCOL_VERSION);
     out.put_u8(KIND_UP);
@@ -337,6 +453,7 @@ pub(crate) fn put_up_header(
     put_ack(out, ack);
     put_varint(out, turn_ack.0.into());
     put_varint(out, first_seq.0.into());
+    put_up_extras(out, extras);
 }
 
 pub(crate) fn up_command_len(command: UpCommand<'_>) -> usize {
@@ -357,6 +474,7 @@ pub(crate) fn put_down_header(
     pn: u64,
     ack: Option<AckFrame>,
     cmd_ack: CommandSeq,
+    extras: &DownExtras,
     first_turn: Turn,
     count: usize,
 ) {
@@ -365,30 +483,59 @@ pub(crate) fn put_down_header(
     put_varint(out, pn);
     put_ack(out, ack);
     put_varint(out, cmd_ack.0.into());
+    put_down_extras(out, extras);
     put_varint(out, first_turn.0.into());
     put_varint(out, count as u64);
 }
 
 /// Encodes one bundle's records (the part a Down datagram repeats verbatim).
-pub(crate) fn encode_bundle(out: &mut Vec<u8>, records: &[WireRecord<'_>]) {
+pub(crate) fn encode_bundle(out: &mut Vec<u8>, records: &[Record]) {
     put_varint(out, records.len() as u64);
     for record in records {
-        match *record {
-            WireRecord::Command {
-                player,
-                seq,
-                payload,
-            } => {
-                out.put_u8(record_head(RECORD_COMMAND, player));
+        match record {
+            Record::Command { player, seq, payload } => {
+                out.put_u8(record_head(RECORD_COMMAND, *player));
                 put_varint(out, seq.0.into());
                 put_varint(out, payload.len() as u64);
                 out.put_slice(payload);
             }
-            WireRecord::Joined(player) => {
-                out.put_u8(record_head(RECORD_JOINED, player));
+            Record::Joined(player) => out.put_u8(record_head(RECORD_JOINED, *player)),
+            Record::Left(player) => out.put_u8(record_head(RECORD_LEFT, *player)),
+            Record::Pace(pace) => {
+                out.put_u8(record_head(RECORD_EXTENDED, PlayerId(0)));
+                out.put_u8(EXT_PACE);
+                put_varint(out, pace.turn_length_ms.into());
+                put_varint(out, pace.command_delay_turns.into());
             }
-            WireRecord::Left(player) => {
-                out.put_u8(record_head(RECORD_LEFT, player));
+            Record::Desync(report) => {
+                out.put_u8(record_head(RECORD_EXTENDED, PlayerId(0)));
+                out.put_u8(EXT_DESYNC);
+                put_varint(out, report.turn.0.into());
+                out.put_u8(report.hashes.len() as u8);
+                for (player, hash) in &report.hashes {
+                    out.put_u8(player.0);
+                    out.put_u64_le(*hash);
+                }
+                let mask = report.diverged.iter().fold(0u64, |mask, p| mask | 1 << (p.0 & 63));
+                put_varint(out, mask);
+            }
+            Record::Paused(by) | Record::Resumed(by) => {
+                let paused = matches!(record, Record::Paused(_));
+                let (player, tag) = match (by, paused) {
+                    (PauseBy::Player(player), true) => (*player, EXT_PAUSED),
+                    (PauseBy::Player(player), false) => (*player, EXT_RESUMED),
+                    (PauseBy::Host, true) => (PlayerId(0), EXT_PAUSED_BY_HOST),
+                    (PauseBy::Host, false) => (PlayerId(0), EXT_RESUMED_BY_HOST),
+                };
+                out.put_u8(record_head(RECORD_EXTENDED, player));
+                out.put_u8(tag);
+            }
+            Record::Ended(cause) => {
+                out.put_u8(record_head(RECORD_EXTENDED, PlayerId(0)));
+                out.put_u8(EXT_ENDED);
+                out.put_u8(match cause {
+                    EndCause::Desync => 0,
+                });
             }
         }
     }
@@ -413,6 +560,15 @@ impl Limits {
             bundles_per_down_max: config.turns_ahead_max as usize,
             records_per_bundle_max: records_per_bundle_max(config),
             players_max: config.players_max,
+        }
+    }
+
+    /// The bits of every seat.
+    pub(crate) fn player_mask(&self) -> u64 {
+        if self.players_max >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.players_max) - 1
         }
     }
 
@@ -444,6 +600,7 @@ pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, 
     let ack = read_ack(&mut reader)?;
     let turn_ack = Turn(reader.varint_u32()?);
     let first_seq = CommandSeq(reader.varint_u32()?);
+    let extras = read_up_extras(&mut reader)?;
     // A command is at least two bytes (turn, length).
     let count = reader.count("commands", limits.commands_per_up_max, 2)?;
     if u64::from(first_seq.0) + count as u64 > u64::from(u32::MAX) + 1 {
@@ -456,20 +613,14 @@ pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, 
         commands.push(UpCommand { turn, payload });
     }
     reader.finish()?;
-    Ok(Up {
-        pn,
-        ack,
-        turn_ack,
-        first_seq,
-        commands,
-    })
+    Ok(Up { pn, ack, turn_ack, first_seq, extras, commands })
 }
 
 /// Decodes one bundle's records.
-pub(crate) fn decode_bundle<'a>(
-    reader: &mut Reader<'a>,
+pub(crate) fn decode_bundle(
+    reader: &mut Reader<'_>,
     limits: &Limits,
-) -> Result<Vec<WireRecord<'a>>, DecodeError> {
+) -> Result<Vec<Record>, DecodeError> {
     // A record is at least one byte (its head).
     let count = reader.count("records", limits.records_per_bundle_max, 1)?;
     let mut records = Vec::with_capacity(count);
@@ -480,23 +631,68 @@ pub(crate) fn decode_bundle<'a>(
             RECORD_COMMAND => {
                 let seq = CommandSeq(reader.varint_u32()?);
                 let payload = limits.payload(reader)?;
-                WireRecord::Command {
-                    player,
-                    seq,
-                    payload,
-                }
+                Record::Command { player, seq, payload: Bytes::copy_from_slice(payload) }
             }
-            RECORD_JOINED => WireRecord::Joined(player),
-            RECORD_LEFT => WireRecord::Left(player),
-            tag => return Err(DecodeError::UnknownTag(tag)),
+            RECORD_JOINED => Record::Joined(player),
+            RECORD_LEFT => Record::Left(player),
+            _ => decode_extended(reader, limits, player)?,
         };
         records.push(record);
     }
     Ok(records)
 }
 
+fn decode_extended(
+    reader: &mut Reader<'_>,
+    limits: &Limits,
+    player: PlayerId,
+) -> Result<Record, DecodeError> {
+    Ok(match reader.u8()? {
+        EXT_PACE => Record::Pace(Pace {
+            turn_length_ms: reader.varint_u32()?,
+            command_delay_turns: reader.varint_u32()?,
+        }),
+        EXT_DESYNC => {
+            let turn = Turn(reader.varint_u32()?);
+            let count = usize::from(reader.u8()?);
+            if count > usize::from(limits.players_max) {
+                return Err(DecodeError::TooLarge {
+                    field: "desync hashes",
+                    value: count as u64,
+                    max: limits.players_max.into(),
+                });
+            }
+            let mut hashes = Vec::with_capacity(count);
+            for _ in 0..count {
+                let who = limits.player(reader.u8()?)?;
+                if hashes.last().is_some_and(|&(last, _): &(PlayerId, u64)| last >= who) {
+                    return Err(DecodeError::Invalid("desync player order"));
+                }
+                hashes.push((who, reader.u64_le()?));
+            }
+            let mask = reader.varint()?;
+            let listed = hashes.iter().fold(0u64, |m, (p, _)| m | 1 << p.0);
+            if mask & !listed != 0 {
+                return Err(DecodeError::Invalid("desync diverged mask"));
+            }
+            let diverged =
+                hashes.iter().map(|&(p, _)| p).filter(|p| mask & (1 << p.0) != 0).collect();
+            Record::Desync(DesyncReport { turn, hashes, diverged })
+        }
+        EXT_PAUSED => Record::Paused(PauseBy::Player(player)),
+        EXT_RESUMED => Record::Resumed(PauseBy::Player(player)),
+        EXT_PAUSED_BY_HOST => Record::Paused(PauseBy::Host),
+        EXT_RESUMED_BY_HOST => Record::Resumed(PauseBy::Host),
+        EXT_ENDED => match reader.u8()? {
+            0 => Record::Ended(EndCause::Desync),
+            tag => return Err(DecodeError::UnknownTag(tag)),
+        },
+        tag => return Err(DecodeError::UnknownTag(tag)),
+    })
+}
+
 /// Decodes a host → client datagram.
-pub(crate) fn decode_down<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Down<'a>, DecodeError> {
+pub(crate) fn decode_down(bytes: &[u8], limits: &Limits) -> Result<Down, DecodeError> {
     let mut reader = Reader::new(bytes);
     match reader.header()? {
         KIND_DOWN => {}
@@ -505,6 +701,7 @@ pub(crate) fn decode_down<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Down<'
     let pn = reader.varint()?;
     let ack = read_ack(&mut reader)?;
     let cmd_ack = CommandSeq(reader.varint_u32()?);
+    let extras = read_down_extras(&mut reader)?;
     let first_turn = Turn(reader.varint_u32()?);
     // A bundle is at least one byte (its record count).
     let count = reader.count("bundles", limits.bundles_per_down_max, 1)?;
@@ -516,13 +713,7 @@ pub(crate) fn decode_down<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Down<'
         bundles.push(decode_bundle(&mut reader, limits)?);
     }
     reader.finish()?;
-    Ok(Down {
-        pn,
-        ack,
-        cmd_ack,
-        first_turn,
-        bundles,
-    })
+    Ok(Down { pn, ack, cmd_ack, extras, first_turn, bundles })
 }
 
 /// A join request, sent by a client on the reliable stream.
@@ -554,11 +745,7 @@ impl JoinRequest {
         let mut reader = Reader::new(bytes);
         let protocol_version = reader.u8()?;
         if protocol_version != PROTOCOL_VERSION {
-            return Ok(JoinRequest {
-                protocol_version,
-                game_data_hash: 0,
-                token: 0,
-            });
+            return Ok(JoinRequest { protocol_version, game_data_hash: 0, token: 0 });
         }
         match reader.u8()? {
             KIND_JOIN => {}
@@ -567,11 +754,7 @@ impl JoinRequest {
         let game_data_hash = reader.u64_le()?;
         let token = reader.u64_le()?;
         reader.finish()?;
-        Ok(JoinRequest {
-            protocol_version,
-            game_data_hash,
-            token,
-        })
+        Ok(JoinRequest { protocol_version, game_data_hash, token })
     }
 }
 
@@ -610,10 +793,7 @@ impl std::fmt::Display for JoinRefusal {
                 write!(f, "protocol version mismatch: host {host}, client {client}")
             }
             JoinRefusal::GameDataMismatch { host, client } => {
-                write!(
-                    f,
-                    "game data mismatch: host {host:#018x}, client {client:#018x}"
-                )
+                write!(f, "game data mismatch: host {host:#018x}, client {client:#018x}")
             }
             JoinRefusal::BadToken => write!(f, "unknown join token"),
             JoinRefusal::TokenUsed => write!(f, "join token already used"),
@@ -698,11 +878,7 @@ pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
 
 fn u16_field(reader: &mut Reader<'_>, field: &'static str) -> Result<u16, DecodeError> {
     let value = reader.varint()?;
-    u16::try_from(value).map_err(|_| DecodeError::TooLarge {
-        field,
-        value,
-        max: u16::MAX.into(),
-    })
+    u16::try_from(value).map_err(|_| DecodeError::TooLarge { field, value, max: u16::MAX.into() })
 }
 
 /// Parses a join reply. The version byte is checked first, so a client facing a host of
@@ -725,14 +901,12 @@ pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
             command_bytes_max: u16_field(&mut reader, "command_bytes_max")?,
         }),
         1 => Err(match reader.u8()? {
-            REFUSAL_VERSION => JoinRefusal::VersionMismatch {
-                host: reader.u8()?,
-                client: reader.u8()?,
-            },
-            REFUSAL_GAME_DATA => JoinRefusal::GameDataMismatch {
-                host: reader.u64_le()?,
-                client: reader.u64_le()?,
-            },
+            REFUSAL_VERSION => {
+                JoinRefusal::VersionMismatch { host: reader.u8()?, client: reader.u8()? }
+            }
+            REFUSAL_GAME_DATA => {
+                JoinRefusal::GameDataMismatch { host: reader.u64_le()?, client: reader.u64_le()? }
+            }
             REFUSAL_BAD_TOKEN => JoinRefusal::BadToken,
             REFUSAL_TOKEN_USED => JoinRefusal::TokenUsed,
             REFUSAL_FULL => JoinRefusal::SessionFull,

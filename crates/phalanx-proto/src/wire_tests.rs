@@ -9,28 +9,22 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
 use super::*;
+use crate::bundle::{DesyncReport, EndCause, PauseBy};
 
 fn run_seeded<S: Strategy>(
     test_name: &str,
     strategy: S,
     test: impl Fn(S::Value) -> Result<(), TestCaseError>,
 ) {
-    let seed: u64 = std::env::var("PHALANX_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(17);
-    let cases: u32 = std::env::var("PHALANX_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+    let seed: u64 = std::env::var("PHALANX_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(17);
+    let cases: u32 =
+        std::env::var("PHALANX_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
     let mut config = Config::with_cases(cases);
     config.failure_persistence = None;
-    let mut runner = TestRunner::new_with_rng(
-        config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-    );
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes));
     if let Err(failure) = runner.run(&strategy, test) {
         panic!(
             "{test_name} failed with seed {seed}: {failure}\nrerun: PHALANX_SEED={seed} \
@@ -44,21 +38,36 @@ fn limits() -> Limits {
 }
 
 fn ack() -> impl Strategy<Value = Option<AckFrame>> {
-    prop::option::of((any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
-        |(largest, missing, delay_ms)| AckFrame {
-            largest,
-            missing,
-            delay_ms,
-        },
-    ))
+    prop::option::of(
+        (any::<u64>(), any::<u64>(), any::<u32>())
+            .prop_map(|(largest, missing, delay_ms)| AckFrame { largest, missing, delay_ms }),
+    )
 }
 
 fn payload() -> impl Strategy<Value = Vec<u8>> {
-    prop::collection::vec(any::<u8>(), 0..=80)
+    prop::collection::vec(any::<u8>(), 0..=72)
 }
 
-/// An Up datagram's fields: pn, ack, turn_ack, first_seq, commands (turn, payload).
-type UpSpec = (u64, Option<AckFrame>, u32, u32, Vec<(u32, Vec<u8>)>);
+/// An Up datagram's fields: pn, ack, turn_ack, first_seq, extras, commands (turn, payload).
+type UpSpec = (u64, Option<AckFrame>, u32, u32, UpExtras, Vec<(u32, Vec<u8>)>);
+
+fn up_extras() -> impl Strategy<Value = UpExtras> {
+    let pause =
+        prop::option::of((any::<u8>(), any::<bool>()).prop_map(|(seq, pause)| {
+            (seq, if pause { PauseKind::Pause } else { PauseKind::Resume })
+        }));
+    (prop::option::of((any::<u32>(), any::<u64>())), prop::option::of(any::<u32>()), pause)
+        .prop_map(|(hash, cost_ms, pause)| UpExtras {
+            hash_report: hash.map(|(turn, hash)| (Turn(turn), hash)),
+            cost_ms,
+            pause,
+        })
+}
+
+fn down_extras() -> impl Strategy<Value = DownExtras> {
+    (prop::option::of(any::<u32>()), any::<u64>())
+        .prop_map(|(ack, waiting)| DownExtras { hash_ack: ack.map(Turn), waiting })
+}
 
 fn up_message() -> impl Strategy<Value = UpSpec> {
     (
@@ -66,20 +75,18 @@ fn up_message() -> impl Strategy<Value = UpSpec> {
         ack(),
         any::<u32>(),
         0..u32::MAX - 64,
+        up_extras(),
         prop::collection::vec((any::<u32>(), payload()), 0..12),
     )
 }
 
 fn encode_up(message: &UpSpec) -> Vec<u8> {
-    let (pn, ack, turn_ack, first_seq, commands) = message;
+    let (pn, ack, turn_ack, first_seq, extras, commands) = message;
     let mut out = Vec::new();
-    put_up_header(&mut out, *pn, *ack, Turn(*turn_ack), CommandSeq(*first_seq));
+    put_up_header(&mut out, *pn, *ack, Turn(*turn_ack), CommandSeq(*first_seq), extras);
     put_varint(&mut out, commands.len() as u64);
     for (turn, payload) in commands {
-        let command = UpCommand {
-            turn: Turn(*turn),
-            payload,
-        };
+        let command = UpCommand { turn: Turn(*turn), payload };
         let before = out.len();
         put_up_command(&mut out, command);
         assert_eq!(out.len() - before, up_command_len(command));
@@ -92,54 +99,84 @@ enum RecordSpec {
     Command(u8, u32, Vec<u8>),
     Joined(u8),
     Left(u8),
+    Pace(u32, u32),
+    /// turn, (player, hash) with ascending distinct players, diverged mask
+    Desync(u32, Vec<(u8, u64)>, u64),
+    Paused(Option<u8>),
+    Resumed(Option<u8>),
+    Ended,
 }
 
 fn record() -> impl Strategy<Value = RecordSpec> {
+    let desync =
+        (any::<u32>(), prop::collection::btree_map(0..8u8, any::<u64>(), 0..8), any::<u8>())
+            .prop_map(|(turn, hashes, mask)| {
+                let hashes: Vec<(u8, u64)> = hashes.into_iter().collect();
+                let listed = hashes.iter().fold(0u64, |m, (p, _)| m | 1 << p);
+                RecordSpec::Desync(turn, hashes, u64::from(mask) & listed)
+            });
     prop_oneof![
-        (0..8u8, any::<u32>(), payload()).prop_map(|(p, s, b)| RecordSpec::Command(p, s, b)),
-        (0..8u8).prop_map(RecordSpec::Joined),
-        (0..8u8).prop_map(RecordSpec::Left),
+        6 => (0..8u8, any::<u32>(), payload()).prop_map(|(p, s, b)| RecordSpec::Command(p, s, b)),
+        1 => (0..8u8).prop_map(RecordSpec::Joined),
+        1 => (0..8u8).prop_map(RecordSpec::Left),
+        1 => (any::<u32>(), any::<u32>()).prop_map(|(l, d)| RecordSpec::Pace(l, d)),
+        1 => desync,
+        1 => prop::option::of(0..8u8).prop_map(RecordSpec::Paused),
+        1 => prop::option::of(0..8u8).prop_map(RecordSpec::Resumed),
+        1 => Just(RecordSpec::Ended),
     ]
 }
 
-fn wire_records(specs: &[RecordSpec]) -> Vec<WireRecord<'_>> {
+fn wire_records(specs: &[RecordSpec]) -> Vec<Record> {
     specs
         .iter()
         .map(|spec| match spec {
-            RecordSpec::Command(player, seq, payload) => WireRecord::Command {
+            RecordSpec::Command(player, seq, payload) => Record::Command {
                 player: PlayerId(*player),
                 seq: CommandSeq(*seq),
-                payload,
+                payload: Bytes::copy_from_slice(payload),
             },
-            RecordSpec::Joined(player) => WireRecord::Joined(PlayerId(*player)),
-            RecordSpec::Left(player) => WireRecord::Left(PlayerId(*player)),
+            RecordSpec::Joined(player) => Record::Joined(PlayerId(*player)),
+            RecordSpec::Left(player) => Record::Left(PlayerId(*player)),
+            RecordSpec::Pace(length, delay) => {
+                Record::Pace(Pace { turn_length_ms: *length, command_delay_turns: *delay })
+            }
+            RecordSpec::Desync(turn, hashes, mask) => {
+                let hashes: Vec<(PlayerId, u64)> =
+                    hashes.iter().map(|&(p, h)| (PlayerId(p), h)).collect();
+                let diverged =
+                    hashes.iter().map(|&(p, _)| p).filter(|p| mask & (1 << p.0) != 0).collect();
+                Record::Desync(DesyncReport { turn: Turn(*turn), hashes, diverged })
+            }
+            RecordSpec::Paused(by) => Record::Paused(pause_by(*by)),
+            RecordSpec::Resumed(by) => Record::Resumed(pause_by(*by)),
+            RecordSpec::Ended => Record::Ended(EndCause::Desync),
         })
         .collect()
 }
 
-type DownSpec = (u64, Option<AckFrame>, u32, u32, Vec<Vec<RecordSpec>>);
+fn pause_by(by: Option<u8>) -> PauseBy {
+    by.map_or(PauseBy::Host, |p| PauseBy::Player(PlayerId(p)))
+}
+
+type DownSpec = (u64, Option<AckFrame>, u32, DownExtras, u32, Vec<Vec<RecordSpec>>);
 
 fn down_message() -> impl Strategy<Value = DownSpec> {
     (
         any::<u64>(),
         ack(),
         any::<u32>(),
+        down_extras(),
         0..u32::MAX - 64,
         prop::collection::vec(prop::collection::vec(record(), 0..6), 0..5),
     )
 }
 
 fn encode_down(message: &DownSpec) -> Vec<u8> {
-    let (pn, ack, cmd_ack, first_turn, bundles) = message;
+    let (pn, ack, cmd_ack, extras, first_turn, bundles) = message;
     let mut out = Vec::new();
-    put_down_header(
-        &mut out,
-        *pn,
-        *ack,
-        CommandSeq(*cmd_ack),
-        Turn(*first_turn),
-        bundles.len(),
-    );
+    let cmd_ack = CommandSeq(*cmd_ack);
+    put_down_header(&mut out, *pn, *ack, cmd_ack, extras, Turn(*first_turn), bundles.len());
     for bundle in bundles {
         encode_bundle(&mut out, &wire_records(bundle));
     }
@@ -151,16 +188,14 @@ fn up_round_trips() {
     run_seeded("up_round_trips", up_message(), |message| {
         let bytes = encode_up(&message);
         let up = decode_up(&bytes, &limits()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let (pn, ack, turn_ack, first_seq, commands) = &message;
+        let (pn, ack, turn_ack, first_seq, extras, commands) = &message;
         prop_assert_eq!(up.pn, *pn);
+        prop_assert_eq!(&up.extras, extras);
         prop_assert_eq!(up.ack, *ack);
         prop_assert_eq!(up.turn_ack, Turn(*turn_ack));
         prop_assert_eq!(up.first_seq, CommandSeq(*first_seq));
-        let got: Vec<(u32, Vec<u8>)> = up
-            .commands
-            .iter()
-            .map(|c| (c.turn.0, c.payload.to_vec()))
-            .collect();
+        let got: Vec<(u32, Vec<u8>)> =
+            up.commands.iter().map(|c| (c.turn.0, c.payload.to_vec())).collect();
         prop_assert_eq!(&got, commands);
         Ok(())
     });
@@ -175,9 +210,10 @@ fn down_round_trips() {
         prop_assert_eq!(down.pn, message.0);
         prop_assert_eq!(down.ack, message.1);
         prop_assert_eq!(down.cmd_ack, CommandSeq(message.2));
-        prop_assert_eq!(down.first_turn, Turn(message.3));
-        prop_assert_eq!(down.bundles.len(), message.4.len());
-        for (got, want) in down.bundles.iter().zip(&message.4) {
+        prop_assert_eq!(down.extras, message.3);
+        prop_assert_eq!(down.first_turn, Turn(message.4));
+        prop_assert_eq!(down.bundles.len(), message.5.len());
+        for (got, want) in down.bundles.iter().zip(&message.5) {
             prop_assert_eq!(got, &wire_records(want));
         }
         Ok(())
@@ -189,11 +225,7 @@ fn down_round_trips() {
 fn every_prefix_and_extension_is_rejected() {
     run_seeded(
         "every_prefix_and_extension_is_rejected",
-        (
-            up_message(),
-            down_message(),
-            prop::collection::vec(any::<u8>(), 1..4),
-        ),
+        (up_message(), down_message(), prop::collection::vec(any::<u8>(), 1..4)),
         |(up, down, extra)| {
             for bytes in [encode_up(&up), encode_down(&down)] {
                 for cut in 0..bytes.len() {
@@ -236,67 +268,48 @@ fn huge_length_fields_are_refused_before_allocation() {
     let limits = limits();
     // An Up claiming u64::MAX commands.
     let mut bytes = Vec::new();
-    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0));
+    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0), &UpExtras::default());
     put_varint(&mut bytes, u64::MAX);
     assert!(matches!(
         decode_up(&bytes, &limits),
-        Err(DecodeError::TooLarge {
-            field: "commands",
-            ..
-        })
+        Err(DecodeError::TooLarge { field: "commands", .. })
     ));
     // Within the maximum, but more than the bytes that follow could hold.
     let mut bytes = Vec::new();
-    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0));
+    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0), &UpExtras::default());
     put_varint(&mut bytes, 60);
     assert_eq!(decode_up(&bytes, &limits), Err(DecodeError::Truncated));
     // A command length over command_bytes_max.
     let mut bytes = Vec::new();
-    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0));
+    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0), &UpExtras::default());
     put_varint(&mut bytes, 1);
     put_varint(&mut bytes, 5);
-    put_varint(&mut bytes, 81);
-    bytes.extend_from_slice(&[0; 81]);
+    put_varint(&mut bytes, 73);
+    bytes.extend_from_slice(&[0; 73]);
     assert!(matches!(
         decode_up(&bytes, &limits),
-        Err(DecodeError::TooLarge {
-            field: "command length",
-            value: 81,
-            max: 80
-        })
+        Err(DecodeError::TooLarge { field: "command length", value: 73, max: 72 })
     ));
     // A Down whose turns would run past u32::MAX.
     let mut bytes = Vec::new();
-    put_down_header(&mut bytes, 0, None, CommandSeq(0), Turn(u32::MAX), 2);
+    put_down_header(&mut bytes, 0, None, CommandSeq(0), &DownExtras::default(), Turn(u32::MAX), 2);
     encode_bundle(&mut bytes, &[]);
     encode_bundle(&mut bytes, &[]);
-    assert_eq!(
-        decode_down(&bytes, &limits),
-        Err(DecodeError::Invalid("turn range"))
-    );
+    assert_eq!(decode_down(&bytes, &limits), Err(DecodeError::Invalid("turn range")));
     // A player id outside the session.
     let mut bytes = Vec::new();
-    put_down_header(&mut bytes, 0, None, CommandSeq(0), Turn(0), 1);
-    encode_bundle(&mut bytes, &[WireRecord::Joined(PlayerId(8))]);
+    put_down_header(&mut bytes, 0, None, CommandSeq(0), &DownExtras::default(), Turn(0), 1);
+    encode_bundle(&mut bytes, &[Record::Joined(PlayerId(8))]);
     assert!(matches!(
         decode_down(&bytes, &limits),
-        Err(DecodeError::TooLarge {
-            field: "player",
-            ..
-        })
+        Err(DecodeError::TooLarge { field: "player", .. })
     ));
 }
 
 #[test]
 fn wrong_version_and_kind_are_named() {
-    assert_eq!(
-        decode_up(&[9, 1], &limits()),
-        Err(DecodeError::Version { found: 9 })
-    );
-    assert_eq!(
-        decode_up(&[PROTOCOL_VERSION, 2], &limits()),
-        Err(DecodeError::UnknownKind(2))
-    );
+    assert_eq!(decode_up(&[9, 1], &limits()), Err(DecodeError::Version { found: 9 }));
+    assert_eq!(decode_up(&[PROTOCOL_VERSION, 2], &limits()), Err(DecodeError::UnknownKind(2)));
     assert_eq!(decode_down(&[], &limits()), Err(DecodeError::Truncated));
 }
 
@@ -317,34 +330,21 @@ fn varints_are_canonical_at_every_boundary() {
         assert!(reader.finish().is_ok());
     }
     // Zero written in two bytes.
-    assert_eq!(
-        Reader::new(&[0x80, 0x00]).varint(),
-        Err(DecodeError::BadVarint)
-    );
+    assert_eq!(Reader::new(&[0x80, 0x00]).varint(), Err(DecodeError::BadVarint));
     // Eleven bytes, and a tenth byte above 1 (bit 64 and beyond).
-    assert_eq!(
-        Reader::new(&[0xff; 11]).varint(),
-        Err(DecodeError::BadVarint)
-    );
+    assert_eq!(Reader::new(&[0xff; 11]).varint(), Err(DecodeError::BadVarint));
     let mut overflow = vec![0xff; 9];
     overflow.push(0x02);
     assert_eq!(Reader::new(&overflow).varint(), Err(DecodeError::BadVarint));
     // u32 fields refuse values above u32::MAX.
     let mut bytes = Vec::new();
     put_varint(&mut bytes, u64::from(u32::MAX) + 1);
-    assert_eq!(
-        Reader::new(&bytes).varint_u32(),
-        Err(DecodeError::BadVarint)
-    );
+    assert_eq!(Reader::new(&bytes).varint_u32(), Err(DecodeError::BadVarint));
 }
 
 #[test]
 fn join_messages_round_trip() {
-    let request = JoinRequest {
-        protocol_version: PROTOCOL_VERSION,
-        game_data_hash: 7,
-        token: 9,
-    };
+    let request = JoinRequest { protocol_version: PROTOCOL_VERSION, game_data_hash: 7, token: 9 };
     assert_eq!(JoinRequest::decode(&request.encode()), Ok(request));
     let replies = [
         Ok(JoinAccept {
@@ -354,14 +354,11 @@ fn join_messages_round_trip() {
             turns_ahead_max: 16,
             players_max: 8,
             commands_per_turn_max: 4,
-            turn_bytes_per_player_max: 80,
-            command_bytes_max: 80,
+            turn_bytes_per_player_max: 72,
+            command_bytes_max: 72,
         }),
         Err(JoinRefusal::VersionMismatch { host: 1, client: 2 }),
-        Err(JoinRefusal::GameDataMismatch {
-            host: 1,
-            client: u64::MAX,
-        }),
+        Err(JoinRefusal::GameDataMismatch { host: 1, client: u64::MAX }),
         Err(JoinRefusal::BadToken),
         Err(JoinRefusal::TokenUsed),
         Err(JoinRefusal::SessionFull),

@@ -56,10 +56,7 @@ impl<T> HashedWheel<T> {
     /// [`HASHED_SLOTS_MAX`]).
     pub fn new(now: u64, slot_count: usize) -> Result<Self, SlotCountError> {
         if !slot_count.is_power_of_two() || slot_count > HASHED_SLOTS_MAX {
-            return Err(SlotCountError {
-                requested: slot_count,
-                max: HASHED_SLOTS_MAX,
-            });
+            return Err(SlotCountError { requested: slot_count, max: HASHED_SLOTS_MAX });
         }
         Ok(HashedWheel {
             store: Store::new(slot_count, 1),
@@ -109,10 +106,7 @@ impl<T> HashedWheel<T> {
     /// [`InsertError::DeadlineElapsed`] and nothing is stored.
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerHandle, InsertError> {
         if deadline < self.now {
-            return Err(InsertError::DeadlineElapsed {
-                deadline,
-                now: self.now,
-            });
+            return Err(InsertError::DeadlineElapsed { deadline, now: self.now });
         }
         let index = self.store.alloc(deadline, value).ok_or(InsertError::Full)?;
         self.place(index, deadline);
@@ -121,11 +115,8 @@ impl<T> HashedWheel<T> {
 
     fn place(&mut self, index: u32, deadline: u64) {
         self.horizon = self.horizon.min(deadline);
-        let list = if deadline == self.now {
-            self.ready_list()
-        } else {
-            (deadline & self.mask) as u32
-        };
+        let list =
+            if deadline == self.now { self.ready_list() } else { (deadline & self.mask) as u32 };
         self.store.push_back(list, index);
     }
 
@@ -142,10 +133,7 @@ impl<T> HashedWheel<T> {
     pub fn reset(&mut self, handle: TimerHandle, deadline: u64) -> Result<(), ResetError> {
         let index = self.store.resolve(handle).ok_or(ResetError::NotFound)?;
         if deadline < self.now {
-            return Err(ResetError::DeadlineElapsed {
-                deadline,
-                now: self.now,
-            });
+            return Err(ResetError::DeadlineElapsed { deadline, now: self.now });
         }
         self.store.unlink(index);
         self.store.renew_seq(index);
@@ -156,9 +144,7 @@ impl<T> HashedWheel<T> {
 
     /// The value of a pending timer.
     pub fn get(&self, handle: TimerHandle) -> Option<&T> {
-        self.store
-            .resolve(handle)
-            .map(|index| &self.store.node(index).value)
+        self.store.resolve(handle).map(|index| &self.store.node(index).value)
     }
 
     /// The value of a pending timer, mutably.
@@ -169,9 +155,7 @@ impl<T> HashedWheel<T> {
 
     /// The deadline of a pending timer.
     pub fn deadline(&self, handle: TimerHandle) -> Option<u64> {
-        self.store
-            .resolve(handle)
-            .map(|index| self.store.node(index).deadline)
+        self.store.resolve(handle).map(|index| self.store.node(index).deadline)
     }
 
     /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).

@@ -43,11 +43,7 @@ pub(crate) fn digit(tick: u64, level: usize) -> usize {
 pub(crate) fn slot_start(now: u64, level: usize, slot: usize) -> u64 {
     let shift = SLOT_BITS as usize * level;
     let upper_shift = shift + SLOT_BITS as usize;
-    let upper = if upper_shift >= 64 {
-        0
-    } else {
-        (now >> upper_shift) << upper_shift
-    };
+    let upper = if upper_shift >= 64 { 0 } else { (now >> upper_shift) << upper_shift };
     upper | ((slot as u64) << shift)
 }
 
@@ -100,11 +96,7 @@ pub struct HierarchicalWheel<T> {
 impl<T> HierarchicalWheel<T> {
     /// An empty wheel whose clock reads `now`.
     pub fn new(now: u64) -> Self {
-        HierarchicalWheel {
-            store: Store::new(LEVELS * SLOTS, 0),
-            now,
-            horizon: 0,
-        }
+        HierarchicalWheel { store: Store::new(LEVELS * SLOTS, 0), now, horizon: 0 }
     }
 
     #[inline]
@@ -140,10 +132,7 @@ impl<T> HierarchicalWheel<T> {
     /// [`InsertError::DeadlineElapsed`] and nothing is stored.
     pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerHandle, InsertError> {
         if deadline < self.now {
-            return Err(InsertError::DeadlineElapsed {
-                deadline,
-                now: self.now,
-            });
+            return Err(InsertError::DeadlineElapsed { deadline, now: self.now });
         }
         let index = self.store.alloc(deadline, value).ok_or(InsertError::Full)?;
         self.place(index, deadline);
@@ -176,10 +165,7 @@ impl<T> HierarchicalWheel<T> {
     pub fn reset(&mut self, handle: TimerHandle, deadline: u64) -> Result<(), ResetError> {
         let index = self.store.resolve(handle).ok_or(ResetError::NotFound)?;
         if deadline < self.now {
-            return Err(ResetError::DeadlineElapsed {
-                deadline,
-                now: self.now,
-            });
+            return Err(ResetError::DeadlineElapsed { deadline, now: self.now });
         }
         self.store.unlink(index);
         self.store.renew_seq(index);
@@ -190,9 +176,7 @@ impl<T> HierarchicalWheel<T> {
 
     /// The value of a pending timer.
     pub fn get(&self, handle: TimerHandle) -> Option<&T> {
-        self.store
-            .resolve(handle)
-            .map(|index| &self.store.node(index).value)
+        self.store.resolve(handle).map(|index| &self.store.node(index).value)
     }
 
     /// The value of a pending timer, mutably.
@@ -203,9 +187,7 @@ impl<T> HierarchicalWheel<T> {
 
     /// The deadline of a pending timer.
     pub fn deadline(&self, handle: TimerHandle) -> Option<u64> {
-        self.store
-            .resolve(handle)
-            .map(|index| self.store.node(index).deadline)
+        self.store.resolve(handle).map(|index| self.store.node(index).deadline)
     }
 
     /// The first occupied slot after the clock, as `(level, slot)`: the lowest level wins,
@@ -302,15 +284,12 @@ impl<T> HierarchicalWheel<T> {
     /// will fire in — for folding the wheel into a game's state hash. Allocates one index
     /// vector and sorts it: O(n log n).
     pub fn pending(&self) -> impl Iterator<Item = Pending<'_, T>> + '_ {
-        self.store
-            .sorted_live()
-            .into_iter()
-            .map(move |(deadline, sequence, index)| Pending {
-                handle: self.store.handle(index),
-                deadline,
-                sequence,
-                value: &self.store.node(index).value,
-            })
+        self.store.sorted_live().into_iter().map(move |(deadline, sequence, index)| Pending {
+            handle: self.store.handle(index),
+            deadline,
+            sequence,
+            value: &self.store.node(index).value,
+        })
     }
 }
 
@@ -370,16 +349,9 @@ mod tests {
                 let level = level_for(now, deadline);
                 // The digits above `level` agree, the digit at `level` is larger.
                 for higher in level + 1..LEVELS {
-                    assert_eq!(
-                        digit(now, higher),
-                        digit(deadline, higher),
-                        "{now} {deadline}"
-                    );
+                    assert_eq!(digit(now, higher), digit(deadline, higher), "{now} {deadline}");
                 }
-                assert!(
-                    digit(deadline, level) > digit(now, level),
-                    "{now} {deadline}"
-                );
+                assert!(digit(deadline, level) > digit(now, level), "{now} {deadline}");
                 // The deadline lies inside the slot window it is filed under.
                 let start = slot_start(now, level, digit(deadline, level));
                 assert!(start <= deadline && start > now, "{now} {deadline} {start}");
@@ -424,10 +396,7 @@ mod tests {
                 wheel.insert(deadline, ()).unwrap();
                 assert_eq!(wheel.next_deadline(), Some(deadline));
                 if deadline > start {
-                    assert!(
-                        wheel.poll(deadline - 1).is_none(),
-                        "early: {start} -> {deadline}"
-                    );
+                    assert!(wheel.poll(deadline - 1).is_none(), "early: {start} -> {deadline}");
                 }
                 let fired = wheel.poll(deadline).expect("late");
                 assert_eq!(fired.deadline, deadline);

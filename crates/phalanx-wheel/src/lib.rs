@@ -148,10 +148,7 @@ impl std::fmt::Display for InsertError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             InsertError::DeadlineElapsed { deadline, now } => {
-                write!(
-                    f,
-                    "timer deadline {deadline} is before the wheel's clock {now}"
-                )
+                write!(f, "timer deadline {deadline} is before the wheel's clock {now}")
             }
             InsertError::Full => write!(f, "the wheel holds the most timers a handle can address"),
         }
@@ -163,10 +160,7 @@ impl std::fmt::Display for ResetError {
         match self {
             ResetError::NotFound => write!(f, "no pending timer has this handle"),
             ResetError::DeadlineElapsed { deadline, now } => {
-                write!(
-                    f,
-                    "timer deadline {deadline} is before the wheel's clock {now}"
-                )
+                write!(f, "timer deadline {deadline} is before the wheel's clock {now}")
             }
         }
     }
@@ -174,11 +168,7 @@ impl std::fmt::Display for ResetError {
 
 impl std::fmt::Display for SlotCountError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "slot count {} is not a power of two between 1 and {}",
-            self.requested, self.max
-        )
+        write!(f, "slot count {} is not a power of two between 1 and {}", self.requested, self.max)
     }
 }
 

@@ -86,10 +86,7 @@ impl std::fmt::Display for RestoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RestoreError::Version { found, expected } => {
-                write!(
-                    f,
-                    "wheel snapshot version {found}, this build reads {expected}"
-                )
+                write!(f, "wheel snapshot version {found}, this build reads {expected}")
             }
             RestoreError::IndexOutOfRange(index) => write!(f, "slab index {index} out of range"),
             RestoreError::DuplicateIndex(index) => write!(f, "slab index {index} used twice"),
@@ -97,16 +94,10 @@ impl std::fmt::Display for RestoreError {
                 write!(f, "entries and free slots do not cover the slab exactly")
             }
             RestoreError::DeadlineElapsed { deadline, now } => {
-                write!(
-                    f,
-                    "entry due at {deadline} is before the snapshot clock {now}"
-                )
+                write!(f, "entry due at {deadline} is before the snapshot clock {now}")
             }
             RestoreError::BadSequence(sequence) => {
-                write!(
-                    f,
-                    "entry sequence {sequence} is duplicated or not yet issued"
-                )
+                write!(f, "entry sequence {sequence} is duplicated or not yet issued")
             }
         }
     }
@@ -146,19 +137,9 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for HierarchicalWheel<T> {
 }
 
 fn restore<T>(snapshot: Snapshot<T>) -> Result<HierarchicalWheel<T>, RestoreError> {
-    let Snapshot {
-        version,
-        now,
-        next_sequence,
-        generations,
-        free,
-        mut entries,
-    } = snapshot;
+    let Snapshot { version, now, next_sequence, generations, free, mut entries } = snapshot;
     if version != SNAPSHOT_VERSION {
-        return Err(RestoreError::Version {
-            found: version,
-            expected: SNAPSHOT_VERSION,
-        });
+        return Err(RestoreError::Version { found: version, expected: SNAPSHOT_VERSION });
     }
     let slab_len = generations.len();
     if slab_len > ENTRIES_MAX {
@@ -168,14 +149,9 @@ fn restore<T>(snapshot: Snapshot<T>) -> Result<HierarchicalWheel<T>, RestoreErro
         return Err(RestoreError::CountMismatch);
     }
     let mut seen = vec![false; slab_len];
-    for index in free
-        .iter()
-        .copied()
-        .chain(entries.iter().map(|entry| entry.index))
-    {
-        let mark = seen
-            .get_mut(index as usize)
-            .ok_or(RestoreError::IndexOutOfRange(u64::from(index)))?;
+    for index in free.iter().copied().chain(entries.iter().map(|entry| entry.index)) {
+        let mark =
+            seen.get_mut(index as usize).ok_or(RestoreError::IndexOutOfRange(u64::from(index)))?;
         if *mark {
             return Err(RestoreError::DuplicateIndex(index));
         }
@@ -183,10 +159,7 @@ fn restore<T>(snapshot: Snapshot<T>) -> Result<HierarchicalWheel<T>, RestoreErro
     }
     for entry in &entries {
         if entry.deadline < now {
-            return Err(RestoreError::DeadlineElapsed {
-                deadline: entry.deadline,
-                now,
-            });
+            return Err(RestoreError::DeadlineElapsed { deadline: entry.deadline, now });
         }
         if entry.sequence >= next_sequence {
             return Err(RestoreError::BadSequence(entry.sequence));
@@ -195,25 +168,12 @@ fn restore<T>(snapshot: Snapshot<T>) -> Result<HierarchicalWheel<T>, RestoreErro
     // Linking in start order keeps every slot list in start order, which is all the firing
     // order depends on.
     entries.sort_unstable_by_key(|entry| entry.sequence);
-    if let Some(pair) = entries
-        .windows(2)
-        .find(|pair| pair[0].sequence == pair[1].sequence)
-    {
+    if let Some(pair) = entries.windows(2).find(|pair| pair[0].sequence == pair[1].sequence) {
         return Err(RestoreError::BadSequence(pair[0].sequence));
     }
     let store = Store::from_layout(LEVELS * 64, 0, &generations, &free, next_sequence);
-    let mut wheel = HierarchicalWheel {
-        store,
-        now,
-        horizon: 0,
-    };
-    for SnapshotEntry {
-        index,
-        deadline,
-        sequence,
-        value,
-    } in entries
-    {
+    let mut wheel = HierarchicalWheel { store, now, horizon: 0 };
+    for SnapshotEntry { index, deadline, sequence, value } in entries {
         wheel.store.occupy(index, deadline, sequence, value);
         wheel.place(index, deadline);
     }

@@ -44,10 +44,7 @@ struct List {
 }
 
 impl List {
-    const EMPTY: List = List {
-        head: NIL,
-        tail: NIL,
-    };
+    const EMPTY: List = List { head: NIL, tail: NIL };
 }
 
 /// Slab + lists + occupancy bitmap. Lists `0..list_count` are wheel slots and have a bit in
@@ -94,14 +91,7 @@ impl<T> Store<T> {
 
     /// Stores a detached node and returns its index, or `None` when the slab is full.
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<u32> {
-        let node = Node {
-            deadline,
-            seq: self.take_seq(),
-            prev: NIL,
-            next: NIL,
-            list: NIL,
-            value,
-        };
+        let node = Node { deadline, seq: self.take_seq(), prev: NIL, next: NIL, list: NIL, value };
         let index = if self.free_head != NIL {
             let index = self.free_head;
             let entry = &mut self.entries[index as usize];
@@ -115,10 +105,7 @@ impl<T> Store<T> {
             if self.entries.len() >= ENTRIES_MAX {
                 return None;
             }
-            self.entries.push(Entry {
-                generation: 0,
-                slot: Slot::Occupied(node),
-            });
+            self.entries.push(Entry { generation: 0, slot: Slot::Occupied(node) });
             (self.entries.len() - 1) as u32
         };
         self.len += 1;
@@ -140,10 +127,7 @@ impl<T> Store<T> {
     }
 
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
-        TimerHandle {
-            index,
-            generation: self.entries[index as usize].generation,
-        }
+        TimerHandle { index, generation: self.entries[index as usize].generation }
     }
 
     /// The index behind a handle, if the handle still names a live timer.
@@ -250,20 +234,11 @@ impl<T> Store<T> {
         let handle = self.handle(index);
         let entry = &mut self.entries[index as usize];
         entry.generation = entry.generation.wrapping_add(1);
-        let slot = std::mem::replace(
-            &mut entry.slot,
-            Slot::Vacant {
-                next_free: self.free_head,
-            },
-        );
+        let slot = std::mem::replace(&mut entry.slot, Slot::Vacant { next_free: self.free_head });
         self.free_head = index;
         self.len -= 1;
         match slot {
-            Slot::Occupied(node) => Expired {
-                handle,
-                deadline: node.deadline,
-                value: node.value,
-            },
+            Slot::Occupied(node) => Expired { handle, deadline: node.deadline, value: node.value },
             Slot::Vacant { .. } => unreachable!("released a vacant entry"),
         }
     }
@@ -366,10 +341,7 @@ mod snapshot {
             let mut store = Store::new(bitmap_lists, extra_lists);
             store.entries = generations
                 .iter()
-                .map(|&generation| Entry {
-                    generation,
-                    slot: Slot::Vacant { next_free: NIL },
-                })
+                .map(|&generation| Entry { generation, slot: Slot::Vacant { next_free: NIL } })
                 .collect();
             store.len = generations.len();
             for (position, &index) in free.iter().enumerate() {
@@ -385,14 +357,7 @@ mod snapshot {
 
         /// Puts a detached node at a chosen (vacant, off-free-list) index.
         pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) {
-            let node = super::Node {
-                deadline,
-                seq,
-                prev: NIL,
-                next: NIL,
-                list: NIL,
-                value,
-            };
+            let node = super::Node { deadline, seq, prev: NIL, next: NIL, list: NIL, value };
             self.entries[index as usize].slot = Slot::Occupied(node);
         }
     }

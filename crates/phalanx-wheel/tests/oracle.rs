@@ -83,11 +83,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn start() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        Just(0u64),
-        any::<u32>().prop_map(u64::from),
-        Just(u64::MAX - 5_000)
-    ]
+    prop_oneof![Just(0u64), any::<u32>().prop_map(u64::from), Just(u64::MAX - 5_000)]
 }
 
 /// The common surface of the two wheels, for the test only.
@@ -146,11 +142,7 @@ impl Wheel for HierarchicalWheel<u64> {
         let restored: HierarchicalWheel<u64> =
             postcard::from_bytes(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let again = postcard::to_allocvec(&restored).expect("serialize restored");
-        prop_assert_eq!(
-            &bytes,
-            &again,
-            "a restored wheel must re-serialize identically"
-        );
+        prop_assert_eq!(&bytes, &again, "a restored wheel must re-serialize identically");
         *self = restored;
         Ok(())
     }
@@ -169,10 +161,7 @@ struct Oracle {
 impl Oracle {
     fn insert(&mut self, deadline: u64, id: u64) -> Result<(), InsertError> {
         if deadline < self.now {
-            return Err(InsertError::DeadlineElapsed {
-                deadline,
-                now: self.now,
-            });
+            return Err(InsertError::DeadlineElapsed { deadline, now: self.now });
         }
         let key = (deadline, self.next_seq);
         self.next_seq += 1;
@@ -191,10 +180,7 @@ impl Oracle {
             return Err(ResetError::NotFound);
         };
         if deadline < self.now {
-            return Err(ResetError::DeadlineElapsed {
-                deadline,
-                now: self.now,
-            });
+            return Err(ResetError::DeadlineElapsed { deadline, now: self.now });
         }
         self.queue.remove(&key);
         self.insert(deadline, id).expect("checked above");
@@ -220,10 +206,7 @@ impl Oracle {
 
 /// Runs `ops` on `wheel` and the oracle side by side, failing on the first disagreement.
 fn check<W: Wheel>(mut wheel: W, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut oracle = Oracle {
-        now: start,
-        ..Oracle::default()
-    };
+    let mut oracle = Oracle { now: start, ..Oracle::default() };
     let mut handles: Vec<(TimerHandle, u64)> = Vec::new();
     let mut next_id = 0u64;
     let mut fired = Vec::new();
@@ -292,16 +275,8 @@ fn check<W: Wheel>(mut wheel: W, start: u64, ops: &[Op]) -> Result<(), TestCaseE
         }
         prop_assert_eq!(wheel.now(), oracle.now, "now after {:?}", op);
         prop_assert_eq!(wheel.len(), oracle.queue.len(), "len after {:?}", op);
-        let want_next = oracle
-            .queue
-            .first_key_value()
-            .map(|(&(deadline, _), _)| deadline);
-        prop_assert_eq!(
-            wheel.next_deadline(),
-            want_next,
-            "next_deadline after {:?}",
-            op
-        );
+        let want_next = oracle.queue.first_key_value().map(|(&(deadline, _), _)| deadline);
+        prop_assert_eq!(wheel.next_deadline(), want_next, "next_deadline after {:?}", op);
     }
     // A fired handle is stale for good.
     for &(_, _, handle) in &fired {
@@ -321,10 +296,7 @@ fn check<W: Wheel>(mut wheel: W, start: u64, ops: &[Op]) -> Result<(), TestCaseE
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
 }
 
 /// Runs a property with an explicit seed; on failure, says how to rerun exactly that run.
@@ -353,36 +325,19 @@ fn run_seeded<S: Strategy>(
 
 #[test]
 fn hashed_wheel_matches_oracle() {
-    let slots = prop_oneof![
-        Just(1usize),
-        Just(2),
-        Just(8),
-        Just(64),
-        Just(256),
-        Just(4096)
-    ];
+    let slots = prop_oneof![Just(1usize), Just(2), Just(8), Just(64), Just(256), Just(4096)];
     let strategy = (slots, start(), prop::collection::vec(op(), 1..200));
-    run_seeded(
-        "hashed_wheel_matches_oracle",
-        strategy,
-        |(slots, start, ops)| {
-            check(
-                HashedWheel::new(start, slots).expect("power of two"),
-                start,
-                &ops,
-            )
-        },
-    );
+    run_seeded("hashed_wheel_matches_oracle", strategy, |(slots, start, ops)| {
+        check(HashedWheel::new(start, slots).expect("power of two"), start, &ops)
+    });
 }
 
 #[test]
 fn hierarchical_wheel_matches_oracle() {
     let strategy = (start(), prop::collection::vec(op(), 1..200));
-    run_seeded(
-        "hierarchical_wheel_matches_oracle",
-        strategy,
-        |(start, ops)| check(HierarchicalWheel::new(start), start, &ops),
-    );
+    run_seeded("hierarchical_wheel_matches_oracle", strategy, |(start, ops)| {
+        check(HierarchicalWheel::new(start), start, &ops)
+    });
 }
 
 /// Many timers on one tick, inserted from every level (some started far away, some near,
@@ -413,18 +368,12 @@ fn same_tick_order_is_start_order_across_levels() {
 #[test]
 fn slot_counts_must_be_powers_of_two() {
     for slots in [1usize, 2, 4, 1024, 1 << 24] {
-        assert_eq!(
-            HashedWheel::<()>::new(0, slots).map(|w| w.slot_count()),
-            Ok(slots)
-        );
+        assert_eq!(HashedWheel::<()>::new(0, slots).map(|w| w.slot_count()), Ok(slots));
     }
     for slots in [0usize, 3, 1000, (1 << 24) + 1, 1 << 25] {
         assert_eq!(
             HashedWheel::<()>::new(0, slots).map(|_| ()),
-            Err(SlotCountError {
-                requested: slots,
-                max: 1 << 24
-            })
+            Err(SlotCountError { requested: slots, max: 1 << 24 })
         );
     }
 }

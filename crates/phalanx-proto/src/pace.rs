@@ -1,0 +1,173 @@
+//! Speed control, the Age of Empires way: the host picks the pace — turn length and command
+//! delay — from what the network and the slowest machine need, raises it fast, lowers it
+//! slowly and in small steps, and announces every change as a control record so every peer
+//! switches on the same turn.
+//!
+//! The rule. A client executing turn `t` stamps commands for `t + d`; a command submitted at
+//! the worst moment reaches the host one round trip after the host sealed `t + 1`, and must
+//! arrive before it seals `t + d`, `(d − 1)` turns later. So the pace must satisfy
+//! `(d − 1) · L ≥ need`, where `need` is the worst client's RTT plus its variation and a
+//! margin. Latency is then between `(d − 1)·L` and `d·L`: for a given need it is smallest with
+//! the shortest turn, so the host keeps `L` at its floor (`turn_length_ms`, raised only when a
+//! machine reports that simulating a turn takes longer) and adapts `d`; when `d` would exceed
+//! `command_delay_max_turns`, `L` grows instead.
+
+use crate::config::SessionConfig;
+
+/// The pace in force: how long a turn lasts and how far ahead commands are stamped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Pace {
+    /// Turn length.
+    pub turn_length_ms: u32,
+    /// Command delay in turns.
+    pub command_delay_turns: u32,
+}
+
+/// The host's pace controller.
+#[derive(Clone, Debug)]
+pub(crate) struct PaceControl {
+    pub(crate) current: Pace,
+    /// Consecutive turns a lower pace has been wanted.
+    lower_for_turns: u32,
+    floor_ms: u32,
+    ceiling_ms: u32,
+    delay_max: u32,
+    margin_ms: u32,
+    settle_turns: u32,
+    adaptive: bool,
+}
+
+impl PaceControl {
+    pub(crate) fn new(config: &SessionConfig) -> Self {
+        PaceControl {
+            current: Pace {
+                turn_length_ms: config.turn_length_ms,
+                command_delay_turns: config.command_delay_turns,
+            },
+            lower_for_turns: 0,
+            floor_ms: config.turn_length_ms,
+            ceiling_ms: config.turn_length_max_ms,
+            delay_max: config.command_delay_max_turns,
+            margin_ms: config.pace_margin_ms,
+            settle_turns: config.pace_settle_turns,
+            adaptive: config.adaptive_pace,
+        }
+    }
+
+    /// The pace the measurements call for: `need_ms` is the worst round trip (with its
+    /// variation), `cost_ms` the slowest reported time to simulate a turn.
+    pub(crate) fn target(&self, need_ms: u64, cost_ms: u32) -> Pace {
+        let need = need_ms + u64::from(self.margin_ms);
+        // A machine must simulate a turn well within the turn.
+        let cpu_floor = u64::from(cost_ms) * 5 / 4;
+        let mut length = u64::from(self.floor_ms).max(cpu_floor).min(u64::from(self.ceiling_ms));
+        let mut delay = 1 + need.div_ceil(length.max(1));
+        if delay > u64::from(self.delay_max) {
+            delay = u64::from(self.delay_max);
+            let needed_length = need.div_ceil(delay.saturating_sub(1).max(1));
+            length = length.max(needed_length).min(u64::from(self.ceiling_ms));
+        }
+        Pace { turn_length_ms: length as u32, command_delay_turns: delay.max(1) as u32 }
+    }
+
+    /// Called once per sealed turn with the current measurements; returns the new pace when
+    /// it changes. Rises at once, by one delay step or a quarter of the turn length per turn;
+    /// falls only after the lower target held for `settle_turns`, by one step.
+    pub(crate) fn on_turn(&mut self, need_ms: u64, cost_ms: u32) -> Option<Pace> {
+        if !self.adaptive {
+            return None;
+        }
+        let target = self.target(need_ms, cost_ms);
+        let current = self.current;
+        let mut next = current;
+        let raise_delay = target.command_delay_turns > current.command_delay_turns;
+        let raise_length = target.turn_length_ms > current.turn_length_ms;
+        if raise_delay || raise_length {
+            self.lower_for_turns = 0;
+            if raise_delay {
+                next.command_delay_turns += 1;
+            }
+            if raise_length {
+                let step = (current.turn_length_ms / 4).max(1);
+                next.turn_length_ms = (current.turn_length_ms + step).min(target.turn_length_ms);
+            }
+        } else if target != current {
+            self.lower_for_turns += 1;
+            if self.lower_for_turns >= self.settle_turns {
+                self.lower_for_turns = 0;
+                if target.command_delay_turns < current.command_delay_turns {
+                    next.command_delay_turns -= 1;
+                } else {
+                    let step = (current.turn_length_ms / 10).max(1);
+                    next.turn_length_ms =
+                        current.turn_length_ms.saturating_sub(step).max(target.turn_length_ms);
+                }
+            }
+        } else {
+            self.lower_for_turns = 0;
+        }
+        (next != current).then(|| {
+            self.current = next;
+            next
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn control() -> PaceControl {
+        PaceControl::new(&SessionConfig::default())
+    }
+
+    #[test]
+    fn target_covers_the_round_trip_with_the_shortest_turn() {
+        let control = control();
+        let floor = SessionConfig::default().turn_length_ms;
+        for need in [0u64, 10, 50, 100, 150, 300, 600] {
+            let pace = control.target(need, 0);
+            let covered = u64::from(pace.command_delay_turns - 1) * u64::from(pace.turn_length_ms);
+            assert!(covered >= need + 20, "need {need}: {pace:?}");
+            assert_eq!(pace.turn_length_ms, floor, "need {need}: the turn stays at its floor");
+        }
+    }
+
+    #[test]
+    fn the_turn_grows_when_the_delay_is_capped_or_the_cpu_is_slow() {
+        let control = control();
+        let config = SessionConfig::default();
+        let pace = control.target(5_000, 0);
+        assert_eq!(pace.command_delay_turns, config.command_delay_max_turns);
+        assert!(pace.turn_length_ms > config.turn_length_ms);
+        let slow = control.target(0, 400);
+        assert_eq!(slow.turn_length_ms, 500);
+    }
+
+    #[test]
+    fn rises_fast_and_settles_slowly_in_single_steps() {
+        let mut control = control();
+        let start = control.current;
+        // The network worsens: one step per turn until the target is met.
+        let mut changes = 0;
+        while control.on_turn(400, 0).is_some() {
+            changes += 1;
+            assert!(changes < 20);
+        }
+        let high = control.current;
+        assert!(high.command_delay_turns > start.command_delay_turns);
+        assert_eq!(changes, high.command_delay_turns - start.command_delay_turns);
+        // It improves: nothing for settle_turns − 1 turns, then one step down.
+        let settle = SessionConfig::default().pace_settle_turns;
+        for _ in 0..settle - 1 {
+            assert_eq!(control.on_turn(20, 0), None);
+        }
+        let lower = control.on_turn(20, 0).expect("one step after settling");
+        assert_eq!(lower.command_delay_turns, high.command_delay_turns - 1);
+        // A blip back up resets the settling.
+        assert_eq!(
+            control.on_turn(400, 0).map(|p| p.command_delay_turns),
+            Some(high.command_delay_turns)
+        );
+    }
+}
