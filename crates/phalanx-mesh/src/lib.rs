@@ -27,8 +27,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use phalanx_proto::{
-    Client, ClientEvent, CommandSeq, EndReason, Host, HostEvent, PlayerId, Record, SessionConfig,
-    SubmitError, Turn, TurnBundle,
+    Client, ClientEvent, CommandSeq, DesyncReport, EndReason, Host, HostEvent, PlayerId, Record,
+    SessionConfig, SubmitError, Turn, TurnBundle,
 };
 
 /// SplitMix64: small, fast, and the same on every platform.
@@ -154,6 +154,22 @@ pub struct MeshConfig {
     pub end_ms: u64,
     /// A bound on loop iterations: exceeding it is a livelock, reported as an error.
     pub steps_max: u64,
+    /// Extra one-way latency on every link during a time window: `(from_ms, until_ms, extra_ms)`.
+    pub spikes: Vec<(u64, u64, u64)>,
+    /// Flip one bit of one game's state right after it executes a turn: `(game, turn)`.
+    pub desync_at: Option<(usize, u32)>,
+    /// A game that reports false state hashes.
+    pub liar: Option<usize>,
+    /// Games that execute at most one turn per this many ms (a slow machine), and report
+    /// that as their turn cost: `(game, ms per turn)`.
+    pub slow: Vec<(usize, u64)>,
+    /// Per-client local clocks: `(offset_ms, rate_permille_delta)` — the client sees
+    /// `10 h + offset + now × (1000 + delta) / 1000`. Missing entries: no skew.
+    pub clocks: Vec<(i64, i64)>,
+    /// Pause (`true`) or resume requests: `(at_ms, client, pause)`.
+    pub pause_requests: Vec<(u64, usize, bool)>,
+    /// Have the host record a replay.
+    pub record_replay: bool,
 }
 
 impl MeshConfig {
@@ -176,6 +192,13 @@ impl MeshConfig {
             heal_at_ms: 25_000,
             end_ms: 30_000,
             steps_max: 10_000_000,
+            spikes: Vec::new(),
+            desync_at: None,
+            liar: None,
+            slow: Vec::new(),
+            clocks: Vec::new(),
+            pause_requests: Vec::new(),
+            record_replay: false,
         }
     }
 
@@ -205,8 +228,8 @@ pub struct Game {
     pub executed: Vec<(PlayerId, CommandSeq, Turn)>,
     /// Our submitted commands: seq → (stamped turn, submit time).
     pub submitted: BTreeMap<CommandSeq, (Turn, u64)>,
-    /// Submit → execute latency of our own commands (virtual ms).
-    pub latencies_ms: Vec<u64>,
+    /// Submit → execute latency of our own commands: `(submitted at, latency)`, virtual ms.
+    pub latencies_ms: Vec<(u64, u64)>,
     /// Submissions refused, by error.
     pub refused: Vec<SubmitError>,
     /// Commands whose payload did not match the player and sequence they were attributed to.
@@ -253,7 +276,7 @@ impl Game {
                     self.executed.push((*player, *seq, bundle.turn));
                     if *player == self.player {
                         if let Some(&(_, at)) = self.submitted.get(seq) {
-                            self.latencies_ms.push(now_ms - at);
+                            self.latencies_ms.push((at, now_ms - at));
                         }
                     }
                 }
@@ -284,6 +307,32 @@ fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     hash
+}
+
+/// Every client clock reads at least this much: offsets of ±1 h stay positive.
+const CLOCK_BASE_MS: i64 = 36_000_000;
+
+/// Client `client`'s local clock at virtual time `now`.
+fn to_local(config: &MeshConfig, client: usize, now: u64) -> u64 {
+    let (offset, delta) = config.clocks.get(client).copied().unwrap_or((0, 0));
+    (CLOCK_BASE_MS + offset + now as i64 * (1000 + delta) / 1000).max(0) as u64
+}
+
+/// The first virtual time at which client `client`'s clock reads at least `local`.
+fn to_global(config: &MeshConfig, client: usize, local: u64) -> u64 {
+    let (offset, delta) = config.clocks.get(client).copied().unwrap_or((0, 0));
+    let since = local as i64 - CLOCK_BASE_MS - offset;
+    if since <= 0 {
+        0
+    } else {
+        let rate = 1000 + delta;
+        ((since * 1000 + rate - 1) / rate) as u64
+    }
+}
+
+/// A lie a dishonest game tells about its state at a turn: consistent, and never the truth.
+fn lie(state: u64) -> u64 {
+    state.rotate_left(7) ^ 0x5eed_5eed_5eed_5eed | 1
 }
 
 /// Where a datagram goes.
@@ -341,6 +390,12 @@ pub struct Mesh {
     pub games: Vec<Game>,
     /// Host events seen, with their time.
     pub host_events: Vec<(u64, HostEvent)>,
+    /// Desync reports as each game met them: `(game, turn being executed, report)`.
+    pub desyncs_seen: Vec<(usize, Turn, DesyncReport)>,
+    /// `Waiting` notices as each client got them: `(time, client, players)`.
+    pub waiting_seen: Vec<(u64, usize, Vec<PlayerId>)>,
+    next_exec_ms: Vec<u64>,
+    last_pause_check_ms: u64,
     /// Client events seen: `(time, client, event)`.
     pub client_events: Vec<(u64, usize, ClientEvent)>,
     /// Datagrams dropped by the fault layer.
@@ -396,8 +451,12 @@ impl Mesh {
                 Client::new(config.session.clone(), token).map_err(MeshError::Config)?;
             let response = host.handle_join(0, &request);
             let reply = response.reply.ok_or_else(|| MeshError::Join("no reply".into()))?;
-            let player =
-                client.handle_join_reply(0, &reply).map_err(|e| MeshError::Join(e.to_string()))?;
+            let player = client
+                .handle_join_reply(to_local(&config, index, 0), &reply)
+                .map_err(|e| MeshError::Join(e.to_string()))?;
+            if let Some(&(_, ms)) = config.slow.iter().find(|(game, _)| *game == index) {
+                client.report_turn_cost(ms as u32);
+            }
             player_client.insert(player, index);
             games.push(Game::new(
                 player,
@@ -414,12 +473,19 @@ impl Mesh {
             ));
         }
         host.start(0);
+        if config.record_replay {
+            host.start_recording(config.seed, 1_000_000);
+        }
         Ok(Mesh {
             now_ms: 0,
             host,
             clients,
             games,
             host_events: Vec::new(),
+            desyncs_seen: Vec::new(),
+            waiting_seen: Vec::new(),
+            next_exec_ms: vec![0; config.clients + 1],
+            last_pause_check_ms: 0,
             client_events: Vec::new(),
             dropped: 0,
             duplicated: 0,
@@ -477,7 +543,21 @@ impl Mesh {
     fn next_event_ms(&self) -> Option<u64> {
         let deliveries = self.queue.peek().map(|Reverse(flight)| flight.at_ms);
         let host = self.host.poll_timeout();
-        let clients = self.clients.iter().filter_map(Client::poll_timeout);
+        let clients = self.clients.iter().enumerate().filter_map(|(index, client)| {
+            client.poll_timeout().map(|local| to_global(&self.config, index, local))
+        });
+        let slow = self
+            .config
+            .slow
+            .iter()
+            .map(|&(game, _)| self.next_exec_ms[game])
+            .filter(|&at| at > self.now_ms);
+        let pauses = self
+            .config
+            .pause_requests
+            .iter()
+            .map(|&(at, _, _)| at)
+            .filter(|&at| at > self.last_pause_check_ms || self.now_ms == 0 && at == 0);
         let submits = self
             .games
             .iter()
@@ -486,7 +566,14 @@ impl Mesh {
             .map(|(_, game)| game)
             .map(|game| game.next_submit_ms)
             .filter(|&at| at < self.config.submit_until_ms);
-        deliveries.into_iter().chain(host).chain(clients).chain(submits).min()
+        deliveries
+            .into_iter()
+            .chain(host)
+            .chain(clients)
+            .chain(submits)
+            .chain(slow)
+            .chain(pauses)
+            .min()
     }
 
     fn step(&mut self) {
@@ -500,11 +587,22 @@ impl Mesh {
         if self.host.poll_timeout().is_some_and(|at| at <= now) {
             self.host.handle_timeout(now);
         }
-        for client in &mut self.clients {
-            if client.poll_timeout().is_some_and(|at| at <= now) {
-                client.handle_timeout(now);
+        for (index, client) in self.clients.iter_mut().enumerate() {
+            let local = to_local(&self.config, index, now);
+            if client.poll_timeout().is_some_and(|at| at <= local) {
+                client.handle_timeout(local);
             }
         }
+        for &(at, client, pause) in &self.config.pause_requests {
+            if at > self.last_pause_check_ms && at <= now || now == 0 && at == 0 {
+                if pause {
+                    self.clients[client].request_pause();
+                } else {
+                    self.clients[client].request_resume();
+                }
+            }
+        }
+        self.last_pause_check_ms = now;
         self.submit_due();
         self.transmit();
         self.execute();
@@ -529,7 +627,8 @@ impl Mesh {
             Dest::Client(index) => {
                 self.bytes_down += flight.bytes.len() as u64;
                 self.note_delivery(index, 1);
-                self.clients[index].handle_datagram(self.now_ms, &flight.bytes);
+                let local = to_local(&self.config, index, self.now_ms);
+                self.clients[index].handle_datagram(local, &flight.bytes);
             }
         }
     }
@@ -567,7 +666,7 @@ impl Mesh {
                 let seq = CommandSeq(game.submitted.len() as u32);
                 let payload = encode_payload(game.player, seq, self.config.command_bytes);
                 let result = if index < self.clients.len() {
-                    self.clients[index].submit(now, &payload)
+                    self.clients[index].submit(to_local(&self.config, index, now), &payload)
                 } else {
                     self.host.submit(&payload)
                 };
@@ -599,7 +698,8 @@ impl Mesh {
         }
         for index in 0..self.clients.len() {
             let mut guard = 0;
-            while self.clients[index].poll_transmit(now, &mut buf) {
+            let local = to_local(&self.config, index, now);
+            while self.clients[index].poll_transmit(local, &mut buf) {
                 guard += 1;
                 assert!(guard < 100_000, "client transmit loop does not end");
                 self.send(Dest::Host(index), buf.clone());
@@ -653,7 +753,14 @@ impl Mesh {
                 self.enqueue(dest, bytes.clone(), delay);
             }
         }
-        let delay = faults.latency_ms + self.rng.below(faults.jitter_ms + 1);
+        let spike: u64 = self
+            .config
+            .spikes
+            .iter()
+            .filter(|&&(from, until, _)| (from..until).contains(&self.now_ms))
+            .map(|&(_, _, extra)| extra)
+            .sum();
+        let delay = faults.latency_ms + spike + self.rng.below(faults.jitter_ms + 1);
         self.enqueue(dest, bytes, delay);
     }
 
@@ -675,19 +782,64 @@ impl Mesh {
 
     fn execute(&mut self) {
         let now = self.now_ms;
-        for (index, client) in self.clients.iter_mut().enumerate() {
+        for index in 0..self.games.len() {
+            let is_host = index == self.clients.len();
+            let slow = self.config.slow.iter().find(|(game, _)| *game == index).map(|&(_, ms)| ms);
+            if slow.is_some() && now < self.next_exec_ms[index] {
+                continue;
+            }
             let mut guard = 0;
-            while let Some(bundle) = client.next_turn(now) {
+            loop {
+                let bundle = if is_host {
+                    self.host.next_turn()
+                } else {
+                    let local = to_local(&self.config, index, now);
+                    self.clients[index].next_turn(local)
+                };
+                let Some(bundle) = bundle else { break };
                 guard += 1;
                 assert!(guard < 100_000, "next_turn loop does not end");
-                self.games[index].execute(now, &bundle);
+                let game = &mut self.games[index];
+                game.execute(now, &bundle);
+                if self.config.desync_at == Some((index, bundle.turn.0)) {
+                    game.state ^= 1;
+                }
+                let hash =
+                    if self.config.liar == Some(index) { lie(game.state) } else { game.state };
+                if is_host {
+                    self.host.report_state_hash(bundle.turn, hash);
+                } else {
+                    self.clients[index].report_state_hash(bundle.turn, hash);
+                    self.drain_client_events(index, Some(bundle.turn));
+                }
+                if let Some(ms) = slow {
+                    self.next_exec_ms[index] = now + ms;
+                    break;
+                }
             }
         }
-        if self.config.host_plays {
-            let index = self.clients.len();
-            while let Some(bundle) = self.host.next_turn() {
-                self.games[index].execute(now, &bundle);
+    }
+
+    fn drain_client_events(&mut self, index: usize, turn: Option<Turn>) {
+        while let Some(event) = self.clients[index].poll_event() {
+            match &event {
+                ClientEvent::Ended(reason) => {
+                    self.games[index].ended = Some(*reason);
+                    if *reason == EndReason::HostLost {
+                        let silence = self.now_ms - self.last_delivery_ms[index][1];
+                        self.timeout_silences.push((index, silence));
+                    }
+                }
+                ClientEvent::Desync(report) => {
+                    let turn = turn.unwrap_or(Turn(u32::MAX));
+                    self.desyncs_seen.push((index, turn, report.clone()));
+                }
+                ClientEvent::Waiting(players) => {
+                    self.waiting_seen.push((self.now_ms, index, players.clone()));
+                }
+                _ => {}
             }
+            self.client_events.push((self.now_ms, index, event));
         }
     }
 
@@ -701,17 +853,8 @@ impl Mesh {
             }
             self.host_events.push((self.now_ms, event));
         }
-        for (index, client) in self.clients.iter_mut().enumerate() {
-            while let Some(event) = client.poll_event() {
-                if let ClientEvent::Ended(reason) = event {
-                    self.games[index].ended = Some(reason);
-                    if reason == EndReason::HostLost {
-                        let silence = self.now_ms - self.last_delivery_ms[index][1];
-                        self.timeout_silences.push((index, silence));
-                    }
-                }
-                self.client_events.push((self.now_ms, index, event));
-            }
+        for index in 0..self.clients.len() {
+            self.drain_client_events(index, None);
         }
     }
 
@@ -794,8 +937,18 @@ impl Mesh {
 
     /// Submit → execution latencies of every game, sorted.
     pub fn latencies_ms(&self) -> Vec<u64> {
-        let mut all: Vec<u64> =
-            self.games.iter().flat_map(|game| game.latencies_ms.iter().copied()).collect();
+        self.latencies_after_ms(0)
+    }
+
+    /// Latencies of commands submitted at or after `from_ms`, sorted.
+    pub fn latencies_after_ms(&self, from_ms: u64) -> Vec<u64> {
+        let mut all: Vec<u64> = self
+            .games
+            .iter()
+            .flat_map(|game| game.latencies_ms.iter())
+            .filter(|&&(at, _)| at >= from_ms)
+            .map(|&(_, latency)| latency)
+            .collect();
         all.sort_unstable();
         all
     }

@@ -501,6 +501,7 @@ impl Client {
             || (link.retransmit_due && !self.unacked.is_empty())
             || link.ack_due
             || link.keep_alive_due
+            || (link.repeat_due && !self.unacked.is_empty())
             || self.pause_request.is_some();
         if !due {
             return false;
@@ -544,7 +545,8 @@ impl Client {
             self.send_next = self.send_next.max(CommandSeq(last.seq.0.wrapping_add(1)));
         }
         link.stats.redundant_bytes += redundant;
-        link.on_sent(now_ms, pn, buf.len(), count > 0);
+        let repeat = has_new.then_some(u64::from(self.pace.turn_length_ms) / 4);
+        link.on_sent(now_ms, pn, buf.len(), count > 0, repeat);
         true
     }
 

@@ -28,7 +28,8 @@ pub struct SessionConfig {
     /// Whether the host adapts the pace (see `pace` in the crate docs). Off: the first pace
     /// holds for the whole session.
     pub adaptive_pace: bool,
-    /// Added to the worst round trip when choosing the pace.
+    /// Added to the worst smoothed round trip when choosing the command delay (raise it to
+    /// trade latency for fewer commands missing their stamped turn).
     pub pace_margin_ms: u32,
     /// Turns a lower pace must be wanted before the host lowers it (by one step).
     pub pace_settle_turns: u32,
@@ -86,7 +87,7 @@ impl Default for SessionConfig {
             command_delay_turns: 2,
             command_delay_max_turns: 8,
             adaptive_pace: true,
-            pace_margin_ms: 20,
+            pace_margin_ms: 0,
             pace_settle_turns: 30,
             sync_interval_turns: 10,
             desync_reference: DesyncReference::Majority,

@@ -509,14 +509,8 @@ impl Host {
                 DesyncPolicy::End => {}
             }
         }
-        let need_ms = self
-            .peers()
-            .filter_map(|(_, peer)| {
-                let rtt = &peer.link.rtt;
-                rtt.smoothed_ms.map(|srtt| srtt + 2 * rtt.variance_ms)
-            })
-            .max()
-            .unwrap_or(0);
+        let need_ms =
+            self.peers().filter_map(|(_, peer)| peer.link.rtt.smoothed_ms).max().unwrap_or(0);
         let cost_ms = self
             .peers()
             .map(|(_, peer)| peer.cost_ms)
@@ -910,6 +904,7 @@ impl Host {
             || (peer.link.retransmit_due && has_unacked)
             || peer.link.ack_due
             || peer.link.keep_alive_due
+            || (peer.link.repeat_due && has_unacked)
             || peer.notify_due;
         if !due {
             return false;
@@ -926,7 +921,7 @@ impl Host {
         // A datagram sent only to acknowledge or keep the line alive carries no bundles: a new
         // bundle goes out every turn anyway and repeats whatever is unacknowledged, so
         // repeating it in between would only add bytes.
-        let carry = has_new || (peer.link.retransmit_due && has_unacked);
+        let carry = has_new || ((peer.link.retransmit_due || peer.link.repeat_due) && has_unacked);
         let bundles = if carry { self.sealed.len() } else { 0 };
         for sealed in self.sealed.iter().take(bundles).skip(skip) {
             // Header bound: count as a varint of at most 2 bytes for a window of <= 256.
@@ -947,7 +942,8 @@ impl Host {
             peer.send_next = peer.send_next.max(first.saturating_add(count as u32));
         }
         peer.link.stats.redundant_bytes += redundant;
-        peer.link.on_sent(now_ms, pn, buf.len(), count > 0);
+        let repeat = has_new.then_some(u64::from(self.pace.current.turn_length_ms) / 4);
+        peer.link.on_sent(now_ms, pn, buf.len(), count > 0, repeat);
         true
     }
 

@@ -24,9 +24,16 @@ pub(crate) enum Timer {
     KeepAlive,
     /// Nothing was received for `idle_timeout_ms`: the peer is gone.
     Idle,
+    /// New data went out on a lossy link a quarter turn ago: send it once more, so a single loss
+    /// does not cost a whole turn.
+    Repeat,
 }
 
-const TIMERS: usize = 4;
+const TIMERS: usize = 5;
+
+/// New data is sent twice while a loss was seen within this many acknowledged packets
+/// (about the last 25 s of a 100 ms turn): a link that loses at all keeps its repeats.
+const REPEAT_MEMORY_PACKETS: u32 = 256;
 
 impl Timer {
     fn index(self) -> usize {
@@ -50,6 +57,10 @@ pub(crate) struct Link {
     pub(crate) retransmit_due: bool,
     pub(crate) ack_due: bool,
     pub(crate) keep_alive_due: bool,
+    /// The repeat timer fired: send the unacknowledged data again.
+    pub(crate) repeat_due: bool,
+    /// Packets acknowledged since the last one declared lost (saturating).
+    acked_since_loss: u32,
     /// The idle timer fired: the connection is dead.
     pub(crate) timed_out: bool,
     ack_delay_ms: u64,
@@ -78,6 +89,8 @@ impl Link {
             retransmit_due: false,
             ack_due: false,
             keep_alive_due: false,
+            repeat_due: false,
+            acked_since_loss: REPEAT_MEMORY_PACKETS,
             timed_out: false,
             ack_delay_ms: config.ack_delay_ms.into(),
             keep_alive_ms: config.keep_alive_ms.into(),
@@ -128,6 +141,7 @@ impl Link {
                 Timer::AckDelay => self.ack_due = true,
                 Timer::KeepAlive => self.keep_alive_due = true,
                 Timer::Idle => self.timed_out = true,
+                Timer::Repeat => self.repeat_due = true,
             }
         }
     }
@@ -160,6 +174,11 @@ impl Link {
         self.stats.packets_acked += u64::from(outcome.newly_acked);
         self.stats.packets_lost += u64::from(outcome.newly_lost);
         self.update_loss(outcome.newly_acked, outcome.newly_lost);
+        self.acked_since_loss = if outcome.newly_lost > 0 {
+            0
+        } else {
+            self.acked_since_loss.saturating_add(outcome.newly_acked)
+        };
         if let Some(sample) = outcome.rtt_sample_ms {
             self.rtt.on_sample(sample);
         }
@@ -200,8 +219,17 @@ impl Link {
         (pn, self.received.ack_frame(now_ms))
     }
 
-    /// A packet went out. `carries_data`: it holds data the peer must acknowledge.
-    pub(crate) fn on_sent(&mut self, now_ms: u64, pn: u64, len: usize, carries_data: bool) {
+    /// A packet went out. `carries_data`: it holds data the peer must acknowledge;
+    /// `repeat_after_ms`: when it carried *new* data, send that again this much later if the
+    /// link is lossy (the owner passes a quarter turn).
+    pub(crate) fn on_sent(
+        &mut self,
+        now_ms: u64,
+        pn: u64,
+        len: usize,
+        carries_data: bool,
+        repeat_after_ms: Option<u64>,
+    ) {
         let retransmission = self.retransmit_due;
         if retransmission {
             self.stats.retransmits += 1;
@@ -219,5 +247,12 @@ impl Link {
             self.arm(Timer::Retransmit, now_ms + rto);
         }
         self.retransmit_due = false;
+        self.repeat_due = false;
+        if let Some(delay) = repeat_after_ms {
+            if self.acked_since_loss < REPEAT_MEMORY_PACKETS {
+                self.stats.repeats += 1;
+                self.arm(Timer::Repeat, now_ms + delay.max(1));
+            }
+        }
     }
 }

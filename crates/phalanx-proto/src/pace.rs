@@ -3,14 +3,17 @@
 //! slowly and in small steps, and announces every change as a control record so every peer
 //! switches on the same turn.
 //!
-//! The rule. A client executing turn `t` stamps commands for `t + d`; a command submitted at
-//! the worst moment reaches the host one round trip after the host sealed `t + 1`, and must
-//! arrive before it seals `t + d`, `(d − 1)` turns later. So the pace must satisfy
-//! `(d − 1) · L ≥ need`, where `need` is the worst client's RTT plus its variation and a
-//! margin. Latency is then between `(d − 1)·L` and `d·L`: for a given need it is smallest with
-//! the shortest turn, so the host keeps `L` at its floor (`turn_length_ms`, raised only when a
-//! machine reports that simulating a turn takes longer) and adapts `d`; when `d` would exceed
-//! `command_delay_max_turns`, `L` grows instead.
+//! The rule. A client executing turn `t` stamps commands for `t + d`. A command submitted `u`
+//! ms into that turn reaches the host `RTT + u` after the host sealed `t`; if that is before
+//! the host seals `t + d` it executes there (latency `d·L − u`), otherwise the host puts it
+//! in the next turn it seals (latency `⌈(RTT + u)/L⌉·L − u`, never lost). So the latency is
+//! `max(d·L, ⌈(RTT + u)/L⌉·L) − u`: the network alone sets a floor between `RTT` and
+//! `RTT + L`, and a delay above `1 + ⌊RTT/L⌋` only adds to it. The host therefore stamps at
+//! `d = 1 + ⌊need/L⌋` with `need` the worst client's smoothed RTT (plus `pace_margin_ms`):
+//! latency stays within `RTT + L` and as steady as the turn grid allows, and few commands
+//! miss their stamped turn. For a given need the latency is smallest with the shortest turn,
+//! so `L` stays at its floor (`turn_length_ms`), raised only when a machine reports that a
+//! turn takes longer to simulate, or when `d` would exceed `command_delay_max_turns`.
 
 use crate::config::SessionConfig;
 
@@ -54,14 +57,14 @@ impl PaceControl {
         }
     }
 
-    /// The pace the measurements call for: `need_ms` is the worst round trip (with its
-    /// variation), `cost_ms` the slowest reported time to simulate a turn.
+    /// The pace the measurements call for: `need_ms` is the worst smoothed round trip,
+    /// `cost_ms` the slowest reported time to simulate a turn.
     pub(crate) fn target(&self, need_ms: u64, cost_ms: u32) -> Pace {
         let need = need_ms + u64::from(self.margin_ms);
         // A machine must simulate a turn well within the turn.
         let cpu_floor = u64::from(cost_ms) * 5 / 4;
         let mut length = u64::from(self.floor_ms).max(cpu_floor).min(u64::from(self.ceiling_ms));
-        let mut delay = 1 + need.div_ceil(length.max(1));
+        let mut delay = 1 + need / length.max(1);
         if delay > u64::from(self.delay_max) {
             delay = u64::from(self.delay_max);
             let needed_length = need.div_ceil(delay.saturating_sub(1).max(1));
@@ -125,10 +128,14 @@ mod tests {
     fn target_covers_the_round_trip_with_the_shortest_turn() {
         let control = control();
         let floor = SessionConfig::default().turn_length_ms;
-        for need in [0u64, 10, 50, 100, 150, 300, 600] {
+        let margin = u64::from(SessionConfig::default().pace_margin_ms);
+        for need in [0u64, 10, 50, 99, 100, 150, 300, 600] {
             let pace = control.target(need, 0);
-            let covered = u64::from(pace.command_delay_turns - 1) * u64::from(pace.turn_length_ms);
-            assert!(covered >= need + 20, "need {need}: {pace:?}");
+            let (delay, length) =
+                (u64::from(pace.command_delay_turns), u64::from(pace.turn_length_ms));
+            // The largest delay that adds nothing to the network's own floor.
+            assert!((delay - 1) * length <= need + margin, "need {need}: {pace:?}");
+            assert!(delay * length > need + margin, "need {need}: {pace:?}");
             assert_eq!(pace.turn_length_ms, floor, "need {need}: the turn stays at its floor");
         }
     }
@@ -137,7 +144,7 @@ mod tests {
     fn the_turn_grows_when_the_delay_is_capped_or_the_cpu_is_slow() {
         let control = control();
         let config = SessionConfig::default();
-        let pace = control.target(5_000, 0);
+        let pace = control.target(20_000, 0);
         assert_eq!(pace.command_delay_turns, config.command_delay_max_turns);
         assert!(pace.turn_length_ms > config.turn_length_ms);
         let slow = control.target(0, 400);

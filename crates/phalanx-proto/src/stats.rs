@@ -18,6 +18,8 @@ pub struct LinkStats {
     pub packets_lost: u64,
     /// Packets sent because the retransmit timer fired.
     pub retransmits: u64,
+    /// New data scheduled to be sent a second time because the link is lossy.
+    pub repeats: u64,
     /// Payload bytes sent again because the peer had not acknowledged them yet (redundancy).
     pub redundant_bytes: u64,
     /// Datagrams sent.
