@@ -163,6 +163,8 @@ pub struct MeshConfig {
     /// Games that execute at most one turn per this many ms (a slow machine), and report
     /// that as their turn cost: `(game, ms per turn)`.
     pub slow: Vec<(usize, u64)>,
+    /// Games that execute nothing during a window (a CPU stall): `(game, from_ms, until_ms)`.
+    pub frozen: Vec<(usize, u64, u64)>,
     /// Per-client local clocks: `(offset_ms, rate_permille_delta)` — the client sees
     /// `10 h + offset + now × (1000 + delta) / 1000`. Missing entries: no skew.
     pub clocks: Vec<(i64, i64)>,
@@ -196,6 +198,7 @@ impl MeshConfig {
             desync_at: None,
             liar: None,
             slow: Vec::new(),
+            frozen: Vec::new(),
             clocks: Vec::new(),
             pause_requests: Vec::new(),
             record_replay: false,
@@ -552,6 +555,8 @@ impl Mesh {
             .iter()
             .map(|&(game, _)| self.next_exec_ms[game])
             .filter(|&at| at > self.now_ms);
+        let thaws =
+            self.config.frozen.iter().map(|&(_, _, until)| until).filter(|&at| at > self.now_ms);
         let pauses = self
             .config
             .pause_requests
@@ -572,6 +577,7 @@ impl Mesh {
             .chain(clients)
             .chain(submits)
             .chain(slow)
+            .chain(thaws)
             .chain(pauses)
             .min()
     }
@@ -709,6 +715,12 @@ impl Mesh {
 
     /// Puts a datagram on the wire through the fault layer.
     fn send(&mut self, dest: Dest, mut bytes: Vec<u8>) {
+        let limit = usize::from(self.config.session.datagram_bytes_max);
+        assert!(
+            bytes.len() <= limit,
+            "a {}-byte datagram exceeds the {limit}-byte limit",
+            bytes.len()
+        );
         let (client, direction) = match dest {
             Dest::Host(index) => (index, 0),
             Dest::Client(index) => (index, 1),
@@ -786,6 +798,14 @@ impl Mesh {
             let is_host = index == self.clients.len();
             let slow = self.config.slow.iter().find(|(game, _)| *game == index).map(|&(_, ms)| ms);
             if slow.is_some() && now < self.next_exec_ms[index] {
+                continue;
+            }
+            let frozen = self
+                .config
+                .frozen
+                .iter()
+                .any(|&(game, from, until)| game == index && (from..until).contains(&now));
+            if frozen {
                 continue;
             }
             let mut guard = 0;

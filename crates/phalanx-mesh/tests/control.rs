@@ -225,6 +225,39 @@ fn slow_machine_slows_everyone_without_desync() {
     });
 }
 
+/// Row 12: a 2 or 3 s CPU stall on one machine (it executes nothing; the host counts the
+/// window from what each player has *executed*, so it stops a window ahead and waits, with a
+/// notice naming the player once the wait passes the notice time); everyone resumes after,
+/// nobody is dropped or desynced, and no buffer outgrows the window.
+#[test]
+fn cpu_stall_makes_everyone_wait_then_resume() {
+    for_each_seed("cpu_stall", "control", SEEDS / 4, |seed| {
+        let mut config = MeshConfig::new(seed, 4);
+        let mut rng = Rng::new(seed);
+        let from_ms = 5_000 + rng.below(10_000);
+        // 2 s (the matrix's figure) or 3 s: only a stall longer than the window (1.6 s) plus
+        // the notice time (0.5 s) is announced.
+        let frozen_ms = if rng.below(2) == 0 { 2_000 } else { 3_000 };
+        config.frozen.push((1, from_ms, from_ms + frozen_ms));
+        let window = config.session.turns_ahead_max as usize;
+        let mesh = run_checked(config)?;
+        let frozen_player = mesh.games[1].player;
+        let waited = mesh.host_events.iter().any(|(at, e)| {
+            *at >= from_ms && matches!(e, HostEvent::Waiting(p) if *p == [frozen_player])
+        });
+        if frozen_ms == 3_000 {
+            ensure(waited, || "no waiting notice for the frozen player".into())?;
+        }
+        ensure(mesh.games.iter().all(|g| g.ended.is_none()), || "someone was dropped".into())?;
+        ensure(mesh.desyncs_seen.is_empty(), || "desync".into())?;
+        let buffered = mesh.clients.iter().map(|c| c.stats().bundles_buffered_high_water).max();
+        ensure(buffered <= Some(window), || format!("buffered {buffered:?} > {window}"))?;
+        let spread = mesh.games.iter().map(|g| g.digests.len()).max().unwrap_or(0)
+            - mesh.games.iter().map(|g| g.digests.len()).min().unwrap_or(0);
+        ensure(spread <= 2, || format!("the frozen game did not catch up ({spread} turns)"))
+    });
+}
+
 /// Row 13: clocks offset by up to an hour each way and running up to 5 % fast or slow change
 /// nothing: same agreement, nothing lost, nobody dropped.
 #[test]

@@ -240,6 +240,73 @@ fn row07_long_partition_drops_the_isolated_player() {
     });
 }
 
+/// Row 8: swizzle-clog — cut a random subset of players one by one, restore them in a random
+/// order. Cuts shorter than the partition budget never drop anyone; longer ones drop only
+/// after a real silence of the whole timeout (checked in every scenario); S1 and S2 hold.
+#[test]
+fn row08_swizzle_clog() {
+    for_each_seed("row08_swizzle_clog", "faults", SEEDS, |seed| {
+        let mut rng = Rng::new(seed);
+        let mut config = MeshConfig::new(seed, 5);
+        let long = rng.below(2) == 1;
+        let mut order: Vec<usize> = (0..5).filter(|_| rng.below(2) == 1).collect();
+        let mut start = 5_000;
+        let mut cuts = Vec::new();
+        for &client in &order {
+            start += rng.below(400);
+            cuts.push((client, start));
+        }
+        // Restore in a random order, after the last cut.
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let mut restore = start + if long { 3_500 } else { 500 };
+        for &client in &order {
+            restore += rng.below(300);
+            let from_ms = cuts.iter().find(|(c, _)| *c == client).map_or(start, |&(_, at)| at);
+            config.partitions.push(Partition {
+                client,
+                from_ms,
+                until_ms: restore,
+                direction: Direction::Both,
+            });
+        }
+        let mesh = run_checked(config)?;
+        let longest = mesh.config().partitions.iter().map(|p| p.until_ms - p.from_ms).max();
+        if longest.is_some_and(|ms| ms < 1_500) {
+            ensure(!timed_out(&mesh), || format!("dropped after cuts of at most {longest:?} ms"))?;
+        }
+        Ok(())
+    });
+}
+
+/// Row 9: a half-open connection — the link is up but one player's side has gone silent (its
+/// process hung: nothing comes from it). Keep-alives do not hide it: it is removed at one
+/// agreed turn after the idle timeout, and its own client ends with a typed outcome.
+#[test]
+fn row09_half_open_peer_is_removed() {
+    for_each_seed("row09_half_open", "faults", SEEDS, |seed| {
+        let mut config = MeshConfig::new(seed, 4);
+        let from_ms = 3_000 + Rng::new(seed).below(5_000);
+        config.partitions.push(Partition {
+            client: 2,
+            from_ms,
+            until_ms: u64::MAX,
+            direction: Direction::Up,
+        });
+        config.heal_at_ms = u64::MAX;
+        let mesh = run_checked(config)?;
+        let silent = mesh.games[2].player;
+        ensure(mesh.left(silent), || "the silent player was not removed".into())?;
+        // It ends with a typed outcome: `Removed` if it executed its own `Left` record,
+        // `HostLost` if the host stopped sending first (a removed seat gets no more bundles).
+        let ended = mesh.games[2].ended;
+        ensure(matches!(ended, Some(EndReason::Removed | EndReason::HostLost)), || {
+            format!("its client ended with {ended:?}")
+        })
+    });
+}
+
 /// Determinism: the same seed gives the same trace and the same game states; different seeds
 /// give different traces.
 #[test]

@@ -30,13 +30,15 @@ fn varint(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
-/// A client → host datagram: version, kind 1, pn, no ack, turn_ack, first_seq, no extras,
+/// A client → host datagram: version, kind 1, pn, no ack, turn_ack (= turn_exec), first_seq,
+/// no extras,
 /// commands.
 fn up(pn: u64, turn_ack: u32, first_seq: u32, commands: &[(u32, Vec<u8>)]) -> Vec<u8> {
     let mut out = vec![PROTOCOL_VERSION, 1];
     varint(&mut out, pn);
     out.push(0);
     varint(&mut out, turn_ack.into());
+    varint(&mut out, turn_ack.into()); // turn_exec: claims to have executed all it holds
     varint(&mut out, first_seq.into());
     out.push(0);
     varint(&mut out, commands.len() as u64);

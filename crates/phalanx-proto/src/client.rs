@@ -520,7 +520,7 @@ impl Client {
         if let Some((seq, kind, left)) = self.pause_request {
             self.pause_request = (left > 1).then_some((seq, kind, left - 1));
         }
-        put_up_header(buf, pn, ack, turn_ack, first_seq, &extras);
+        put_up_header(buf, pn, ack, turn_ack, self.next_exec, first_seq, &extras);
         let budget = usize::from(self.config.datagram_bytes_max);
         let mut used = UP_HEADER_BYTES_MAX;
         let mut count = 0;

@@ -98,6 +98,9 @@ struct Peer {
     link: Link,
     /// The peer holds every bundle before this turn.
     turn_ack: Turn,
+    /// The peer's game has executed every turn before this one: the window is counted from
+    /// here, so a slow machine holds the game back instead of falling ever further behind.
+    turn_exec: Turn,
     /// The next turn never sent to this peer yet.
     send_next: Turn,
     /// The next command sequence expected from this peer.
@@ -276,6 +279,7 @@ impl Host {
         self.seats[player.0 as usize] = Seat::Remote(Box::new(Peer {
             link: Link::new(now_ms, &self.config, self.config.ack_delay_ms),
             turn_ack: Turn::ZERO,
+            turn_exec: Turn::ZERO,
             send_next: Turn::ZERO,
             cmd_next: CommandSeq(0),
             misbehaviour: 0,
@@ -405,7 +409,7 @@ impl Host {
         let window = self.config.turns_ahead_max;
         self.seats.iter().enumerate().fold(0, |mask, (index, seat)| {
             let behind = match seat {
-                Seat::Remote(peer) => turn.since(peer.turn_ack) >= window,
+                Seat::Remote(peer) => turn.since(peer.turn_exec) >= window,
                 Seat::Local { next_exec, .. } => turn.since(*next_exec) >= window,
                 Seat::Free | Seat::Gone => false,
             };
@@ -439,7 +443,7 @@ impl Host {
     fn window_allows(&self, turn: Turn) -> bool {
         let window = self.config.turns_ahead_max;
         self.seats.iter().all(|seat| match seat {
-            Seat::Remote(peer) => turn.since(peer.turn_ack) < window,
+            Seat::Remote(peer) => turn.since(peer.turn_exec) < window,
             Seat::Local { next_exec, .. } => turn.since(*next_exec) < window,
             Seat::Free | Seat::Gone => true,
         })
@@ -610,12 +614,13 @@ impl Host {
                 return;
             }
         }
-        // The peer cannot hold a bundle the host has not sealed.
-        if up.turn_ack > next_seal {
+        // The peer cannot hold a bundle not sealed yet, nor have executed one it does not hold.
+        if up.turn_ack > next_seal || up.turn_exec > up.turn_ack {
             peer.drops.spoofed += 1;
             self.misbehaved(player);
             return;
         }
+        peer.turn_exec = peer.turn_exec.max(up.turn_exec);
         if up.turn_ack > peer.turn_ack {
             peer.turn_ack = up.turn_ack;
             let outstanding = peer.turn_ack < next_seal && peer.send_next > peer.turn_ack;

@@ -8,7 +8,7 @@
 //! decoder allocate more than the datagram's own size. Trailing bytes are an error.
 //!
 //! ```text
-//! Up    (client → host, datagram): version kind=1 pn ack turn_ack first_seq up_extras
+//! Up    (client → host, datagram): version kind=1 pn ack turn_ack turn_exec first_seq up_extras
 //!                                  n {turn len payload}*n
 //! Down  (host → client, datagram): version kind=2 pn ack cmd_ack down_extras first_turn
 //!                                  n bundle*n
@@ -65,9 +65,15 @@ const VARINT32_MAX: usize = 5;
 const ACK_BYTES_MAX: usize = 1 + VARINT_MAX + VARINT_MAX + VARINT32_MAX;
 
 /// Bytes of a Down datagram before its bundles, at most.
-pub(crate) const DOWN_HEADER_BYTES_MAX: usize = 2 + VARINT_MAX + ACK_BYTES_MAX + 3 * VARINT32_MAX;
+pub(crate) const DOWN_HEADER_BYTES_MAX: usize =
+    2 + VARINT_MAX + ACK_BYTES_MAX + 3 * VARINT32_MAX + DOWN_EXTRAS_BYTES_MAX;
 /// Bytes of an Up datagram before its commands, at most.
-pub(crate) const UP_HEADER_BYTES_MAX: usize = 2 + VARINT_MAX + ACK_BYTES_MAX + 3 * VARINT32_MAX;
+pub(crate) const UP_HEADER_BYTES_MAX: usize =
+    2 + VARINT_MAX + ACK_BYTES_MAX + 4 * VARINT32_MAX + UP_EXTRAS_BYTES_MAX;
+/// Bytes of an Up datagram's extras, at most: flags, hash report, cost, pause request.
+const UP_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + 8 + VARINT32_MAX + 2;
+/// Bytes of a Down datagram's extras, at most: flags, hash ack, waiting mask.
+const DOWN_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + VARINT_MAX;
 /// Bytes one command adds to an Up datagram besides its payload, at most (turn, length).
 pub(crate) const UP_COMMAND_OVERHEAD_MAX: usize = 2 * VARINT32_MAX;
 /// Bytes one command record adds to a bundle besides its payload, at most.
@@ -318,6 +324,8 @@ pub(crate) struct Up<'a> {
     pub(crate) ack: Option<AckFrame>,
     /// The client holds every bundle before this turn.
     pub(crate) turn_ack: Turn,
+    /// The client's game has executed every turn before this one.
+    pub(crate) turn_exec: Turn,
     /// The sequence number of `commands[0]`; the rest follow consecutively.
     pub(crate) first_seq: CommandSeq,
     pub(crate) extras: UpExtras,
@@ -444,6 +452,7 @@ pub(crate) fn put_up_header(
     pn: u64,
     ack: Option<AckFrame>,
     turn_ack: Turn,
+    turn_exec: Turn,
     first_seq: CommandSeq,
     extras: &UpExtras,
 ) {
@@ -452,6 +461,7 @@ pub(crate) fn put_up_header(
     put_varint(out, pn);
     put_ack(out, ack);
     put_varint(out, turn_ack.0.into());
+    put_varint(out, turn_exec.0.into());
     put_varint(out, first_seq.0.into());
     put_up_extras(out, extras);
 }
@@ -599,6 +609,7 @@ pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, 
     let pn = reader.varint()?;
     let ack = read_ack(&mut reader)?;
     let turn_ack = Turn(reader.varint_u32()?);
+    let turn_exec = Turn(reader.varint_u32()?);
     let first_seq = CommandSeq(reader.varint_u32()?);
     let extras = read_up_extras(&mut reader)?;
     // A command is at least two bytes (turn, length).
@@ -613,7 +624,7 @@ pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, 
         commands.push(UpCommand { turn, payload });
     }
     reader.finish()?;
-    Ok(Up { pn, ack, turn_ack, first_seq, extras, commands })
+    Ok(Up { pn, ack, turn_ack, turn_exec, first_seq, extras, commands })
 }
 
 /// Decodes one bundle's records.

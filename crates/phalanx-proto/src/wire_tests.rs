@@ -83,7 +83,8 @@ fn up_message() -> impl Strategy<Value = UpSpec> {
 fn encode_up(message: &UpSpec) -> Vec<u8> {
     let (pn, ack, turn_ack, first_seq, extras, commands) = message;
     let mut out = Vec::new();
-    put_up_header(&mut out, *pn, *ack, Turn(*turn_ack), CommandSeq(*first_seq), extras);
+    let turn_exec = Turn(*turn_ack / 2);
+    put_up_header(&mut out, *pn, *ack, Turn(*turn_ack), turn_exec, CommandSeq(*first_seq), extras);
     put_varint(&mut out, commands.len() as u64);
     for (turn, payload) in commands {
         let command = UpCommand { turn: Turn(*turn), payload };
@@ -193,6 +194,7 @@ fn up_round_trips() {
         prop_assert_eq!(&up.extras, extras);
         prop_assert_eq!(up.ack, *ack);
         prop_assert_eq!(up.turn_ack, Turn(*turn_ack));
+        prop_assert_eq!(up.turn_exec, Turn(*turn_ack / 2));
         prop_assert_eq!(up.first_seq, CommandSeq(*first_seq));
         let got: Vec<(u32, Vec<u8>)> =
             up.commands.iter().map(|c| (c.turn.0, c.payload.to_vec())).collect();
@@ -268,7 +270,7 @@ fn huge_length_fields_are_refused_before_allocation() {
     let limits = limits();
     // An Up claiming u64::MAX commands.
     let mut bytes = Vec::new();
-    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0), &UpExtras::default());
+    put_up_header(&mut bytes, 0, None, Turn(0), Turn(0), CommandSeq(0), &UpExtras::default());
     put_varint(&mut bytes, u64::MAX);
     assert!(matches!(
         decode_up(&bytes, &limits),
@@ -276,12 +278,12 @@ fn huge_length_fields_are_refused_before_allocation() {
     ));
     // Within the maximum, but more than the bytes that follow could hold.
     let mut bytes = Vec::new();
-    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0), &UpExtras::default());
+    put_up_header(&mut bytes, 0, None, Turn(0), Turn(0), CommandSeq(0), &UpExtras::default());
     put_varint(&mut bytes, 60);
     assert_eq!(decode_up(&bytes, &limits), Err(DecodeError::Truncated));
     // A command length over command_bytes_max.
     let mut bytes = Vec::new();
-    put_up_header(&mut bytes, 0, None, Turn(0), CommandSeq(0), &UpExtras::default());
+    put_up_header(&mut bytes, 0, None, Turn(0), Turn(0), CommandSeq(0), &UpExtras::default());
     put_varint(&mut bytes, 1);
     put_varint(&mut bytes, 5);
     put_varint(&mut bytes, 73);
