@@ -25,8 +25,12 @@ const PLAYERS: usize = 8;
 /// 3 commands per second per player.
 const COMMAND_INTERVAL_MS: (u64, u64) = (250, 416);
 
+/// The issue's reference session: 200 ms turns, fixed (speed control off), so figures are per
+/// 200 ms turn.
 fn game_config(seed: u64, turns: u64) -> MeshConfig {
     let mut config = MeshConfig::new(seed, PLAYERS);
+    config.session.turn_length_ms = 200;
+    config.session.adaptive_pace = false;
     config.command_interval_ms = COMMAND_INTERVAL_MS;
     config.end_ms = turns * 200 + 1_000;
     config.submit_until_ms = turns * 200;
@@ -47,13 +51,38 @@ fn print_payload_figures() {
     let latencies = mesh.latencies_ms();
     let p95 = latencies.get(latencies.len() * 95 / 100).copied().unwrap_or(0);
     eprintln!(
-        "8 players, {executed} turns, 3 commands/s/player, 20 ms one way: \
+        "8 players, {executed} turns of 200 ms (fixed pace), 3 commands/s/player, 20 ms one way: \
          app bytes per client per turn: up {:.1}, down {:.1}; command latency p95 {p95} ms; \
          one game took {:.0} ms of wall time",
         per_client_turn(mesh.bytes_up),
         per_client_turn(mesh.bytes_down),
         wall.as_secs_f64() * 1e3,
     );
+    // The default session: 100 ms floor, speed control on.
+    for one_way in [20u64, 50, 150] {
+        let mut config = MeshConfig::new(3, PLAYERS);
+        let link = phalanx_mesh::LinkFaults { latency_ms: one_way, ..Default::default() };
+        config.links = vec![(link, link); PLAYERS];
+        config.command_interval_ms = COMMAND_INTERVAL_MS;
+        config.end_ms = 120_000;
+        config.submit_until_ms = 115_000;
+        config.heal_at_ms = 0;
+        let mut mesh = Mesh::new(config).expect("valid config");
+        mesh.run().expect("no livelock");
+        let latencies = mesh.latencies_after_ms(20_000);
+        let pct = |p: usize| latencies.get(latencies.len() * p / 100).copied().unwrap_or(0);
+        let seconds = mesh.now_ms as f64 / 1e3;
+        let per_client_s = |bytes: u64| bytes as f64 / (PLAYERS as f64 * seconds);
+        eprintln!(
+            "default pace, {one_way} ms one way: settled at {:?}; latency p50 {} ms, p95 {} ms; \
+             app bytes per client per second: up {:.0}, down {:.0}",
+            mesh.host.pace(),
+            pct(50),
+            pct(95),
+            per_client_s(mesh.bytes_up),
+            per_client_s(mesh.bytes_down),
+        );
+    }
 }
 
 /// A host with 8 joined clients, started at time 0.

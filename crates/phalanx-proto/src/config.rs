@@ -59,6 +59,10 @@ pub struct SessionConfig {
     /// The largest datagram the transport carries (quinn: 1162 bytes at the initial 1200-byte
     /// MTU). A whole turn bundle at full budget must fit in one: validated.
     pub datagram_bytes_max: u16,
+    /// A datagram carrying a new bundle also repeats up to this many earlier bundles the
+    /// client has not acknowledged (cheap insurance against a single loss; the retransmit timer
+    /// covers the rest). 0..=`turns_ahead_max`.
+    pub redundant_turns: u32,
     /// How long a peer may hold an acknowledgement back hoping to piggyback it.
     pub ack_delay_ms: u32,
     /// Retransmit timeout before any RTT sample.
@@ -100,6 +104,7 @@ impl Default for SessionConfig {
             turn_bytes_per_player_max: 72,
             command_bytes_max: 72,
             datagram_bytes_max: 1162,
+            redundant_turns: 2,
             ack_delay_ms: 25,
             rto_initial_ms: 300,
             rto_min_ms: 40,
@@ -221,6 +226,7 @@ impl SessionConfig {
             self.turn_bytes_per_player_max.into(),
         )?;
         check("datagram_bytes_max", self.datagram_bytes_max.into(), 256, 65_527)?;
+        check("redundant_turns", self.redundant_turns.into(), 0, self.turns_ahead_max.into())?;
         check("ack_delay_ms", self.ack_delay_ms.into(), 0, 1_000)?;
         check("rto_min_ms", self.rto_min_ms.into(), 1, 60_000)?;
         check("rto_max_ms", self.rto_max_ms.into(), self.rto_min_ms.into(), 60_000)?;

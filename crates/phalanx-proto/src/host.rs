@@ -916,7 +916,15 @@ impl Host {
         }
         buf.clear();
         let (pn, ack) = peer.link.next_packet(now_ms);
-        let first = peer.turn_ack.max(self.sealed_base);
+        // Redundancy: a datagram with a new bundle also repeats the `redundant_turns` bundles
+        // before it that are still unacknowledged; the retransmit timer resends all of them.
+        let oldest_unacked = peer.turn_ack.max(self.sealed_base);
+        let first = if peer.link.retransmit_due {
+            oldest_unacked
+        } else {
+            let sent_before = Turn(peer.send_next.0.saturating_sub(self.config.redundant_turns));
+            oldest_unacked.max(sent_before)
+        };
         let skip = first.since(self.sealed_base) as usize;
         let budget = usize::from(self.config.datagram_bytes_max);
         // Header first with a placeholder count, then as many bundles as fit.
