@@ -49,7 +49,7 @@ fn row01_independent_loss() {
         for_each_seed(
             &format!("row01_independent_loss_{loss_permille}"),
             "faults",
-            SEEDS / 4,
+            SEEDS,
             |seed| {
                 let faults = LinkFaults { latency_ms: 50, loss_permille, ..LinkFaults::default() };
                 let mesh = run_checked(MeshConfig::new(seed, 4).with_faults(faults))?;
@@ -136,7 +136,7 @@ fn row04_reordering() {
 fn row05_latency() {
     let cases = [(0u64, 0u64), (50, 50), (150, 150), (300, 300), (1_000, 1_000), (50, 300)];
     for (up_ms, down_ms) in cases {
-        for_each_seed(&format!("row05_latency_{up_ms}_{down_ms}"), "faults", SEEDS / 5, |seed| {
+        for_each_seed(&format!("row05_latency_{up_ms}_{down_ms}"), "faults", SEEDS, |seed| {
             let mut config = MeshConfig::new(seed, 4);
             let up = LinkFaults { latency_ms: up_ms, ..LinkFaults::default() };
             let down = LinkFaults { latency_ms: down_ms, ..LinkFaults::default() };
@@ -169,7 +169,7 @@ fn row06_short_partition_heals() {
     for fraction in [25u64, 90] {
         for direction in [Direction::Both, Direction::Up, Direction::Down] {
             let name = format!("row06_short_partition_{fraction}_{direction:?}");
-            for_each_seed(&name, "faults", SEEDS / 6, |seed| {
+            for_each_seed(&name, "faults", SEEDS, |seed| {
                 let mut config = MeshConfig::new(seed, 4);
                 let session = &config.session;
                 // Before the cut: up to a turn since the client's last datagram. After it: the
