@@ -1012,6 +1012,16 @@ fn corrupt(rng: &mut Rng, bytes: &mut Vec<u8>) {
     }
 }
 
+/// `Ok(())` if `condition` holds, else the message: the assertion of seeded scenarios, which
+/// return their failure so [`for_each_seed`] can print the seed with it.
+pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(message())
+    }
+}
+
 /// The seeds a scenario runs: `PHALANX_SEED` runs that one seed; otherwise `PHALANX_SEEDS`
 /// seeds (default `default_count`) from a base derived from the scenario name.
 pub fn seeds(scenario: &str, default_count: u64) -> Vec<u64> {

@@ -3,21 +3,15 @@
 //! lying clients, slow machines, skewed clocks, stall notices, dead-peer drops, pause and
 //! resume, and replays — each over many seeds, each run also checking S1 and S2.
 
-use phalanx_mesh::{for_each_seed, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng};
+use phalanx_mesh::{
+    ensure, for_each_seed, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng,
+};
 use phalanx_proto::{
     verify_replay, ClientEvent, DesyncReference, HostEvent, PauseBy, Record, Replay, ReplayError,
     ReplayGame, SessionConfig, Turn, TurnBundle,
 };
 
 const SEEDS: u64 = 200;
-
-fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message())
-    }
-}
 
 fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
     let mut mesh = Mesh::new(config).map_err(|e| e.to_string())?;

@@ -5,7 +5,9 @@
 //! player, on every peer still in the game), plus the row's own outcome. A failure prints the
 //! seed and the command that reruns it.
 
-use phalanx_mesh::{for_each_seed, Burst, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng};
+use phalanx_mesh::{
+    ensure, for_each_seed, Burst, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng,
+};
 use phalanx_proto::{EndReason, HostEvent, Record};
 
 const SEEDS: u64 = 200;
@@ -22,14 +24,6 @@ fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
         ensure(silence >= idle, || format!("client {client} timed out after only {silence} ms"))?;
     }
     Ok(mesh)
-}
-
-fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message())
-    }
 }
 
 /// Nominal turns in `ms` of play at the session's turn length.

@@ -6,21 +6,13 @@
 //! Datagrams are crafted by hand here (the wire format is documented in phalanx-proto's
 //! `wire` module) so the tests do not trust the encoder they are testing.
 
-use phalanx_mesh::{encode_payload, for_each_seed, LinkFaults, Mesh, MeshConfig, Rng};
+use phalanx_mesh::{encode_payload, ensure, for_each_seed, LinkFaults, Mesh, MeshConfig, Rng};
 use phalanx_proto::{
     Client, CommandSeq, HostEvent, JoinError, JoinRefusal, PlayerId, Record, SessionConfig,
     SubmitError, Turn, PROTOCOL_VERSION,
 };
 
 const SEEDS: u64 = 200;
-
-fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message())
-    }
-}
 
 fn varint(out: &mut Vec<u8>, mut value: u64) {
     while value >= 0x80 {
