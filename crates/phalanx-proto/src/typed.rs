@@ -136,6 +136,26 @@ pub struct TypedTurn<C> {
     pub records: Vec<TypedRecord<C>>,
 }
 
+impl<C: DeserializeOwned> TypedTurn<C> {
+    /// Decodes a bundle's commands with codec `K`. Control records other than joins and
+    /// leaves are dropped here (drivers report them as events).
+    pub fn decode<K: CommandCodec>(bundle: crate::TurnBundle) -> TypedTurn<C> {
+        let records = bundle
+            .records
+            .into_iter()
+            .filter_map(|record| match record {
+                Record::Command { player, seq, payload } => {
+                    Some(TypedRecord::Command { player, seq, command: K::decode(&payload) })
+                }
+                Record::Joined(player) => Some(TypedRecord::Joined(player)),
+                Record::Left(player) => Some(TypedRecord::Left(player)),
+                _ => None,
+            })
+            .collect();
+        TypedTurn { turn: bundle.turn, records }
+    }
+}
+
 /// A [`Client`] that speaks the game's command type `C` with codec `K`.
 ///
 /// ```
@@ -181,19 +201,6 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> TypedClient<C, K> {
     /// The next turn, decoded. Control records other than joins and leaves are left to the
     /// byte-level events ([`ClientEvent`](crate::ClientEvent)).
     pub fn next_turn(&mut self, now_ms: u64) -> Option<TypedTurn<C>> {
-        let bundle = self.client.next_turn(now_ms)?;
-        let records = bundle
-            .records
-            .into_iter()
-            .filter_map(|record| match record {
-                Record::Command { player, seq, payload } => {
-                    Some(TypedRecord::Command { player, seq, command: K::decode(&payload) })
-                }
-                Record::Joined(player) => Some(TypedRecord::Joined(player)),
-                Record::Left(player) => Some(TypedRecord::Left(player)),
-                _ => None,
-            })
-            .collect();
-        Some(TypedTurn { turn: bundle.turn, records })
+        self.client.next_turn(now_ms).map(TypedTurn::decode::<K>)
     }
 }

@@ -1,0 +1,326 @@
+//! The host over QUIC: an accept loop, one task per connection for its join and datagrams, and
+//! one driver task that owns the sans-IO [`phalanx_proto::Host`] and is the only thing that
+//! touches it (quinn's own pattern: feed inputs, fire due timers, drain every `poll_*`).
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use phalanx_proto::{
+    CommandCodec, DefaultCodec, HostEvent, HostStats, JoinResponse, PeerStats, PlayerId,
+    SessionConfig, Ticket, Turn, TurnBundle, TypedTurn,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::tls::{Fingerprint, HostIdentity};
+use crate::transport::{transport_config, JOIN_BYTES_MAX, JOIN_TIMEOUT};
+use crate::{Clock, HostError, SessionError, EVENTS_MAX};
+
+/// QUIC application error code when the host closes a connection it removed or refused.
+pub const CLOSE_REMOVED: u32 = 1;
+/// QUIC application error code when the host shuts down.
+pub const CLOSE_SHUTDOWN: u32 = 2;
+
+/// Everything a host needs to listen.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct HostOptions {
+    /// The session's config.
+    pub session: SessionConfig,
+    /// The seat tokens the lobby handed out (each usable once).
+    pub tokens: Vec<u64>,
+    /// Whether the host also plays (a listen server).
+    pub local_player: bool,
+    /// The certificate and key; clients pin its fingerprint.
+    pub identity: HostIdentity,
+    /// Where to listen (`127.0.0.1:0` picks a free loopback port).
+    pub bind: SocketAddr,
+    /// The stateless-reset key. Persist it: a restarted host that keeps it is noticed by its
+    /// old clients in one round trip instead of an idle timeout. `None`: a fresh random one.
+    pub reset_key: Option<[u8; 32]>,
+}
+
+impl HostOptions {
+    /// Options with the default session, listening on `bind`.
+    pub fn new(identity: HostIdentity, bind: SocketAddr, tokens: Vec<u64>) -> HostOptions {
+        HostOptions {
+            session: SessionConfig::default(),
+            tokens,
+            local_player: false,
+            identity,
+            bind,
+            reset_key: None,
+        }
+    }
+}
+
+enum Input {
+    Join { conn: quinn::Connection, request: Vec<u8>, reply: oneshot::Sender<JoinResponse> },
+    Datagram(PlayerId, Bytes),
+    Closed(PlayerId),
+}
+
+enum Command {
+    Start,
+    Submit(Vec<u8>, oneshot::Sender<Result<Ticket, phalanx_proto::SubmitError>>),
+    ReportHash(Turn, u64),
+    Stats(oneshot::Sender<(HostStats, Vec<(PlayerId, PeerStats)>)>),
+}
+
+/// A running host. Generic over the game's command type `C` and codec `K` (postcard).
+pub struct Host<C, K: CommandCodec = DefaultCodec> {
+    endpoint: quinn::Endpoint,
+    fingerprint: Fingerprint,
+    local_player: Option<PlayerId>,
+    commands: mpsc::Sender<Command>,
+    turns: mpsc::Receiver<TurnBundle>,
+    events: mpsc::Receiver<HostEvent>,
+    driver: JoinHandle<()>,
+    accept: JoinHandle<()>,
+    _types: PhantomData<fn(C) -> (C, K)>,
+}
+
+impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
+    /// Starts listening. Joins are accepted until [`start`](Self::start).
+    pub async fn bind(options: HostOptions) -> Result<Self, HostError> {
+        let HostOptions { session, tokens, local_player, identity, bind, reset_key } = options;
+        let mut host =
+            phalanx_proto::Host::new(session.clone(), &tokens).map_err(HostError::Config)?;
+        let local_player = if local_player {
+            Some(host.add_local_player().map_err(|_| HostError::NoSeatForLocalPlayer)?)
+        } else {
+            None
+        };
+        let tls = identity.server_tls().map_err(HostError::Identity)?;
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
+            .map_err(|error| HostError::Tls(error.to_string()))?;
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        server.transport_config(transport_config(&session));
+        let key = reset_key.unwrap_or_else(random_key);
+        let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
+        let endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
+        let socket = std::net::UdpSocket::bind(bind).map_err(HostError::Bind)?;
+        let runtime = quinn::default_runtime().ok_or(HostError::NoRuntime)?;
+        let endpoint = quinn::Endpoint::new(endpoint_config, Some(server), socket, runtime)
+            .map_err(HostError::Bind)?;
+
+        let window = session.turns_ahead_max as usize;
+        let (input_tx, input_rx) = mpsc::channel(4 * 1024);
+        let (command_tx, command_rx) = mpsc::channel(256);
+        let (turn_tx, turn_rx) = mpsc::channel(window);
+        let (event_tx, event_rx) = mpsc::channel(EVENTS_MAX);
+        let driver = tokio::spawn(drive(host, input_rx, command_rx, turn_tx, event_tx));
+        let accept = tokio::spawn(accept_loop(endpoint.clone(), input_tx));
+        Ok(Host {
+            endpoint,
+            fingerprint: identity.fingerprint(),
+            local_player,
+            commands: command_tx,
+            turns: turn_rx,
+            events: event_rx,
+            driver,
+            accept,
+            _types: PhantomData,
+        })
+    }
+
+    /// The address the host listens on.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.endpoint.local_addr()
+    }
+
+    /// The fingerprint clients must pin.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+
+    /// The host's own player, if it plays.
+    pub fn local_player(&self) -> Option<PlayerId> {
+        self.local_player
+    }
+
+    /// Starts the game: turn 0 is sealed one turn from now; no more joins.
+    pub async fn start(&self) -> Result<(), SessionError> {
+        self.commands.send(Command::Start).await.map_err(|_| SessionError::Closed)
+    }
+
+    /// Submits a command for the host's own player.
+    pub async fn submit(&self, command: &C) -> Result<Ticket, SessionError> {
+        let bytes = K::encode(command).map_err(SessionError::Codec)?;
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::Submit(bytes, reply))
+            .await
+            .map_err(|_| SessionError::Closed)?;
+        answer.await.map_err(|_| SessionError::Closed)?.map_err(SessionError::Submit)
+    }
+
+    /// The next turn for the host's own game, in order; `None` once the session is over. A game
+    /// that stops calling this holds the session back (the window), as a slow client would.
+    pub async fn next_turn(&mut self) -> Option<TypedTurn<C>> {
+        self.turns.recv().await.map(TypedTurn::decode::<K>)
+    }
+
+    /// The host's own game's state hash after a check turn (see sync checks).
+    pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
+        self.commands.send(Command::ReportHash(turn, hash)).await.map_err(|_| SessionError::Closed)
+    }
+
+    /// The next event, if one is waiting.
+    pub fn try_event(&mut self) -> Option<HostEvent> {
+        self.events.try_recv().ok()
+    }
+
+    /// Session counters and every connected player's.
+    pub async fn stats(&self) -> Result<(HostStats, Vec<(PlayerId, PeerStats)>), SessionError> {
+        let (reply, answer) = oneshot::channel();
+        self.commands.send(Command::Stats(reply)).await.map_err(|_| SessionError::Closed)?;
+        answer.await.map_err(|_| SessionError::Closed)
+    }
+
+    /// Closes every connection and stops the tasks.
+    pub async fn shutdown(self) {
+        self.accept.abort();
+        self.driver.abort();
+        self.endpoint.close(quinn::VarInt::from_u32(CLOSE_SHUTDOWN), b"host shut down");
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.endpoint.wait_idle())
+            .await;
+    }
+}
+
+fn random_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    // The reset key only needs to be unpredictable; failure to read OS randomness is fatal.
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
+        .expect("OS randomness is available");
+    key
+}
+
+async fn accept_loop(endpoint: quinn::Endpoint, inputs: mpsc::Sender<Input>) {
+    while let Some(incoming) = endpoint.accept().await {
+        tokio::spawn(serve_connection(incoming, inputs.clone()));
+    }
+}
+
+/// One connection: its join on the first bidirectional stream, then its datagrams.
+async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>) {
+    let Ok(conn) = incoming.await else { return };
+    let join = tokio::time::timeout(JOIN_TIMEOUT, async {
+        let (send, mut recv) = conn.accept_bi().await.ok()?;
+        let request = recv.read_to_end(JOIN_BYTES_MAX).await.ok()?;
+        Some((send, request))
+    })
+    .await;
+    let Ok(Some((mut send, request))) = join else {
+        conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"no join request");
+        return;
+    };
+    let (reply_tx, reply_rx) = oneshot::channel();
+    let join = Input::Join { conn: conn.clone(), request, reply: reply_tx };
+    if inputs.send(join).await.is_err() {
+        return;
+    }
+    let Ok(response) = reply_rx.await else { return };
+    if let Some(reply) = &response.reply {
+        let _ = send.write_all(reply).await;
+        let _ = send.finish();
+    }
+    let Ok(player) = response.result else {
+        // Let the refusal arrive; the client closes when it has read it.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.closed()).await;
+        conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"join refused");
+        return;
+    };
+    loop {
+        match conn.read_datagram().await {
+            Ok(bytes) => {
+                if inputs.send(Input::Datagram(player, bytes)).await.is_err() {
+                    return;
+                }
+            }
+            Err(_) => {
+                let _ = inputs.send(Input::Closed(player)).await;
+                return;
+            }
+        }
+    }
+}
+
+/// The driver: the only owner of the sans-IO host.
+async fn drive(
+    mut host: phalanx_proto::Host,
+    mut inputs: mpsc::Receiver<Input>,
+    mut commands: mpsc::Receiver<Command>,
+    turns: mpsc::Sender<TurnBundle>,
+    events: mpsc::Sender<HostEvent>,
+) {
+    let clock = Clock::new();
+    let mut conns: BTreeMap<PlayerId, quinn::Connection> = BTreeMap::new();
+    let mut buf = Vec::with_capacity(usize::from(host.config().datagram_bytes_max));
+    loop {
+        let wake = clock.instant(host.poll_timeout().unwrap_or(clock.now_ms() + 60_000));
+        tokio::select! {
+            biased;
+            command = commands.recv() => match command {
+                None => break,
+                Some(Command::Start) => host.start(clock.now_ms()),
+                Some(Command::Submit(bytes, reply)) => {
+                    let _ = reply.send(host.submit(&bytes));
+                }
+                Some(Command::ReportHash(turn, hash)) => host.report_state_hash(turn, hash),
+                Some(Command::Stats(reply)) => {
+                    let peers = conns.keys().filter_map(|&p| host.peer_stats(p).map(|s| (p, s)));
+                    let _ = reply.send((host.stats().clone(), peers.collect()));
+                }
+            },
+            input = inputs.recv() => match input {
+                None => break,
+                Some(Input::Join { conn, request, reply }) => {
+                    let response = host.handle_join(clock.now_ms(), &request);
+                    if let Ok(player) = response.result {
+                        conns.insert(player, conn);
+                    }
+                    let _ = reply.send(response);
+                }
+                Some(Input::Datagram(player, bytes)) => {
+                    host.handle_datagram(clock.now_ms(), player, &bytes);
+                }
+                Some(Input::Closed(player)) => {
+                    conns.remove(&player);
+                }
+            },
+            () = tokio::time::sleep_until(wake) => {}
+        }
+        let now = clock.now_ms();
+        host.handle_timeout(now);
+        while let Some(player) = host.poll_transmit(now, &mut buf) {
+            if let Some(conn) = conns.get(&player) {
+                // A full send buffer drops the oldest datagram: loss, which the session repairs.
+                let _ = conn.send_datagram(Bytes::copy_from_slice(&buf));
+            }
+        }
+        while let Some(event) = host.poll_event() {
+            if let HostEvent::PlayerTimedOut(player) | HostEvent::PlayerMisbehaved(player) = event {
+                if let Some(conn) = conns.remove(&player) {
+                    conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"removed");
+                }
+            }
+            // Events beyond the channel's room are dropped: the state they describe is in
+            // the bundles and stats either way.
+            let _ = events.try_send(event);
+        }
+        // Only take a turn when the game has room for it: a game that falls behind holds the
+        // session back through the window instead of queueing without bound.
+        while turns.capacity() > 0 {
+            let Some(bundle) = host.next_turn() else { break };
+            if turns.try_send(bundle).is_err() {
+                break;
+            }
+        }
+    }
+}

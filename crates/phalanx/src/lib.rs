@@ -1,0 +1,170 @@
+//! phalanx: deterministic-lockstep multiplayer for real-time strategy games, over QUIC.
+//!
+//! This crate drives the sans-IO session of [`phalanx_proto`] over [quinn]: turns and commands
+//! travel in QUIC datagrams (RFC 9221) with phalanx's own acknowledgements, redundancy and
+//! timers; the join travels on one reliable stream. A [`Host`] listens and seals turns; each
+//! player runs a [`Client`]. Both are generic over the game's command type (any serde type;
+//! postcard on the wire).
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use phalanx::{Client, ClientOptions, Host, HostIdentity, HostOptions, HostVerification};
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! enum Order { Move { unit: u32, x: i32, y: i32 } }
+//!
+//! // The host: a self-signed identity whose fingerprint the lobby shows to players.
+//! let identity = HostIdentity::generate_self_signed("my-game")?;
+//! let fingerprint = identity.fingerprint();
+//! let host: Host<Order> = Host::bind(HostOptions::new(identity, "127.0.0.1:0".parse()?, vec![7])).await?;
+//!
+//! // A player pins that fingerprint and joins with its seat token.
+//! let options = ClientOptions::new(7, HostVerification::Pinned(fingerprint));
+//! let mut client: Client<Order> = Client::connect(host.local_addr()?, options).await?;
+//! host.start().await?;
+//! client.submit(&Order::Move { unit: 1, x: 10, y: 20 }).await?;
+//! while let Some(turn) = client.next_turn().await {
+//!     // Execute every command of `turn`, in order, in the deterministic simulation.
+//!     # let _ = turn; break;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! quinn is configured for games, not bulk transfer (see `transport.rs`): one stream, small
+//! windows, bounded datagram buffers, QUIC idle timeout just behind phalanx's own, and
+//! **0-RTT off** (early data is replayable). Crypto is rustls with ring, TLS 1.3.
+#![forbid(unsafe_code)]
+
+mod client;
+mod host;
+mod tls;
+mod transport;
+
+use std::fmt;
+
+pub use client::{Client, ClientOptions};
+pub use host::{Host, HostOptions, CLOSE_REMOVED, CLOSE_SHUTDOWN};
+pub use phalanx_proto::{
+    ClientEvent, ClientStats, CodecError, DesyncReport, EndReason, HostEvent, HostStats, Pace,
+    PeerStats, PlayerId, SessionConfig, SubmitError, Ticket, Turn, TypedRecord, TypedTurn,
+};
+pub use tls::{
+    Fingerprint, FingerprintParseError, HostIdentity, HostVerification, IdentityError, ALPN,
+};
+
+/// Events kept for the application before the oldest are dropped.
+pub(crate) const EVENTS_MAX: usize = 1_024;
+
+/// Local time for the sans-IO core: milliseconds since the driver started (monotonic).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock(tokio::time::Instant);
+
+impl Clock {
+    pub(crate) fn new() -> Clock {
+        Clock(tokio::time::Instant::now())
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.0.elapsed().as_millis() as u64
+    }
+
+    pub(crate) fn instant(&self, ms: u64) -> tokio::time::Instant {
+        self.0 + std::time::Duration::from_millis(ms)
+    }
+}
+
+/// Why a host could not start.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HostError {
+    /// The session config is invalid.
+    Config(phalanx_proto::ConfigError),
+    /// The identity does not make a TLS configuration.
+    Identity(IdentityError),
+    /// The TLS configuration does not suit QUIC.
+    Tls(String),
+    /// The socket could not be bound.
+    Bind(std::io::Error),
+    /// No tokio runtime is running: call from inside one.
+    NoRuntime,
+    /// `local_player` was asked for but the session has no free seat.
+    NoSeatForLocalPlayer,
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostError::Config(error) => write!(f, "invalid session config: {error}"),
+            HostError::Identity(error) => error.fmt(f),
+            HostError::Tls(error) => write!(f, "TLS configuration: {error}"),
+            HostError::Bind(error) => write!(f, "cannot bind the socket: {error}"),
+            HostError::NoRuntime => write!(f, "no tokio runtime is running"),
+            HostError::NoSeatForLocalPlayer => write!(f, "no seat left for the host's player"),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// Why a client could not join.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The session config is invalid.
+    Config(phalanx_proto::ConfigError),
+    /// The TLS configuration could not be built.
+    Tls(rustls::Error),
+    /// The local socket could not be bound.
+    Endpoint(std::io::Error),
+    /// The connection could not be started (bad address or server name).
+    Connect(quinn::ConnectError),
+    /// The connection failed: unreachable host, certificate not accepted, or closed.
+    Connection(quinn::ConnectionError),
+    /// The join stream failed.
+    Stream(String),
+    /// The host did not answer the join in time.
+    Timeout,
+    /// The host refused the join, or its reply was unusable.
+    Join(phalanx_proto::ClientJoinError),
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Config(error) => write!(f, "invalid session config: {error}"),
+            ConnectError::Tls(error) => write!(f, "TLS configuration: {error}"),
+            ConnectError::Endpoint(error) => write!(f, "cannot bind a local socket: {error}"),
+            ConnectError::Connect(error) => write!(f, "cannot connect: {error}"),
+            ConnectError::Connection(error) => write!(f, "connection failed: {error}"),
+            ConnectError::Stream(error) => write!(f, "join stream failed: {error}"),
+            ConnectError::Timeout => write!(f, "the host did not answer the join in time"),
+            ConnectError::Join(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+/// Why an operation on a running session failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The command did not encode.
+    Codec(CodecError),
+    /// The session refused the command (too large, over budget, not running).
+    Submit(SubmitError),
+    /// The session's driver has stopped (the session ended or was shut down).
+    Closed,
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::Codec(error) => error.fmt(f),
+            SessionError::Submit(error) => error.fmt(f),
+            SessionError::Closed => write!(f, "the session has ended"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}

@@ -1,0 +1,39 @@
+//! quinn configured for a lockstep game rather than bulk transfer: every transport limit is
+//! set explicitly from the session config. quinn's defaults suit file transfer (receive window
+//! `VarInt::MAX`, 100 + 100 streams, 1 MiB datagram buffers); a game needs one stream for the
+//! join and small, bounded datagram buffers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use phalanx_proto::SessionConfig;
+use quinn::{IdleTimeout, TransportConfig, VarInt};
+
+/// The most bytes the join stream carries each way (a join request or reply is < 64 bytes).
+pub(crate) const JOIN_BYTES_MAX: usize = 1_024;
+
+/// How long a new connection may take to send its join request.
+pub(crate) const JOIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Transport settings for a session.
+pub(crate) fn transport_config(session: &SessionConfig) -> Arc<TransportConfig> {
+    let mut transport = TransportConfig::default();
+    // QUIC's own idle timeout sits behind ours, so the session ends with phalanx's typed
+    // outcome (HostLost / PlayerTimedOut) rather than a bare connection error.
+    let idle_ms = u64::from(session.idle_timeout_ms) + 2_000;
+    transport.max_idle_timeout(Some(
+        IdleTimeout::try_from(Duration::from_millis(idle_ms)).expect("a few seconds fit"),
+    ));
+    // phalanx sends its own keep-alives inside datagrams.
+    transport.keep_alive_interval(None);
+    transport.max_concurrent_bidi_streams(VarInt::from_u32(1));
+    transport.max_concurrent_uni_streams(VarInt::from_u32(0));
+    transport.stream_receive_window(VarInt::from_u32(JOIN_BYTES_MAX as u32 * 4));
+    transport.receive_window(VarInt::from_u32(64 * 1024));
+    transport.send_window(64 * 1024);
+    // Room for a window's worth of full datagrams each way; past that quinn drops the oldest.
+    let datagrams = usize::from(session.datagram_bytes_max) * session.turns_ahead_max as usize * 2;
+    transport.datagram_receive_buffer_size(Some(datagrams));
+    transport.datagram_send_buffer_size(datagrams);
+    Arc::new(transport)
+}
