@@ -32,6 +32,11 @@ pub struct ClientOptions {
     pub verification: HostVerification,
     /// The name the host's certificate is checked against (for `Roots`).
     pub server_name: String,
+    /// The transport under the endpoint: an ephemeral UDP socket (the default), or any
+    /// [`quinn::AsyncUdpSocket`] — phalanx-sim passes a simulated one.
+    pub socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
+    /// Seeds quinn's own randomness (and connection ids), for reproducible simulations.
+    pub quic_seed: Option<[u8; 32]>,
 }
 
 impl ClientOptions {
@@ -42,6 +47,8 @@ impl ClientOptions {
             token,
             verification,
             server_name: "phalanx".to_owned(),
+            socket: None,
+            quic_seed: None,
         }
     }
 }
@@ -72,7 +79,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// reached, its certificate does not verify, or it refuses the join (the refusal names
     /// both versions or hashes on a mismatch).
     pub async fn connect(addr: SocketAddr, options: ClientOptions) -> Result<Self, ConnectError> {
-        let ClientOptions { session, token, verification, server_name } = options;
+        let ClientOptions { session, token, verification, server_name, socket, quic_seed } =
+            options;
         let (mut client, request) =
             phalanx_proto::Client::new(session.clone(), token).map_err(ConnectError::Config)?;
         let tls = client_tls(&verification).map_err(ConnectError::Tls)?;
@@ -85,7 +93,20 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         } else {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let mut endpoint = quinn::Endpoint::client(bind).map_err(ConnectError::Endpoint)?;
+        let mut endpoint_config = quinn::EndpointConfig::default();
+        crate::seed_endpoint(&mut endpoint_config, quic_seed);
+        let runtime = quinn::default_runtime()
+            .ok_or_else(|| ConnectError::Stream("no tokio runtime is running".into()))?;
+        let mut endpoint = match socket {
+            Some(socket) => {
+                quinn::Endpoint::new_with_abstract_socket(endpoint_config, None, socket, runtime)
+            }
+            None => {
+                let socket = std::net::UdpSocket::bind(bind).map_err(ConnectError::Endpoint)?;
+                quinn::Endpoint::new(endpoint_config, None, socket, runtime)
+            }
+        }
+        .map_err(ConnectError::Endpoint)?;
         endpoint.set_default_client_config(config);
         let connecting = endpoint.connect(addr, &server_name).map_err(ConnectError::Connect)?;
         let clock = Clock::new();

@@ -43,6 +43,12 @@ pub struct HostOptions {
     /// The stateless-reset key. Persist it: a restarted host that keeps it is noticed by its
     /// old clients in one round trip instead of an idle timeout. `None`: a fresh random one.
     pub reset_key: Option<[u8; 32]>,
+    /// The transport under the endpoint: a real UDP socket on `bind` (the default), or any
+    /// [`quinn::AsyncUdpSocket`] — phalanx-sim passes a simulated one.
+    pub socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
+    /// Seeds quinn's own randomness (and connection ids): set by simulations so a seed
+    /// reproduces a run. `None` for real games.
+    pub quic_seed: Option<[u8; 32]>,
 }
 
 impl HostOptions {
@@ -55,6 +61,8 @@ impl HostOptions {
             identity,
             bind,
             reset_key: None,
+            socket: None,
+            quic_seed: None,
         }
     }
 }
@@ -88,7 +96,16 @@ pub struct Host<C, K: CommandCodec = DefaultCodec> {
 impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// Starts listening. Joins are accepted until [`start`](Self::start).
     pub async fn bind(options: HostOptions) -> Result<Self, HostError> {
-        let HostOptions { session, tokens, local_player, identity, bind, reset_key } = options;
+        let HostOptions {
+            session,
+            tokens,
+            local_player,
+            identity,
+            bind,
+            reset_key,
+            socket,
+            quic_seed,
+        } = options;
         let mut host =
             phalanx_proto::Host::new(session.clone(), &tokens).map_err(HostError::Config)?;
         let local_player = if local_player {
@@ -103,11 +120,22 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         server.transport_config(transport_config(&session));
         let key = reset_key.unwrap_or_else(random_key);
         let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
-        let endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
-        let socket = std::net::UdpSocket::bind(bind).map_err(HostError::Bind)?;
+        let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
+        crate::seed_endpoint(&mut endpoint_config, quic_seed);
         let runtime = quinn::default_runtime().ok_or(HostError::NoRuntime)?;
-        let endpoint = quinn::Endpoint::new(endpoint_config, Some(server), socket, runtime)
-            .map_err(HostError::Bind)?;
+        let endpoint = match socket {
+            Some(socket) => quinn::Endpoint::new_with_abstract_socket(
+                endpoint_config,
+                Some(server),
+                socket,
+                runtime,
+            ),
+            None => {
+                let socket = std::net::UdpSocket::bind(bind).map_err(HostError::Bind)?;
+                quinn::Endpoint::new(endpoint_config, Some(server), socket, runtime)
+            }
+        }
+        .map_err(HostError::Bind)?;
 
         let window = session.turns_ahead_max as usize;
         let (input_tx, input_rx) = mpsc::channel(4 * 1024);

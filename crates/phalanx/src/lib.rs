@@ -52,6 +52,39 @@ pub use tls::{
     Fingerprint, FingerprintParseError, HostIdentity, HostVerification, IdentityError, ALPN,
 };
 
+/// Seeds an endpoint's randomness and connection ids, for reproducible simulations.
+pub(crate) fn seed_endpoint(config: &mut quinn::EndpointConfig, seed: Option<[u8; 32]>) {
+    let Some(seed) = seed else { return };
+    config.rng_seed(Some(seed));
+    let key = u64::from_le_bytes(seed[..8].try_into().expect("eight bytes"));
+    config.cid_generator(move || Box::new(SeededCids { next: key, key }));
+}
+
+/// Connection ids from a counter mixed with a key: unique per endpoint, the same every run.
+#[derive(Debug)]
+struct SeededCids {
+    next: u64,
+    key: u64,
+}
+
+impl quinn::ConnectionIdGenerator for SeededCids {
+    fn generate_cid(&mut self) -> quinn::ConnectionId {
+        self.next = self.next.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.next;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        quinn::ConnectionId::new(&(z ^ (z >> 31) ^ self.key).to_le_bytes())
+    }
+
+    fn cid_len(&self) -> usize {
+        8
+    }
+
+    fn cid_lifetime(&self) -> Option<std::time::Duration> {
+        None
+    }
+}
+
 /// Events kept for the application before the oldest are dropped.
 pub(crate) const EVENTS_MAX: usize = 1_024;
 

@@ -105,14 +105,20 @@ impl fmt::Display for IdentityError {
 impl std::error::Error for IdentityError {}
 
 impl HostIdentity {
-    /// A fresh self-signed certificate for `name` (any name: clients pin the fingerprint, not
-    /// the name). Show [`fingerprint`](Self::fingerprint) to players.
+    /// A fresh self-signed Ed25519 certificate for `name` (any name: clients pin the
+    /// fingerprint, not the name). Show [`fingerprint`](Self::fingerprint) to players. Ed25519
+    /// signatures have a fixed size, which keeps handshake packet sizes — and so simulated
+    /// traces — identical from run to run.
     pub fn generate_self_signed(name: &str) -> Result<HostIdentity, IdentityError> {
-        let certified = rcgen::generate_simple_self_signed(vec![name.to_owned()])
-            .map_err(|error| IdentityError::Generate(error.to_string()))?;
+        let generate = |error: rcgen::Error| IdentityError::Generate(error.to_string());
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).map_err(generate)?;
+        let cert = rcgen::CertificateParams::new(vec![name.to_owned()])
+            .map_err(generate)?
+            .self_signed(&key)
+            .map_err(generate)?;
         Ok(HostIdentity {
-            cert: certified.cert.der().clone(),
-            key: PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()),
+            cert: cert.der().clone(),
+            key: PrivatePkcs8KeyDer::from(key.serialize_der()),
         })
     }
 

@@ -1,0 +1,443 @@
+//! Deterministic network-fault simulation for phalanx games: a host and N clients running
+//! **real quinn and tokio** under [turmoil]'s simulated network and clock, with a seeded fault
+//! layer (loss, Gilbert–Elliott bursts, duplication, jitter/reordering, an MTU cap) and a
+//! timeline of partitions and heals. Games plug in through [`SimGame`]; a run returns a
+//! [`SimReport`] with every player's per-turn state hashes and a digest of the packet trace.
+//!
+//! Same seed, same report: turmoil is seeded, quinn's randomness and connection ids are seeded
+//! ([`phalanx::HostOptions::quic_seed`]), certificates are Ed25519 (fixed-size signatures, so
+//! packet sizes never vary), and every fault draw comes from the seed. TLS still draws fresh
+//! key material, so the *bytes* differ between runs; the trace digest therefore covers each
+//! datagram's time, endpoints, size and fate — everything the network sees but the ciphertext.
+//!
+//! ```no_run
+//! use phalanx_sim::{run, SimConfig, SimGame};
+//! # use phalanx::{PlayerId, Turn, TypedTurn};
+//! # struct MyGame;
+//! # impl SimGame for MyGame {
+//! #     type Command = u32;
+//! #     fn new(_: PlayerId, _: u64) -> Self { MyGame }
+//! #     fn execute(&mut self, _: &TypedTurn<u32>) {}
+//! #     fn state_hash(&self) -> u64 { 0 }
+//! #     fn commands(&mut self, _: Turn) -> Vec<u32> { Vec::new() }
+//! # }
+//! let report = run::<MyGame>(SimConfig::new(42, 4)).expect("the simulation ran");
+//! report.check_agreement().expect("every player reached the same states");
+//! println!("rerun with seed 42; trace digest {:#x}", report.trace_digest);
+//! ```
+#![forbid(unsafe_code)]
+
+mod socket;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use phalanx::{
+    Client, ClientOptions, EndReason, Host, HostIdentity, HostOptions, HostVerification, PlayerId,
+    SessionConfig, Turn, TypedTurn,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub use socket::SimSocket;
+
+/// SplitMix64: small, seedable, the same everywhere.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..bound` (0 for a bound of 0).
+    pub fn below(&mut self, bound: u64) -> u64 {
+        if bound == 0 {
+            0
+        } else {
+            self.next_u64() % bound
+        }
+    }
+
+    /// True with probability `permille / 1000`.
+    pub fn chance(&mut self, permille: u32) -> bool {
+        self.below(1000) < u64::from(permille)
+    }
+}
+
+/// Gilbert–Elliott burst loss, stepped once per datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst {
+    /// Chance per datagram of entering the bad state.
+    pub enter_permille: u32,
+    /// Chance per datagram of leaving it.
+    pub leave_permille: u32,
+    /// Loss in the bad state.
+    pub loss_permille: u32,
+}
+
+/// Outbound faults of one node (applied to everything it sends).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LinkFaults {
+    /// Independent loss.
+    pub loss_permille: u32,
+    /// Burst loss on top.
+    pub burst: Option<Burst>,
+    /// Chance of a duplicate (delayed by up to `jitter_ms + 50`).
+    pub duplicate_permille: u32,
+    /// Extra delay, uniform in `0..=jitter_ms`, per datagram: reorders.
+    pub jitter_ms: u64,
+    /// Datagrams larger than this are dropped.
+    pub mtu_bytes: Option<usize>,
+}
+
+/// A timeline step, on simulated time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Cut player `index` off from the host, both ways, at `at_ms`.
+    Partition {
+        /// When.
+        at_ms: u64,
+        /// Which player (client index).
+        player: usize,
+    },
+    /// Reconnect player `index` to the host at `at_ms`.
+    Repair {
+        /// When.
+        at_ms: u64,
+        /// Which player.
+        player: usize,
+    },
+}
+
+/// A scenario.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SimConfig {
+    /// The seed of everything.
+    pub seed: u64,
+    /// Remote players.
+    pub players: usize,
+    /// The session config (host and clients).
+    pub session: SessionConfig,
+    /// One-way latency of every link.
+    pub latency_ms: u64,
+    /// Faults on everything every node sends.
+    pub faults: LinkFaults,
+    /// Partitions and repairs.
+    pub timeline: Vec<Step>,
+    /// Turns every player plays before leaving.
+    pub turns: u32,
+    /// Simulated time limit: past it the run fails (a livelock or a stall that never ends).
+    pub limit_ms: u64,
+}
+
+impl SimConfig {
+    /// `players` clients, 20 ms one way, no faults, 100 turns.
+    pub fn new(seed: u64, players: usize) -> SimConfig {
+        SimConfig {
+            seed,
+            players,
+            session: SessionConfig::default(),
+            latency_ms: 20,
+            faults: LinkFaults::default(),
+            timeline: Vec::new(),
+            turns: 100,
+            limit_ms: 120_000,
+        }
+    }
+}
+
+/// A deterministic game, as the simulator drives it: one instance per player.
+pub trait SimGame: Send + 'static {
+    /// The game's command type.
+    type Command: Serialize + DeserializeOwned + Send + Clone + std::fmt::Debug + 'static;
+    /// The game for `player`, from the scenario seed.
+    fn new(player: PlayerId, seed: u64) -> Self;
+    /// Executes one turn.
+    fn execute(&mut self, turn: &TypedTurn<Self::Command>);
+    /// The state hash (reported at check turns, recorded every turn).
+    fn state_hash(&self) -> u64;
+    /// Commands the player issues after executing `turn` (return an empty list most turns).
+    fn commands(&mut self, turn: Turn) -> Vec<Self::Command>;
+}
+
+/// What a run produced.
+#[derive(Clone, Debug, Default)]
+pub struct SimReport {
+    /// Per player: the state hash after every executed turn, in turn order.
+    pub hashes: Vec<Vec<u64>>,
+    /// Per player: how its session ended, if before its last turn.
+    pub ended: Vec<Option<EndReason>>,
+    /// Per player: commands it submitted, and commands (of anyone) it executed.
+    pub submitted: Vec<u64>,
+    /// See `submitted`.
+    pub executed: Vec<u64>,
+    /// Per player: join errors, if it could not join.
+    pub join_errors: Vec<Option<String>>,
+    /// Host events, as text, with their simulated time.
+    pub host_events: Vec<(u64, String)>,
+    /// A digest of every datagram's (time, source, destination, size, copies delivered).
+    pub trace_digest: u64,
+    /// Datagrams handed to the network, and how many copies of them the fault layer let
+    /// through.
+    pub datagrams: u64,
+    /// See `datagrams`.
+    pub copies: u64,
+    /// Simulated milliseconds the run took.
+    pub sim_ms: u64,
+}
+
+impl SimReport {
+    /// Every player that executed turn `t` holds the same state hash after it.
+    pub fn check_agreement(&self) -> Result<(), String> {
+        let longest = self.hashes.iter().map(Vec::len).max().unwrap_or(0);
+        for turn in 0..longest {
+            let mut seen =
+                self.hashes.iter().enumerate().filter_map(|(p, h)| h.get(turn).map(|x| (p, *x)));
+            if let Some((first, hash)) = seen.next() {
+                if let Some((other, differs)) = seen.find(|&(_, h)| h != hash) {
+                    return Err(format!(
+                        "turn {turn}: player {first} has {hash:#x}, player {other} {differs:#x}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The packet trace, folded as it happens.
+#[derive(Debug)]
+pub(crate) struct Trace {
+    digest: u64,
+    datagrams: u64,
+    copies: u64,
+}
+
+impl Trace {
+    fn new() -> Trace {
+        Trace { digest: 0xcbf2_9ce4_8422_2325, datagrams: 0, copies: 0 }
+    }
+
+    pub(crate) fn record(&mut self, from: SocketAddr, to: SocketAddr, len: usize, copies: usize) {
+        let at = turmoil::elapsed().as_millis() as u64;
+        let text = format!("{at} {from} {to} {len} {copies};");
+        for byte in text.bytes() {
+            self.digest = (self.digest ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.datagrams += 1;
+        self.copies += copies as u64;
+    }
+}
+
+/// Why a run could not complete.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SimError {
+    /// turmoil reported an error (a node failed, or the time limit passed).
+    Turmoil(String),
+    /// The host's identity could not be made.
+    Identity(phalanx::IdentityError),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Turmoil(error) => write!(f, "simulation failed: {error}"),
+            SimError::Identity(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+const HOST_PORT: u16 = 4_433;
+
+fn node_seed(seed: u64, node: u64) -> u64 {
+    let mut rng = Rng::new(seed ^ node.wrapping_mul(0xA24B_AED4_963E_E407));
+    rng.next_u64()
+}
+
+fn quic_seed(seed: u64, node: u64) -> [u8; 32] {
+    let mut rng = Rng::new(node_seed(seed, node));
+    let mut bytes = [0u8; 32];
+    for chunk in bytes.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    bytes
+}
+
+/// Runs a scenario: a host and `players` clients playing `G` for `turns` turns.
+pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
+    let identity = HostIdentity::generate_self_signed("phalanx-sim").map_err(SimError::Identity)?;
+    let fingerprint = identity.fingerprint();
+    let (cert, key) = (identity.cert_der().to_vec(), identity.key_der().to_vec());
+    let report = Arc::new(Mutex::new(SimReport {
+        hashes: vec![Vec::new(); config.players],
+        ended: vec![None; config.players],
+        submitted: vec![0; config.players],
+        executed: vec![0; config.players],
+        join_errors: vec![None; config.players],
+        ..SimReport::default()
+    }));
+    let trace = Arc::new(Mutex::new(Trace::new()));
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(config.seed)
+        .simulation_duration(Duration::from_millis(config.limit_ms))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_millis(config.latency_ms))
+        .max_message_latency(Duration::from_millis(config.latency_ms))
+        .udp_capacity(4_096)
+        .build();
+
+    let tokens: Vec<u64> = (0..config.players as u64).map(|i| 100 + i).collect();
+    {
+        let (config, trace, report, tokens) =
+            (config.clone(), trace.clone(), report.clone(), tokens.clone());
+        sim.host("host", move || {
+            let (config, trace, report, tokens) =
+                (config.clone(), trace.clone(), report.clone(), tokens.clone());
+            let (cert, key) = (cert.clone(), key.clone());
+            async move {
+                let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
+                let socket =
+                    SimSocket::bind(bind, config.faults, node_seed(config.seed, 0), trace).await?;
+                let mut options =
+                    HostOptions::new(HostIdentity::from_der(cert, key), bind, tokens.clone());
+                options.session = config.session.clone();
+                options.socket = Some(socket);
+                options.quic_seed = Some(quic_seed(config.seed, 0));
+                options.reset_key = Some([7; 32]);
+                let mut host: Host<G::Command> =
+                    Host::bind(options).await.map_err(|e| e.to_string())?;
+                let mut joined = 0;
+                let mut started = false;
+                loop {
+                    while let Some(event) = host.try_event() {
+                        if matches!(event, phalanx::HostEvent::PlayerJoined(_)) {
+                            joined += 1;
+                        }
+                        let at = turmoil::elapsed().as_millis() as u64;
+                        report
+                            .lock()
+                            .expect("not poisoned")
+                            .host_events
+                            .push((at, format!("{event:?}")));
+                    }
+                    if !started && joined == config.players {
+                        host.start().await.map_err(|e| e.to_string())?;
+                        started = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+        });
+    }
+
+    for (index, &token) in tokens.iter().enumerate() {
+        let (config, report, trace) = (config.clone(), report.clone(), trace.clone());
+        sim.client(format!("p{index}"), async move {
+            let host_ip = turmoil::lookup("host");
+            let addr = SocketAddr::from((host_ip, HOST_PORT));
+            let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), 5_000));
+            let node = index as u64 + 1;
+            let socket =
+                SimSocket::bind(bind, config.faults, node_seed(config.seed, node), trace).await?;
+            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+            options.session = config.session.clone();
+            options.socket = Some(socket);
+            options.quic_seed = Some(quic_seed(config.seed, node));
+            let mut client: Client<G::Command> = match Client::connect(addr, options).await {
+                Ok(client) => client,
+                Err(error) => {
+                    report.lock().expect("not poisoned").join_errors[index] =
+                        Some(error.to_string());
+                    return Ok(());
+                }
+            };
+            let mut game = G::new(client.player(), config.seed);
+            let interval = config.session.sync_interval_turns.max(1);
+            while let Some(turn) = client.next_turn().await {
+                game.execute(&turn);
+                let hash = game.state_hash();
+                let executed = turn
+                    .records
+                    .iter()
+                    .filter(|r| matches!(r, phalanx::TypedRecord::Command { .. }))
+                    .count() as u64;
+                {
+                    let mut report = report.lock().expect("not poisoned");
+                    report.hashes[index].push(hash);
+                    report.executed[index] += executed;
+                }
+                if turn.turn.0 % interval == 0 {
+                    let _ = client.report_state_hash(turn.turn, hash).await;
+                }
+                if turn.turn.0 + 1 >= config.turns {
+                    break;
+                }
+                for command in game.commands(turn.turn) {
+                    if client.submit(&command).await.is_ok() {
+                        report.lock().expect("not poisoned").submitted[index] += 1;
+                    }
+                }
+            }
+            report.lock().expect("not poisoned").ended[index] = client.ended();
+            // Stay a little so the last acknowledgements reach the host.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            client.shutdown().await;
+            Ok(())
+        });
+    }
+
+    {
+        let timeline = config.timeline.clone();
+        sim.client("director", async move {
+            let mut steps = timeline;
+            steps.sort_by_key(|step| match step {
+                Step::Partition { at_ms, .. } | Step::Repair { at_ms, .. } => *at_ms,
+            });
+            for step in steps {
+                let (at_ms, player, cut) = match step {
+                    Step::Partition { at_ms, player } => (at_ms, player, true),
+                    Step::Repair { at_ms, player } => (at_ms, player, false),
+                };
+                let now = turmoil::elapsed().as_millis() as u64;
+                tokio::time::sleep(Duration::from_millis(at_ms.saturating_sub(now))).await;
+                let node = format!("p{player}");
+                if cut {
+                    turmoil::partition("host", node.as_str());
+                } else {
+                    turmoil::repair("host", node.as_str());
+                }
+            }
+            Ok(())
+        });
+    }
+
+    sim.run().map_err(|error| SimError::Turmoil(error.to_string()))?;
+    let sim_ms = sim.elapsed().as_millis() as u64;
+    let mut report = Arc::try_unwrap(report)
+        .map(|m| m.into_inner().expect("not poisoned"))
+        .unwrap_or_else(|shared| shared.lock().expect("not poisoned").clone());
+    let trace = trace.lock().expect("not poisoned");
+    report.trace_digest = trace.digest;
+    report.datagrams = trace.datagrams;
+    report.copies = trace.copies;
+    report.sim_ms = sim_ms;
+    Ok(report)
+}

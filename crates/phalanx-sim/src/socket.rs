@@ -1,0 +1,172 @@
+//! quinn's socket trait over turmoil's simulated UDP, with a seeded fault layer.
+//!
+//! turmoil delivers datagrams on simulated time but has no independent per-packet loss,
+//! duplication or reordering of its own (its `fail_rate` flaps whole links); those live here,
+//! applied on send, every draw from the scenario's seed. quinn is told the path may fragment,
+//! so it stays at 1200-byte packets (turmoil has no MTU); an MTU cap here drops larger ones.
+
+use std::fmt;
+use std::future::Future;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use quinn::udp::{RecvMeta, Transmit};
+use quinn::{AsyncUdpSocket, UdpPoller};
+
+use crate::{LinkFaults, Rng, Trace};
+
+type Readable = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
+
+/// A simulated UDP socket for quinn, with faults on the way out.
+pub struct SimSocket {
+    socket: Arc<turmoil::net::UdpSocket>,
+    local: SocketAddr,
+    /// turmoil's `readable()` holds the socket's receive lock while it waits: the future must
+    /// be kept across polls, not recreated.
+    readable: Mutex<Option<Readable>>,
+    faults: Mutex<FaultState>,
+    trace: Arc<Mutex<Trace>>,
+}
+
+struct FaultState {
+    rng: Rng,
+    faults: LinkFaults,
+    /// Gilbert–Elliott state: in the bad state.
+    bad: bool,
+}
+
+impl fmt::Debug for SimSocket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimSocket").field("local", &self.local).finish_non_exhaustive()
+    }
+}
+
+impl SimSocket {
+    /// Binds a simulated socket (inside a turmoil host) with the given outbound faults.
+    pub(crate) async fn bind(
+        addr: SocketAddr,
+        faults: LinkFaults,
+        seed: u64,
+        trace: Arc<Mutex<Trace>>,
+    ) -> io::Result<Arc<SimSocket>> {
+        let socket = turmoil::net::UdpSocket::bind(addr).await?;
+        let local = socket.local_addr()?;
+        Ok(Arc::new(SimSocket {
+            socket: Arc::new(socket),
+            local,
+            readable: Mutex::new(None),
+            faults: Mutex::new(FaultState { rng: Rng::new(seed), faults, bad: false }),
+            trace,
+        }))
+    }
+
+    /// Decides the fate of one outgoing datagram: how many copies, each after what delay.
+    fn plan(&self, len: usize) -> Vec<Duration> {
+        let mut state = self.faults.lock().expect("not poisoned");
+        let FaultState { rng, faults, bad } = &mut *state;
+        if faults.mtu_bytes.is_some_and(|mtu| len > mtu) {
+            return Vec::new();
+        }
+        let mut lost = rng.chance(faults.loss_permille);
+        if let Some(burst) = faults.burst {
+            let flip = if *bad { burst.leave_permille } else { burst.enter_permille };
+            if rng.chance(flip) {
+                *bad = !*bad;
+            }
+            lost |= *bad && rng.chance(burst.loss_permille);
+        }
+        if lost {
+            return Vec::new();
+        }
+        let mut delays = vec![Duration::from_millis(rng.below(faults.jitter_ms + 1))];
+        if rng.chance(faults.duplicate_permille) {
+            delays.push(Duration::from_millis(rng.below(faults.jitter_ms + 50)));
+        }
+        delays
+    }
+}
+
+impl AsyncUdpSocket for SimSocket {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        // turmoil has no back-pressure: the socket is always writable.
+        Box::pin(AlwaysWritable)
+    }
+
+    fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
+        let len = transmit.contents.len();
+        let copies = self.plan(len);
+        self.trace.lock().expect("not poisoned").record(
+            self.local,
+            transmit.destination,
+            len,
+            copies.len(),
+        );
+        for delay in copies {
+            if delay.is_zero() {
+                // A send error is loss, as on a real network.
+                let _ = self.socket.try_send_to(transmit.contents, transmit.destination);
+            } else {
+                let socket = self.socket.clone();
+                let bytes = transmit.contents.to_vec();
+                let destination = transmit.destination;
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = socket.try_send_to(&bytes, destination);
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        let (Some(buf), Some(slot)) = (bufs.first_mut(), meta.first_mut()) else {
+            return Poll::Ready(Ok(0));
+        };
+        loop {
+            match self.socket.try_recv_from(buf) {
+                Ok((len, addr)) => {
+                    *slot = RecvMeta { addr, len, stride: len, ecn: None, dst_ip: None };
+                    return Poll::Ready(Ok(1));
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    let mut readable = self.readable.lock().expect("not poisoned");
+                    let future = readable.get_or_insert_with(|| {
+                        let socket = self.socket.clone();
+                        Box::pin(async move { socket.readable().await })
+                    });
+                    match future.as_mut().poll(cx) {
+                        Poll::Ready(_) => *readable = None,
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                Err(error) => return Poll::Ready(Err(error)),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+
+    fn may_fragment(&self) -> bool {
+        true
+    }
+}
+
+#[derive(Debug)]
+struct AlwaysWritable;
+
+impl UdpPoller for AlwaysWritable {
+    fn poll_writable(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
