@@ -101,6 +101,11 @@ pub struct LinkFaults {
     pub jitter_ms: u64,
     /// Datagrams larger than this are dropped.
     pub mtu_bytes: Option<usize>,
+    /// Chance a datagram has one byte flipped on the way (below QUIC: its authentication must
+    /// discard it).
+    pub corrupt_permille: u32,
+    /// Duplicates arrive up to this much later than the original (replays).
+    pub replay_delay_ms: u64,
 }
 
 /// A timeline step, on simulated time.
@@ -121,6 +126,21 @@ pub enum Step {
         /// Which player.
         player: usize,
     },
+    /// Crash the host's process at `at_ms` (nothing runs there afterwards).
+    CrashHost {
+        /// When.
+        at_ms: u64,
+    },
+}
+
+impl Step {
+    fn at_ms(&self) -> u64 {
+        match *self {
+            Step::Partition { at_ms, .. }
+            | Step::Repair { at_ms, .. }
+            | Step::CrashHost { at_ms } => at_ms,
+        }
+    }
 }
 
 /// A scenario.
@@ -143,6 +163,11 @@ pub struct SimConfig {
     pub turns: u32,
     /// Simulated time limit: past it the run fails (a livelock or a stall that never ends).
     pub limit_ms: u64,
+    /// Flip one bit of one player's game state right after it executes a turn:
+    /// `(player, turn)` (fault-matrix row 14).
+    pub desync_at: Option<(usize, u32)>,
+    /// A hostile node tries this many joins with bad tokens while the game runs (row 22).
+    pub flood_joins: u32,
 }
 
 impl SimConfig {
@@ -157,6 +182,8 @@ impl SimConfig {
             timeline: Vec::new(),
             turns: 100,
             limit_ms: 120_000,
+            desync_at: None,
+            flood_joins: 0,
         }
     }
 }
@@ -199,6 +226,10 @@ pub struct SimReport {
     pub copies: u64,
     /// Simulated milliseconds the run took.
     pub sim_ms: u64,
+    /// Desync reports as each player met them: `(player, check turn, diverged players)`.
+    pub desyncs: Vec<(usize, u32, Vec<u8>)>,
+    /// Joins of the hostile flood that were refused (or failed), of `flood_joins`.
+    pub flood_refused: u32,
 }
 
 impl SimReport {
@@ -248,8 +279,14 @@ impl Trace {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SimError {
-    /// turmoil reported an error (a node failed, or the time limit passed).
-    Turmoil(String),
+    /// turmoil reported an error (a node failed, or the time limit passed). The report holds
+    /// what happened up to then.
+    Turmoil {
+        /// turmoil's message.
+        error: String,
+        /// The partial report.
+        partial: Box<SimReport>,
+    },
     /// The host's identity could not be made.
     Identity(phalanx::IdentityError),
 }
@@ -257,7 +294,15 @@ pub enum SimError {
 impl std::fmt::Display for SimError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SimError::Turmoil(error) => write!(f, "simulation failed: {error}"),
+            SimError::Turmoil { error, partial } => {
+                let turns: Vec<usize> = partial.hashes.iter().map(Vec::len).collect();
+                write!(
+                    f,
+                    "simulation failed: {error} (turns per player {turns:?}, ended {:?}, join \
+                     errors {:?}, host events {:?})",
+                    partial.ended, partial.join_errors, partial.host_events
+                )
+            }
             SimError::Identity(error) => error.fmt(f),
         }
     }
@@ -338,7 +383,10 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
                             .host_events
                             .push((at, format!("{event:?}")));
                     }
-                    if !started && joined == config.players {
+                    // Start when everyone is in, or once joining has had 20 s (a player whose
+                    // joins all failed is reported in `join_errors`, not waited for forever).
+                    let late = turmoil::elapsed() >= Duration::from_secs(20);
+                    if !started && (joined == config.players || late && joined > 0) {
                         host.start().await.map_err(|e| e.to_string())?;
                         started = true;
                     }
@@ -353,27 +401,47 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
         sim.client(format!("p{index}"), async move {
             let host_ip = turmoil::lookup("host");
             let addr = SocketAddr::from((host_ip, HOST_PORT));
-            let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), 5_000));
             let node = index as u64 + 1;
-            let socket =
-                SimSocket::bind(bind, config.faults, node_seed(config.seed, node), trace).await?;
-            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
-            options.session = config.session.clone();
-            options.socket = Some(socket);
-            options.quic_seed = Some(quic_seed(config.seed, node));
-            let mut client: Client<G::Command> = match Client::connect(addr, options).await {
-                Ok(client) => client,
-                Err(error) => {
-                    report.lock().expect("not poisoned").join_errors[index] =
-                        Some(error.to_string());
-                    return Ok(());
+            // A real game retries a failed join; so does the simulated player, three times.
+            let mut attempt = 0u64;
+            let mut client: Client<G::Command> = loop {
+                let port = 5_000 + attempt as u16;
+                let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), port));
+                let seed = node_seed(config.seed, node + 100 * attempt);
+                let socket = SimSocket::bind(bind, config.faults, seed, trace.clone()).await?;
+                let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+                options.session = config.session.clone();
+                options.socket = Some(socket);
+                options.quic_seed = Some(quic_seed(config.seed, node + 100 * attempt));
+                match Client::connect(addr, options).await {
+                    Ok(client) => break client,
+                    Err(error) if attempt == 2 => {
+                        report.lock().expect("not poisoned").join_errors[index] =
+                            Some(error.to_string());
+                        return Ok(());
+                    }
+                    Err(_) => attempt += 1,
                 }
             };
             let mut game = G::new(client.player(), config.seed);
             let interval = config.session.sync_interval_turns.max(1);
+            let mut flipped = 0u64;
             while let Some(turn) = client.next_turn().await {
                 game.execute(&turn);
-                let hash = game.state_hash();
+                if config.desync_at == Some((index, turn.turn.0)) {
+                    flipped = 1;
+                }
+                let hash = game.state_hash() ^ flipped;
+                while let Some(event) = client.try_event() {
+                    if let phalanx::ClientEvent::Desync(desync) = event {
+                        let diverged = desync.diverged.iter().map(|p| p.0).collect();
+                        report.lock().expect("not poisoned").desyncs.push((
+                            index,
+                            desync.turn.0,
+                            diverged,
+                        ));
+                    }
+                }
                 let executed = turn
                     .records
                     .iter()
@@ -404,17 +472,50 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
         });
     }
 
+    if config.flood_joins > 0 {
+        let (config, report, trace) = (config.clone(), report.clone(), trace.clone());
+        sim.client("flood", async move {
+            let addr = SocketAddr::from((turmoil::lookup("host"), HOST_PORT));
+            tokio::time::sleep(Duration::from_millis(1_000)).await;
+            for attempt in 0..config.flood_joins {
+                let bind = SocketAddr::from((
+                    IpAddr::from([0, 0, 0, 0]),
+                    6_000 + (attempt % 50_000) as u16,
+                ));
+                let seed = node_seed(config.seed, 10_000 + u64::from(attempt));
+                let socket =
+                    SimSocket::bind(bind, LinkFaults::default(), seed, trace.clone()).await?;
+                let mut options = ClientOptions::new(
+                    u64::MAX - u64::from(attempt),
+                    HostVerification::Pinned(fingerprint),
+                );
+                options.session = config.session.clone();
+                options.socket = Some(socket);
+                options.quic_seed = Some(quic_seed(config.seed, 10_000 + u64::from(attempt)));
+                match Client::<G::Command>::connect(addr, options).await {
+                    Ok(client) => client.shutdown().await,
+                    Err(_) => report.lock().expect("not poisoned").flood_refused += 1,
+                }
+            }
+            Ok(())
+        });
+    }
+
     {
-        let timeline = config.timeline.clone();
+        let timeline: Vec<Step> = config
+            .timeline
+            .iter()
+            .copied()
+            .filter(|s| !matches!(s, Step::CrashHost { .. }))
+            .collect();
         sim.client("director", async move {
             let mut steps = timeline;
-            steps.sort_by_key(|step| match step {
-                Step::Partition { at_ms, .. } | Step::Repair { at_ms, .. } => *at_ms,
-            });
+            steps.sort_by_key(Step::at_ms);
             for step in steps {
                 let (at_ms, player, cut) = match step {
                     Step::Partition { at_ms, player } => (at_ms, player, true),
                     Step::Repair { at_ms, player } => (at_ms, player, false),
+                    Step::CrashHost { .. } => continue,
                 };
                 let now = turmoil::elapsed().as_millis() as u64;
                 tokio::time::sleep(Duration::from_millis(at_ms.saturating_sub(now))).await;
@@ -429,15 +530,39 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
         });
     }
 
-    sim.run().map_err(|error| SimError::Turmoil(error.to_string()))?;
-    let sim_ms = sim.elapsed().as_millis() as u64;
-    let mut report = Arc::try_unwrap(report)
-        .map(|m| m.into_inner().expect("not poisoned"))
-        .unwrap_or_else(|shared| shared.lock().expect("not poisoned").clone());
-    let trace = trace.lock().expect("not poisoned");
-    report.trace_digest = trace.digest;
-    report.datagrams = trace.datagrams;
-    report.copies = trace.copies;
-    report.sim_ms = sim_ms;
-    Ok(report)
+    // Step by hand so host crashes happen at their simulated time.
+    let mut crashes: Vec<u64> = config
+        .timeline
+        .iter()
+        .filter(|s| matches!(s, Step::CrashHost { .. }))
+        .map(Step::at_ms)
+        .collect();
+    crashes.sort_unstable();
+    let mut crashes = crashes.into_iter().peekable();
+    let finish = |report: &Arc<Mutex<SimReport>>, sim_ms: u64| {
+        let mut report = report.lock().expect("not poisoned").clone();
+        let trace = trace.lock().expect("not poisoned");
+        report.trace_digest = trace.digest;
+        report.datagrams = trace.datagrams;
+        report.copies = trace.copies;
+        report.sim_ms = sim_ms;
+        report
+    };
+    loop {
+        let done = match sim.step() {
+            Ok(done) => done,
+            Err(error) => {
+                let partial = Box::new(finish(&report, sim.elapsed().as_millis() as u64));
+                return Err(SimError::Turmoil { error: error.to_string(), partial });
+            }
+        };
+        if done {
+            break;
+        }
+        if crashes.peek().is_some_and(|&at| sim.elapsed().as_millis() as u64 >= at) {
+            crashes.next();
+            sim.crash("host");
+        }
+    }
+    Ok(finish(&report, sim.elapsed().as_millis() as u64))
 }

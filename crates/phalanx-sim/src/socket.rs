@@ -64,12 +64,13 @@ impl SimSocket {
         }))
     }
 
-    /// Decides the fate of one outgoing datagram: how many copies, each after what delay.
-    fn plan(&self, len: usize) -> Vec<Duration> {
+    /// Decides the fate of one outgoing datagram: how many copies, each after what delay, and
+    /// whether to flip a byte (at which index).
+    fn plan(&self, len: usize) -> (Vec<Duration>, Option<usize>) {
         let mut state = self.faults.lock().expect("not poisoned");
         let FaultState { rng, faults, bad } = &mut *state;
         if faults.mtu_bytes.is_some_and(|mtu| len > mtu) {
-            return Vec::new();
+            return (Vec::new(), None);
         }
         let mut lost = rng.chance(faults.loss_permille);
         if let Some(burst) = faults.burst {
@@ -80,13 +81,15 @@ impl SimSocket {
             lost |= *bad && rng.chance(burst.loss_permille);
         }
         if lost {
-            return Vec::new();
+            return (Vec::new(), None);
         }
         let mut delays = vec![Duration::from_millis(rng.below(faults.jitter_ms + 1))];
         if rng.chance(faults.duplicate_permille) {
-            delays.push(Duration::from_millis(rng.below(faults.jitter_ms + 50)));
+            let replay = rng.below(faults.replay_delay_ms + 1);
+            delays.push(Duration::from_millis(rng.below(faults.jitter_ms + 50) + replay));
         }
-        delays
+        let corrupt = rng.chance(faults.corrupt_permille).then(|| rng.below(len as u64) as usize);
+        (delays, corrupt)
     }
 }
 
@@ -98,20 +101,24 @@ impl AsyncUdpSocket for SimSocket {
 
     fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
         let len = transmit.contents.len();
-        let copies = self.plan(len);
+        let (copies, corrupt) = self.plan(len);
         self.trace.lock().expect("not poisoned").record(
             self.local,
             transmit.destination,
             len,
             copies.len(),
         );
+        let mut contents = std::borrow::Cow::Borrowed(transmit.contents);
+        if let Some(index) = corrupt {
+            contents.to_mut()[index] ^= 0x20;
+        }
         for delay in copies {
             if delay.is_zero() {
                 // A send error is loss, as on a real network.
-                let _ = self.socket.try_send_to(transmit.contents, transmit.destination);
+                let _ = self.socket.try_send_to(&contents, transmit.destination);
             } else {
                 let socket = self.socket.clone();
-                let bytes = transmit.contents.to_vec();
+                let bytes = contents.to_vec();
                 let destination = transmit.destination;
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;

@@ -70,7 +70,7 @@ fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), Strin
 /// command submitted is executed by everyone.
 #[test]
 fn clean_network_agrees() {
-    for_each_seed("clean_network_agrees", 3, |seed| {
+    for_each_seed("clean_network_agrees", 10, |seed| {
         let report = run::<Chain>(SimConfig::new(seed, 4)).map_err(|e| e.to_string())?;
         report.check_agreement()?;
         let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
@@ -89,7 +89,7 @@ fn clean_network_agrees() {
 /// another trace.
 #[test]
 fn same_seed_same_trace() {
-    for_each_seed("same_seed_same_trace", 2, |seed| {
+    for_each_seed("same_seed_same_trace", 5, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.faults = LinkFaults::default();
         config.faults.loss_permille = 30;
@@ -115,7 +115,7 @@ fn same_seed_same_trace() {
 /// Row 1 at L2: 5 % loss each way on every link — agreement holds and every player finishes.
 #[test]
 fn loss_five_percent_agrees() {
-    for_each_seed("loss_five_percent_agrees", 3, |seed| {
+    for_each_seed("loss_five_percent_agrees", 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.loss_permille = 50;
         config.latency_ms = 50;
@@ -133,7 +133,7 @@ fn loss_five_percent_agrees() {
 /// and agree; the cut-off player's session ends with a typed outcome.
 #[test]
 fn long_partition_removes_the_player() {
-    for_each_seed("long_partition_removes_the_player", 2, |seed| {
+    for_each_seed("long_partition_removes_the_player", 10, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 120;
         config.timeline = vec![
@@ -153,6 +153,187 @@ fn long_partition_removes_the_player() {
         }
         if !report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
             return Err(format!("no timeout event: {:?}", report.host_events));
+        }
+        Ok(())
+    });
+}
+
+/// Runs `config` and checks agreement and that the players named in `finishers` executed every
+/// turn of the scenario.
+fn run_agreeing(config: SimConfig, finishers: &[usize]) -> Result<phalanx_sim::SimReport, String> {
+    let turns = config.turns as usize;
+    let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+    report.check_agreement()?;
+    for &player in finishers {
+        if report.hashes[player].len() != turns {
+            let got: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+            return Err(format!("player {player} did not finish: {got:?}"));
+        }
+    }
+    Ok(report)
+}
+
+/// Row 2 at L2: Gilbert–Elliott bursts on every link — agreement, everyone finishes.
+#[test]
+fn burst_loss_agrees() {
+    for_each_seed("burst_loss_agrees", 20, |seed| {
+        let mut config = SimConfig::new(seed, 4);
+        config.faults.burst = Some(phalanx_sim::Burst {
+            enter_permille: 20,
+            leave_permille: 200,
+            loss_permille: 800,
+        });
+        run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
+    });
+}
+
+/// Rows 3 and 20 at L2: duplicates, some replayed up to 3 s later — QUIC and phalanx drop
+/// them; agreement holds and every command executes once.
+#[test]
+fn duplicates_and_replays_are_harmless() {
+    for_each_seed("duplicates_and_replays_are_harmless", 20, |seed| {
+        let mut config = SimConfig::new(seed, 4);
+        config.faults.duplicate_permille = 300;
+        config.faults.replay_delay_ms = 3_000;
+        let report = run_agreeing(config, &[0, 1, 2, 3])?;
+        if report.copies <= report.datagrams {
+            return Err("no duplicate was sent".into());
+        }
+        Ok(())
+    });
+}
+
+/// Row 4 at L2: jitter up to 300 ms per datagram reorders everything — agreement holds.
+#[test]
+fn reordering_agrees() {
+    for_each_seed("reordering_agrees", 20, |seed| {
+        let mut config = SimConfig::new(seed, 4);
+        config.faults.jitter_ms = 300;
+        run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
+    });
+}
+
+/// Row 5 at L2: one-way latency 0, 150 and 300 ms — agreement, everyone finishes.
+#[test]
+fn latency_agrees() {
+    for latency in [0u64, 150, 300] {
+        for_each_seed(&format!("latency_agrees_{latency}"), 10, |seed| {
+            let mut config = SimConfig::new(seed, 4);
+            config.latency_ms = latency;
+            run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
+        });
+    }
+}
+
+/// Row 6 at L2: a partition shorter than the idle timeout heals without a drop; the cut-off
+/// player catches up and agrees.
+#[test]
+fn short_partition_heals() {
+    for_each_seed("short_partition_heals", 20, |seed| {
+        let mut config = SimConfig::new(seed, 3);
+        config.timeline = vec![
+            Step::Partition { at_ms: 2_000, player: 2 },
+            Step::Repair { at_ms: 3_500, player: 2 },
+        ];
+        let report = run_agreeing(config, &[0, 1, 2])?;
+        if report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
+            return Err("dropped by a short partition".into());
+        }
+        Ok(())
+    });
+}
+
+/// Row 11 at L2: the host crashes mid-game — every client ends with the typed `HostLost`
+/// within the idle timeout (the simulation would hit its time limit otherwise).
+#[test]
+fn host_crash_ends_every_client_with_host_lost() {
+    for_each_seed("host_crash_ends_every_client_with_host_lost", 20, |seed| {
+        let mut config = SimConfig::new(seed, 3);
+        config.timeline = vec![Step::CrashHost { at_ms: 4_000 }];
+        config.limit_ms = 20_000;
+        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        for (player, ended) in report.ended.iter().enumerate() {
+            if *ended != Some(phalanx::EndReason::HostLost) {
+                return Err(format!("player {player} ended with {ended:?}"));
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Row 14 at L2: one player's state diverges after turn 33 — every player's first desync
+/// report names check turn 40 and exactly that player.
+#[test]
+fn desync_is_reported_at_l2() {
+    for_each_seed("desync_is_reported_at_l2", 20, |seed| {
+        let mut config = SimConfig::new(seed, 4);
+        config.desync_at = Some((2, 33));
+        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        for player in 0..4 {
+            let first = report.desyncs.iter().find(|(p, _, _)| *p == player);
+            let Some((_, turn, diverged)) = first else {
+                return Err(format!("player {player} saw no desync"));
+            };
+            if *turn != 40 || diverged.len() != 1 {
+                return Err(format!("player {player}: turn {turn}, diverged {diverged:?}"));
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Row 16: datagrams corrupted below QUIC (a byte flipped) are discarded by QUIC's packet
+/// authentication before phalanx sees them; the game is unaffected.
+#[test]
+fn corruption_below_quic_is_discarded() {
+    for_each_seed("corruption_below_quic_is_discarded", 20, |seed| {
+        let mut config = SimConfig::new(seed, 4);
+        config.faults.corrupt_permille = 50;
+        run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
+    });
+}
+
+/// Row 22: a flood of joins with bad tokens while a game runs — every one refused, the game
+/// unaffected.
+#[test]
+fn join_flood_is_refused() {
+    for_each_seed("join_flood_is_refused", 3, |seed| {
+        let mut config = SimConfig::new(seed, 3);
+        config.flood_joins = 200;
+        config.turns = 150;
+        let report = run_agreeing(config, &[0, 1, 2])?;
+        if report.flood_refused != 200 {
+            return Err(format!("{} of 200 flood joins refused", report.flood_refused));
+        }
+        Ok(())
+    });
+}
+
+/// The swarm: every seed draws its own mix of loss, duplication, jitter, latency and one
+/// partition; agreement must hold throughout, and players the partition did not drop finish.
+#[test]
+fn swarm() {
+    for_each_seed("swarm", 40, |seed| {
+        let mut rng = phalanx_sim::Rng::new(seed);
+        let mut config = SimConfig::new(seed, 4);
+        config.faults.loss_permille = rng.below(150) as u32;
+        config.faults.duplicate_permille = rng.below(300) as u32;
+        config.faults.jitter_ms = rng.below(150);
+        config.latency_ms = rng.below(120);
+        let at_ms = 2_000 + rng.below(4_000);
+        let player = rng.below(4) as usize;
+        config.timeline = vec![
+            Step::Partition { at_ms, player },
+            Step::Repair { at_ms: at_ms + rng.below(5_000), player },
+        ];
+        config.turns = 120;
+        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        for other in (0..4).filter(|&p| p != player) {
+            if report.hashes[other].len() != 120 {
+                return Err(format!("player {other} did not finish"));
+            }
         }
         Ok(())
     });

@@ -37,6 +37,8 @@ pub struct ClientOptions {
     pub socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
     /// Seeds quinn's own randomness (and connection ids), for reproducible simulations.
     pub quic_seed: Option<[u8; 32]>,
+    /// How long the handshake and the join may take before [`ConnectError::Timeout`].
+    pub join_timeout: std::time::Duration,
 }
 
 impl ClientOptions {
@@ -49,6 +51,7 @@ impl ClientOptions {
             server_name: "phalanx".to_owned(),
             socket: None,
             quic_seed: None,
+            join_timeout: JOIN_TIMEOUT * 2,
         }
     }
 }
@@ -79,8 +82,15 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// reached, its certificate does not verify, or it refuses the join (the refusal names
     /// both versions or hashes on a mismatch).
     pub async fn connect(addr: SocketAddr, options: ClientOptions) -> Result<Self, ConnectError> {
-        let ClientOptions { session, token, verification, server_name, socket, quic_seed } =
-            options;
+        let ClientOptions {
+            session,
+            token,
+            verification,
+            server_name,
+            socket,
+            quic_seed,
+            join_timeout,
+        } = options;
         let (mut client, request) =
             phalanx_proto::Client::new(session.clone(), token).map_err(ConnectError::Config)?;
         let tls = client_tls(&verification).map_err(ConnectError::Tls)?;
@@ -110,7 +120,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         endpoint.set_default_client_config(config);
         let connecting = endpoint.connect(addr, &server_name).map_err(ConnectError::Connect)?;
         let clock = Clock::new();
-        let joined = tokio::time::timeout(JOIN_TIMEOUT, async {
+        let joined = tokio::time::timeout(join_timeout, async {
             let connection = connecting.await.map_err(ConnectError::Connection)?;
             let (mut send, mut recv) =
                 connection.open_bi().await.map_err(ConnectError::Connection)?;
