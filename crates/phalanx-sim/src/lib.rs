@@ -126,6 +126,14 @@ pub enum Step {
         /// Which player.
         player: usize,
     },
+    /// Cut only the player → host direction at `at_ms` (a half-open connection: the player
+    /// still hears the host). Undone by `Repair`.
+    PartitionUp {
+        /// When.
+        at_ms: u64,
+        /// Which player.
+        player: usize,
+    },
     /// Crash the host's process at `at_ms` (nothing runs there afterwards).
     CrashHost {
         /// When.
@@ -137,6 +145,7 @@ impl Step {
     fn at_ms(&self) -> u64 {
         match *self {
             Step::Partition { at_ms, .. }
+            | Step::PartitionUp { at_ms, .. }
             | Step::Repair { at_ms, .. }
             | Step::CrashHost { at_ms } => at_ms,
         }
@@ -512,18 +521,19 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
             let mut steps = timeline;
             steps.sort_by_key(Step::at_ms);
             for step in steps {
-                let (at_ms, player, cut) = match step {
-                    Step::Partition { at_ms, player } => (at_ms, player, true),
-                    Step::Repair { at_ms, player } => (at_ms, player, false),
+                let (at_ms, player) = match step {
+                    Step::Partition { at_ms, player }
+                    | Step::PartitionUp { at_ms, player }
+                    | Step::Repair { at_ms, player } => (at_ms, player),
                     Step::CrashHost { .. } => continue,
                 };
                 let now = turmoil::elapsed().as_millis() as u64;
                 tokio::time::sleep(Duration::from_millis(at_ms.saturating_sub(now))).await;
                 let node = format!("p{player}");
-                if cut {
-                    turmoil::partition("host", node.as_str());
-                } else {
-                    turmoil::repair("host", node.as_str());
+                match step {
+                    Step::Partition { .. } => turmoil::partition("host", node.as_str()),
+                    Step::PartitionUp { .. } => turmoil::partition_oneway(node.as_str(), "host"),
+                    _ => turmoil::repair("host", node.as_str()),
                 }
             }
             Ok(())

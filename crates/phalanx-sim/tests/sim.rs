@@ -338,3 +338,50 @@ fn swarm() {
         Ok(())
     });
 }
+
+/// Row 8 at L2: swizzle-clog — players cut one by one and restored in another order, each cut
+/// shorter than the idle timeout: nobody is dropped, everyone finishes and agrees.
+#[test]
+fn swizzle_clog_heals() {
+    for_each_seed("swizzle_clog_heals", 10, |seed| {
+        let mut rng = phalanx_sim::Rng::new(seed);
+        let mut config = SimConfig::new(seed, 4);
+        let mut steps = Vec::new();
+        let mut at = 2_000;
+        for player in 0..3 {
+            at += rng.below(300);
+            steps.push(Step::Partition { at_ms: at, player });
+        }
+        // Restore in reverse order, all within 1.5 s of the first cut.
+        for player in (0..3).rev() {
+            at += rng.below(300);
+            steps.push(Step::Repair { at_ms: at, player });
+        }
+        config.timeline = steps;
+        let report = run_agreeing(config, &[0, 1, 2, 3])?;
+        if report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
+            return Err("a short cut dropped a player".into());
+        }
+        Ok(())
+    });
+}
+
+/// Row 9 at L2: a half-open connection (the player still hears the host, the host no longer
+/// hears it) — the player is removed after the idle timeout, the others finish and agree,
+/// and the half-open player's session ends with a typed outcome.
+#[test]
+fn half_open_player_is_removed() {
+    for_each_seed("half_open_player_is_removed", 10, |seed| {
+        let mut config = SimConfig::new(seed, 3);
+        config.turns = 120;
+        config.timeline = vec![Step::PartitionUp { at_ms: 3_000, player: 1 }];
+        let report = run_agreeing(config, &[0, 2])?;
+        if !report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
+            return Err("the half-open player was not removed".into());
+        }
+        if report.ended[1].is_none() {
+            return Err("the half-open player's session has no end reason".into());
+        }
+        Ok(())
+    });
+}
