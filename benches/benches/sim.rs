@@ -20,8 +20,9 @@ struct Chain {
 
 impl SimGame for Chain {
     type Command = (u8, u32);
+    type Setup = ();
 
-    fn new(player: PlayerId, seed: u64) -> Self {
+    fn new(player: PlayerId, seed: u64, _setup: &()) -> Self {
         Chain { player, state: seed }
     }
 

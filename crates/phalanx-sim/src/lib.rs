@@ -16,7 +16,8 @@
 //! # struct MyGame;
 //! # impl SimGame for MyGame {
 //! #     type Command = u32;
-//! #     fn new(_: PlayerId, _: u64) -> Self { MyGame }
+//! #     type Setup = ();
+//! #     fn new(_: PlayerId, _: u64, _: &()) -> Self { MyGame }
 //! #     fn execute(&mut self, _: &TypedTurn<u32>) {}
 //! #     fn state_hash(&self) -> u64 { 0 }
 //! #     fn commands(&mut self, _: Turn) -> Vec<u32> { Vec::new() }
@@ -201,8 +202,10 @@ impl SimConfig {
 pub trait SimGame: Send + 'static {
     /// The game's command type.
     type Command: Serialize + DeserializeOwned + Send + Clone + std::fmt::Debug + 'static;
-    /// The game for `player`, from the scenario seed.
-    fn new(player: PlayerId, seed: u64) -> Self;
+    /// What every player's game is built from besides the seed (map, unit counts...).
+    type Setup: Clone + Send + 'static;
+    /// The game for `player`, from the setup and the scenario seed.
+    fn new(player: PlayerId, seed: u64, setup: &Self::Setup) -> Self;
     /// Executes one turn.
     fn execute(&mut self, turn: &TypedTurn<Self::Command>);
     /// The state hash (reported at check turns, recorded every turn).
@@ -239,6 +242,17 @@ pub struct SimReport {
     pub desyncs: Vec<(usize, u32, Vec<u8>)>,
     /// Joins of the hostile flood that were refused (or failed), of `flood_joins`.
     pub flood_refused: u32,
+    /// Per player: its client's command latency (submit → execute) p50, p95 and max, ms.
+    pub latency_ms: Vec<Option<(u32, u32, u32)>>,
+    /// Per player: bytes it sent (`.0`) and the host sent it (`.1`), as QUIC datagram payloads
+    /// (UDP/IP headers not included), counting every datagram handed to the network.
+    pub wire_bytes: Vec<(u64, u64)>,
+    /// Per player: datagrams it sent and the host sent it.
+    pub wire_datagrams: Vec<(u64, u64)>,
+    /// Per player: phalanx's own bytes (before QUIC) sent and received by its client.
+    pub app_bytes: Vec<(u64, u64)>,
+    /// Per player: time its game waited for turns beyond their length (client stats).
+    pub stall_ms: Vec<u64>,
 }
 
 impl SimReport {
@@ -266,11 +280,18 @@ pub(crate) struct Trace {
     digest: u64,
     datagrams: u64,
     copies: u64,
+    /// (source ip, destination ip) → (datagrams, bytes).
+    flows: std::collections::BTreeMap<(IpAddr, IpAddr), (u64, u64)>,
 }
 
 impl Trace {
     fn new() -> Trace {
-        Trace { digest: 0xcbf2_9ce4_8422_2325, datagrams: 0, copies: 0 }
+        Trace {
+            digest: 0xcbf2_9ce4_8422_2325,
+            datagrams: 0,
+            copies: 0,
+            flows: std::collections::BTreeMap::new(),
+        }
     }
 
     pub(crate) fn record(&mut self, from: SocketAddr, to: SocketAddr, len: usize, copies: usize) {
@@ -281,6 +302,9 @@ impl Trace {
         }
         self.datagrams += 1;
         self.copies += copies as u64;
+        let flow = self.flows.entry((from.ip(), to.ip())).or_default();
+        flow.0 += 1;
+        flow.1 += len as u64;
     }
 }
 
@@ -336,7 +360,12 @@ fn quic_seed(seed: u64, node: u64) -> [u8; 32] {
 }
 
 /// Runs a scenario: a host and `players` clients playing `G` for `turns` turns.
-pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
+pub fn run<G: SimGame<Setup = ()>>(config: SimConfig) -> Result<SimReport, SimError> {
+    run_with::<G>(config, ())
+}
+
+/// [`run`] for a game that needs a setup.
+pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimReport, SimError> {
     let identity = HostIdentity::generate_self_signed("phalanx-sim").map_err(SimError::Identity)?;
     let fingerprint = identity.fingerprint();
     let (cert, key) = (identity.cert_der().to_vec(), identity.key_der().to_vec());
@@ -346,6 +375,11 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
         submitted: vec![0; config.players],
         executed: vec![0; config.players],
         join_errors: vec![None; config.players],
+        latency_ms: vec![None; config.players],
+        wire_bytes: vec![(0, 0); config.players],
+        wire_datagrams: vec![(0, 0); config.players],
+        app_bytes: vec![(0, 0); config.players],
+        stall_ms: vec![0; config.players],
         ..SimReport::default()
     }));
     let trace = Arc::new(Mutex::new(Trace::new()));
@@ -369,7 +403,8 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
             async move {
                 let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
                 let socket =
-                    SimSocket::bind(bind, config.faults, node_seed(config.seed, 0), trace).await?;
+                    SimSocket::bind("host", bind, config.faults, node_seed(config.seed, 0), trace)
+                        .await?;
                 let mut options =
                     HostOptions::new(HostIdentity::from_der(cert, key), bind, tokens.clone());
                 options.session = config.session.clone();
@@ -407,6 +442,7 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
 
     for (index, &token) in tokens.iter().enumerate() {
         let (config, report, trace) = (config.clone(), report.clone(), trace.clone());
+        let setup = setup.clone();
         sim.client(format!("p{index}"), async move {
             let host_ip = turmoil::lookup("host");
             let addr = SocketAddr::from((host_ip, HOST_PORT));
@@ -417,7 +453,9 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
                 let port = 5_000 + attempt as u16;
                 let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), port));
                 let seed = node_seed(config.seed, node + 100 * attempt);
-                let socket = SimSocket::bind(bind, config.faults, seed, trace.clone()).await?;
+                let name = format!("p{index}");
+                let socket =
+                    SimSocket::bind(&name, bind, config.faults, seed, trace.clone()).await?;
                 let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
                 options.session = config.session.clone();
                 options.socket = Some(socket);
@@ -432,7 +470,7 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
                     Err(_) => attempt += 1,
                 }
             };
-            let mut game = G::new(client.player(), config.seed);
+            let mut game = G::new(client.player(), config.seed, &setup);
             let interval = config.session.sync_interval_turns.max(1);
             let mut flipped = 0u64;
             while let Some(turn) = client.next_turn().await {
@@ -473,7 +511,24 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
                     }
                 }
             }
-            report.lock().expect("not poisoned").ended[index] = client.ended();
+            let stats = client.stats().await.ok();
+            {
+                let mut report = report.lock().expect("not poisoned");
+                report.ended[index] = client.ended();
+                if let Some(stats) = &stats {
+                    report.app_bytes[index] = (stats.link.bytes_sent, stats.link.bytes_received);
+                    report.stall_ms[index] = stats.stall_ms;
+                }
+                report.latency_ms[index] = stats
+                    .and_then(|s| Some((s.latency_ms_p50?, s.latency_ms_p95?, s.latency_ms_max?)));
+                let mine = turmoil::lookup(format!("p{index}"));
+                let host = turmoil::lookup("host");
+                let trace = trace.lock().expect("not poisoned");
+                let up = trace.flows.get(&(mine, host)).copied().unwrap_or_default();
+                let down = trace.flows.get(&(host, mine)).copied().unwrap_or_default();
+                report.wire_datagrams[index] = (up.0, down.0);
+                report.wire_bytes[index] = (up.1, down.1);
+            }
             // Stay a little so the last acknowledgements reach the host.
             tokio::time::sleep(Duration::from_millis(500)).await;
             client.shutdown().await;
@@ -493,7 +548,8 @@ pub fn run<G: SimGame>(config: SimConfig) -> Result<SimReport, SimError> {
                 ));
                 let seed = node_seed(config.seed, 10_000 + u64::from(attempt));
                 let socket =
-                    SimSocket::bind(bind, LinkFaults::default(), seed, trace.clone()).await?;
+                    SimSocket::bind("flood", bind, LinkFaults::default(), seed, trace.clone())
+                        .await?;
                 let mut options = ClientOptions::new(
                     u64::MAX - u64::from(attempt),
                     HostVerification::Pinned(fingerprint),

@@ -25,6 +25,8 @@ type Readable = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 pub struct SimSocket {
     socket: Arc<turmoil::net::UdpSocket>,
     local: SocketAddr,
+    /// The node's own address (the socket may be bound to the unspecified address).
+    node: SocketAddr,
     /// turmoil's `readable()` holds the socket's receive lock while it waits: the future must
     /// be kept across polls, not recreated.
     readable: Mutex<Option<Readable>>,
@@ -48,6 +50,7 @@ impl fmt::Debug for SimSocket {
 impl SimSocket {
     /// Binds a simulated socket (inside a turmoil host) with the given outbound faults.
     pub(crate) async fn bind(
+        node: &str,
         addr: SocketAddr,
         faults: LinkFaults,
         seed: u64,
@@ -55,9 +58,11 @@ impl SimSocket {
     ) -> io::Result<Arc<SimSocket>> {
         let socket = turmoil::net::UdpSocket::bind(addr).await?;
         let local = socket.local_addr()?;
+        let node = SocketAddr::new(turmoil::lookup(node), local.port());
         Ok(Arc::new(SimSocket {
             socket: Arc::new(socket),
             local,
+            node,
             readable: Mutex::new(None),
             faults: Mutex::new(FaultState { rng: Rng::new(seed), faults, bad: false }),
             trace,
@@ -103,7 +108,7 @@ impl AsyncUdpSocket for SimSocket {
         let len = transmit.contents.len();
         let (copies, corrupt) = self.plan(len);
         self.trace.lock().expect("not poisoned").record(
-            self.local,
+            self.node,
             transmit.destination,
             len,
             copies.len(),

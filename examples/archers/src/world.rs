@@ -1,0 +1,307 @@
+//! The deterministic battle: integer math only, units in id order, gameplay events (arrow
+//! impacts, reloads) in phalanx-wheel's `HierarchicalWheel` on sim ticks, and a state hash
+//! that covers the units and every pending event.
+
+use phalanx::{PlayerId, TypedRecord, TypedTurn};
+use phalanx_wheel::HierarchicalWheel;
+use serde::{Deserialize, Serialize};
+
+/// Sim ticks per communication turn (the game runs in lockstep turns of ticks).
+pub(crate) const TICKS_PER_TURN: u64 = 2;
+const MAP: i32 = 4_096;
+const CELL: i32 = 128;
+const CELLS: usize = (MAP / CELL) as usize;
+const SPEED: i32 = 8;
+const RANGE: i32 = 120;
+const RELOAD_TICKS: u64 = 6;
+const HP: i32 = 100;
+
+/// A player's order for a group of its units: ids `first..first + count` (only its own units
+/// obey). A whole army fits in these few bytes, so an order never outgrows a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Order {
+    /// Walk to a point, ignoring enemies.
+    Move { first: u16, count: u16, x: i32, y: i32 },
+    /// Walk to a point, fighting whatever comes in range.
+    AttackMove { first: u16, count: u16, x: i32, y: i32 },
+    /// Stop and hold.
+    Stop { first: u16, count: u16 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Goal {
+    Idle,
+    Move(i32, i32),
+    AttackMove(i32, i32),
+}
+
+#[derive(Clone, Debug)]
+struct Unit {
+    owner: u8,
+    x: i32,
+    y: i32,
+    hp: i32,
+    goal: Goal,
+    target: Option<u16>,
+    loaded: bool,
+}
+
+/// A gameplay event on the wheel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Event {
+    Impact { target: u16, damage: i32 },
+    Reload { unit: u16 },
+}
+
+/// The battlefield.
+pub(crate) struct World {
+    units: Vec<Unit>,
+    events: HierarchicalWheel<Event>,
+    tick: u64,
+    rng: u64,
+    grid: Vec<Vec<u16>>,
+}
+
+impl World {
+    /// `players` armies of `units / players` archers each, on a circle, seeded.
+    pub(crate) fn new(players: usize, units: usize, seed: u64) -> World {
+        let per = units / players.max(1);
+        let mut list = Vec::with_capacity(units);
+        for owner in 0..players {
+            // Spawn points on a circle, from a small integer table (no floats anywhere).
+            let (cx, cy) = spawn(owner, players);
+            let mut side = 1i32;
+            while (side * side) < per as i32 {
+                side += 1;
+            }
+            for i in 0..per as i32 {
+                list.push(Unit {
+                    owner: owner as u8,
+                    x: cx + (i % side) * 24 - side * 12,
+                    y: cy + (i / side) * 24 - side * 12,
+                    hp: HP,
+                    goal: Goal::Idle,
+                    target: None,
+                    loaded: true,
+                });
+            }
+        }
+        World {
+            units: list,
+            events: HierarchicalWheel::new(0),
+            tick: 0,
+            rng: seed,
+            grid: vec![Vec::new(); CELLS * CELLS],
+        }
+    }
+
+    /// Units (alive or not) and their positions, for bots.
+    pub(crate) fn army(&self, player: PlayerId) -> (u16, u16, (i32, i32)) {
+        let mine: Vec<usize> =
+            (0..self.units.len()).filter(|&i| self.units[i].owner == player.0).collect();
+        let first = mine.first().copied().unwrap_or(0) as u16;
+        (first, mine.len() as u16, spawn(usize::from(player.0), 8))
+    }
+
+    fn next_random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Executes one turn: its orders, then its ticks.
+    pub(crate) fn execute(&mut self, turn: &TypedTurn<Order>) {
+        for record in &turn.records {
+            if let TypedRecord::Command { player, command: Ok(order), .. } = record {
+                self.apply(*player, *order);
+            }
+        }
+        for _ in 0..TICKS_PER_TURN {
+            self.step();
+        }
+    }
+
+    fn apply(&mut self, player: PlayerId, order: Order) {
+        let (first, count, goal) = match order {
+            Order::Move { first, count, x, y } => (first, count, Goal::Move(clamp(x), clamp(y))),
+            Order::AttackMove { first, count, x, y } => {
+                (first, count, Goal::AttackMove(clamp(x), clamp(y)))
+            }
+            Order::Stop { first, count } => (first, count, Goal::Idle),
+        };
+        let end = (usize::from(first) + usize::from(count)).min(self.units.len());
+        for unit in &mut self.units[usize::from(first).min(end)..end] {
+            if unit.owner == player.0 && unit.hp > 0 {
+                unit.goal = goal;
+                unit.target = None;
+            }
+        }
+    }
+
+    fn step(&mut self) {
+        self.tick += 1;
+        while let Some(event) = self.events.poll(self.tick) {
+            match event.value {
+                Event::Impact { target, damage } => {
+                    if let Some(unit) = self.units.get_mut(usize::from(target)) {
+                        unit.hp -= damage;
+                    }
+                }
+                Event::Reload { unit } => {
+                    if let Some(unit) = self.units.get_mut(usize::from(unit)) {
+                        unit.loaded = true;
+                    }
+                }
+            }
+        }
+        for cell in &mut self.grid {
+            cell.clear();
+        }
+        for (id, unit) in self.units.iter().enumerate().filter(|(_, u)| u.hp > 0) {
+            self.grid[cell_of(unit.x, unit.y)].push(id as u16);
+        }
+        for id in 0..self.units.len() {
+            if self.units[id].hp <= 0 {
+                continue;
+            }
+            let fights = !matches!(self.units[id].goal, Goal::Move(..));
+            if fights {
+                let target = self.units[id]
+                    .target
+                    .filter(|&t| self.in_range(id, usize::from(t)))
+                    .or_else(|| self.nearest_enemy(id));
+                self.units[id].target = target;
+                if let Some(target) = target {
+                    if self.units[id].loaded {
+                        self.fire(id, target);
+                    }
+                    continue;
+                }
+            }
+            let (x, y) = match self.units[id].goal {
+                Goal::Move(x, y) | Goal::AttackMove(x, y) => (x, y),
+                Goal::Idle => continue,
+            };
+            let unit = &mut self.units[id];
+            unit.x += (x - unit.x).clamp(-SPEED, SPEED);
+            unit.y += (y - unit.y).clamp(-SPEED, SPEED);
+            if unit.x == x && unit.y == y {
+                unit.goal = Goal::Idle;
+            }
+        }
+    }
+
+    fn in_range(&self, a: usize, b: usize) -> bool {
+        let (ua, ub) = (&self.units[a], &self.units[b]);
+        ub.hp > 0 && distance2(ua, ub) <= i64::from(RANGE) * i64::from(RANGE)
+    }
+
+    fn nearest_enemy(&self, id: usize) -> Option<u16> {
+        let me = &self.units[id];
+        let (cx, cy) = ((me.x / CELL) as i64, (me.y / CELL) as i64);
+        let mut best: Option<(i64, u16)> = None;
+        for dy in -1..=1 {
+            for dx in -1..=1 {
+                let (x, y) = (cx + dx, cy + dy);
+                if !(0..CELLS as i64).contains(&x) || !(0..CELLS as i64).contains(&y) {
+                    continue;
+                }
+                for &other in &self.grid[y as usize * CELLS + x as usize] {
+                    let unit = &self.units[usize::from(other)];
+                    if unit.owner == me.owner {
+                        continue;
+                    }
+                    let d = distance2(me, unit);
+                    if d <= i64::from(RANGE) * i64::from(RANGE)
+                        && best.is_none_or(|(bd, bid)| (d, other) < (bd, bid))
+                    {
+                        best = Some((d, other));
+                    }
+                }
+            }
+        }
+        best.map(|(_, id)| id)
+    }
+
+    fn fire(&mut self, shooter: usize, target: u16) {
+        let d = isqrt(distance2(&self.units[shooter], &self.units[usize::from(target)]));
+        let damage = 8 + (self.next_random() % 5) as i32;
+        let now = self.tick;
+        // Deadlines are always in the future here: insertion cannot fail.
+        let _ = self.events.insert(now + 1 + d / 60, Event::Impact { target, damage });
+        let _ = self.events.insert(now + RELOAD_TICKS, Event::Reload { unit: shooter as u16 });
+        self.units[shooter].loaded = false;
+    }
+
+    /// A 64-bit FNV-1a hash of every unit and every pending event, in canonical order.
+    pub(crate) fn state_hash(&self) -> u64 {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        let mut eat = |value: i64| {
+            for byte in value.to_le_bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        eat(self.tick as i64);
+        for unit in &self.units {
+            eat(i64::from(unit.x) << 32 | i64::from(unit.y) & 0xffff_ffff);
+            eat(i64::from(unit.hp) << 16 | unit.target.map_or(-1, i64::from) & 0xffff);
+        }
+        for pending in self.events.pending() {
+            eat(pending.deadline as i64);
+            eat(pending.sequence as i64);
+            match *pending.value {
+                Event::Impact { target, damage } => {
+                    eat(i64::from(target) << 16 | i64::from(damage))
+                }
+                Event::Reload { unit } => eat(-1 - i64::from(unit)),
+            }
+        }
+        hash
+    }
+}
+
+fn clamp(v: i32) -> i32 {
+    v.clamp(0, MAP - 1)
+}
+
+fn cell_of(x: i32, y: i32) -> usize {
+    let (cx, cy) = ((x / CELL).clamp(0, CELLS as i32 - 1), (y / CELL).clamp(0, CELLS as i32 - 1));
+    cy as usize * CELLS + cx as usize
+}
+
+fn distance2(a: &Unit, b: &Unit) -> i64 {
+    let (dx, dy) = (i64::from(a.x - b.x), i64::from(a.y - b.y));
+    dx * dx + dy * dy
+}
+
+/// Integer square root (Newton's method), exact for every non-negative `i64`.
+fn isqrt(value: i64) -> u64 {
+    let value = value.max(0) as u64;
+    if value < 2 {
+        return value;
+    }
+    let mut root = value;
+    let mut next = (root + value / root) / 2;
+    while next < root {
+        root = next;
+        next = (root + value / root) / 2;
+    }
+    root
+}
+
+/// Spawn point of `player` of `players`: eight compass points around the centre, integers.
+pub(crate) fn spawn(player: usize, players: usize) -> (i32, i32) {
+    const POINTS: [(i32, i32); 8] = [
+        (2048, 600),
+        (3072, 1024),
+        (3496, 2048),
+        (3072, 3072),
+        (2048, 3496),
+        (1024, 3072),
+        (600, 2048),
+        (1024, 1024),
+    ];
+    POINTS[(player * 8 / players.max(1)) % 8]
+}
