@@ -333,7 +333,14 @@ fn swarm() {
         report.check_agreement()?;
         for other in (0..4).filter(|&p| p != player) {
             if report.hashes[other].len() != 120 {
-                return Err(format!("player {other} did not finish"));
+                return Err(format!(
+                    "player {other} did not finish (cut player {player}): turns {:?}, ended {:?}, \
+                     join errors {:?}, host events {:?}",
+                    report.hashes.iter().map(Vec::len).collect::<Vec<_>>(),
+                    report.ended,
+                    report.join_errors,
+                    report.host_events
+                ));
             }
         }
         Ok(())
