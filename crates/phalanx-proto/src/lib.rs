@@ -47,6 +47,7 @@ mod link;
 mod pace;
 mod recovery;
 mod replay;
+mod rng;
 mod stats;
 mod sync;
 mod typed;
@@ -62,6 +63,7 @@ pub use replay::{
     verify_replay, Replay, ReplayError, ReplayGame, ReplayRecord, ReplayVerified,
     REPLAY_FORMAT_VERSION,
 };
+pub use rng::SplitMix64;
 pub use stats::{ClientStats, DropCounters, HostStats, LinkStats, PeerStats};
 #[cfg(feature = "bincode")]
 pub use typed::Bincode;

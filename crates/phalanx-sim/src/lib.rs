@@ -43,39 +43,8 @@ use serde::Serialize;
 
 pub use socket::SimSocket;
 
-/// SplitMix64: small, seedable, the same everywhere.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..bound` (0 for a bound of 0).
-    pub fn below(&mut self, bound: u64) -> u64 {
-        if bound == 0 {
-            0
-        } else {
-            self.next_u64() % bound
-        }
-    }
-
-    /// True with probability `permille / 1000`.
-    pub fn chance(&mut self, permille: u32) -> bool {
-        self.below(1000) < u64::from(permille)
-    }
-}
+/// The seeded generator of every fault draw (re-exported from phalanx-proto).
+pub use phalanx_proto::SplitMix64 as Rng;
 
 /// Gilbert–Elliott burst loss, stepped once per datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -46,7 +46,8 @@ pub use client::{Client, ClientOptions};
 pub use host::{Host, HostOptions, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
     ClientEvent, ClientStats, CodecError, DesyncReport, EndReason, HostEvent, HostStats, Pace,
-    PeerStats, PlayerId, SessionConfig, SubmitError, Ticket, Turn, TypedRecord, TypedTurn,
+    PeerStats, PlayerId, SessionConfig, SplitMix64, SubmitError, Ticket, Turn, TypedRecord,
+    TypedTurn,
 };
 pub use tls::{
     Fingerprint, FingerprintParseError, HostIdentity, HostVerification, IdentityError, ALPN,

@@ -12,7 +12,7 @@ mod world;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use phalanx::{PlayerId, Turn, TypedTurn};
+use phalanx::{PlayerId, SplitMix64, Turn, TypedTurn};
 use phalanx_sim::{run_with, SimConfig, SimGame, Step};
 use world::{Order, World};
 
@@ -115,18 +115,14 @@ struct Archers {
     player: PlayerId,
     players: usize,
     world: World,
-    bot: u64,
+    bot: SplitMix64,
     next_order: u32,
     quiet_from: u32,
 }
 
 impl Archers {
     fn random(&mut self) -> u64 {
-        self.bot = self.bot.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.bot;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.bot.next_u64()
     }
 }
 
@@ -139,7 +135,9 @@ impl SimGame for Archers {
             player,
             players: setup.players,
             world: World::new(setup.players, setup.units, seed),
-            bot: seed ^ (u64::from(player.0) + 1).wrapping_mul(0xA24B_AED4_963E_E407),
+            bot: SplitMix64::new(
+                seed ^ (u64::from(player.0) + 1).wrapping_mul(0xA24B_AED4_963E_E407),
+            ),
             next_order: 10 + u32::from(player.0),
             quiet_from: setup.quiet_from,
         }

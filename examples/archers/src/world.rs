@@ -2,7 +2,7 @@
 //! impacts, reloads) in phalanx-wheel's `HierarchicalWheel` on sim ticks, and a state hash
 //! that covers the units and every pending event.
 
-use phalanx::{PlayerId, TypedRecord, TypedTurn};
+use phalanx::{PlayerId, SplitMix64, TypedRecord, TypedTurn};
 use phalanx_wheel::HierarchicalWheel;
 use serde::{Deserialize, Serialize};
 
@@ -58,7 +58,7 @@ pub(crate) struct World {
     units: Vec<Unit>,
     events: HierarchicalWheel<Event>,
     tick: u64,
-    rng: u64,
+    rng: SplitMix64,
     grid: Vec<Vec<u16>>,
 }
 
@@ -90,7 +90,7 @@ impl World {
             units: list,
             events: HierarchicalWheel::new(0),
             tick: 0,
-            rng: seed,
+            rng: SplitMix64::new(seed),
             grid: vec![Vec::new(); CELLS * CELLS],
         }
     }
@@ -101,14 +101,6 @@ impl World {
             (0..self.units.len()).filter(|&i| self.units[i].owner == player.0).collect();
         let first = mine.first().copied().unwrap_or(0) as u16;
         (first, mine.len() as u16, spawn(usize::from(player.0), 8))
-    }
-
-    fn next_random(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
     }
 
     /// Executes one turn: its orders, then its ticks.
@@ -227,7 +219,7 @@ impl World {
 
     fn fire(&mut self, shooter: usize, target: u16) {
         let d = isqrt(distance2(&self.units[shooter], &self.units[usize::from(target)]));
-        let damage = 8 + (self.next_random() % 5) as i32;
+        let damage = 8 + self.rng.below(5) as i32;
         let now = self.tick;
         // Deadlines are always in the future here: insertion cannot fail.
         let _ = self.events.insert(now + 1 + d / 60, Event::Impact { target, damage });
