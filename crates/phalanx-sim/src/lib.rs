@@ -147,6 +147,19 @@ pub struct SimConfig {
     pub desync_at: Option<(usize, u32)>,
     /// A hostile node tries this many joins with bad tokens while the game runs (row 22).
     pub flood_joins: u32,
+    /// The last player is hostile in this way after it has joined (rows 17 and 19).
+    pub hostile: Option<Hostile>,
+}
+
+/// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
+/// on its own connection, besides playing normally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Hostile {
+    /// Random bytes (never a valid message: the version byte is wrong) — row 17.
+    Garbage,
+    /// Well-formed client datagrams claiming to hold turn `u32::MAX` — row 19.
+    SpoofedTurns,
 }
 
 impl SimConfig {
@@ -163,6 +176,7 @@ impl SimConfig {
             limit_ms: 120_000,
             desync_at: None,
             flood_joins: 0,
+            hostile: None,
         }
     }
 }
@@ -314,6 +328,31 @@ impl std::error::Error for SimError {}
 
 const HOST_PORT: u16 = 4_433;
 
+/// One datagram of a hostile player.
+fn hostile_datagram(mode: Hostile, rng: &mut Rng, pn: u64) -> Vec<u8> {
+    match mode {
+        Hostile::Garbage => {
+            let len = 1 + rng.below(80) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            bytes[0] = 2 + bytes[0] % 250;
+            bytes
+        }
+        Hostile::SpoofedTurns => {
+            // version 1, kind Up, pn, no ack, turn_ack u32::MAX, turn_exec 0, first_seq 0,
+            // no extras, no commands — varints written out by hand.
+            let mut bytes = vec![phalanx_proto::PROTOCOL_VERSION, 1];
+            let mut value = pn;
+            while value >= 0x80 {
+                bytes.push((value as u8 & 0x7f) | 0x80);
+                value >>= 7;
+            }
+            bytes.push(value as u8);
+            bytes.extend_from_slice(&[0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0]);
+            bytes
+        }
+    }
+}
+
 fn node_seed(seed: u64, node: u64) -> u64 {
     let mut rng = Rng::new(seed ^ node.wrapping_mul(0xA24B_AED4_963E_E407));
     rng.next_u64()
@@ -439,6 +478,22 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                     Err(_) => attempt += 1,
                 }
             };
+            if let Some(mode) = config.hostile.filter(|_| index + 1 == config.players) {
+                // From 3 s on, 20 bad datagrams a second, whatever the game does.
+                let sender = client.dangerous_raw_datagram_sender();
+                let mut rng = Rng::new(node_seed(config.seed, 50_000 + node));
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    let mut pn = 1u64 << 40;
+                    loop {
+                        if sender.send(hostile_datagram(mode, &mut rng, pn)).is_err() {
+                            return;
+                        }
+                        pn += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                });
+            }
             let mut game = G::new(client.player(), config.seed, &setup);
             let interval = config.session.sync_interval_turns.max(1);
             let mut flipped = 0u64;
@@ -474,6 +529,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                 if turn.turn.0 + 1 >= config.turns {
                     break;
                 }
+
                 for command in game.commands(turn.turn) {
                     if client.submit(&command).await.is_ok() {
                         report.lock().expect("not poisoned").submitted[index] += 1;

@@ -393,3 +393,24 @@ fn half_open_player_is_removed() {
         Ok(())
     });
 }
+
+/// Rows 17 and 19 at L2: an authenticated player that also sends garbage, or datagrams that
+/// claim turns the host never sealed, is dropped and counted, then removed as a repeat
+/// offender; everyone else finishes and agrees.
+#[test]
+fn hostile_player_is_removed_and_others_unaffected() {
+    for mode in [phalanx_sim::Hostile::Garbage, phalanx_sim::Hostile::SpoofedTurns] {
+        for_each_seed(&format!("hostile_{mode:?}"), 5, |seed| {
+            let mut config = SimConfig::new(seed, 4);
+            config.hostile = Some(mode);
+            let report = run_agreeing(config, &[0, 1, 2])?;
+            if !report.host_events.iter().any(|(_, e)| e.contains("PlayerMisbehaved")) {
+                return Err(format!(
+                    "{mode:?}: the hostile player was never removed: {:?} {:?}",
+                    report.host_events, report.ended
+                ));
+            }
+            Ok(())
+        });
+    }
+}

@@ -64,6 +64,18 @@ enum Command {
     Stats(oneshot::Sender<ClientStats>),
 }
 
+/// Sends raw datagrams on a client's connection; see
+/// [`Client::dangerous_raw_datagram_sender`].
+#[derive(Clone, Debug)]
+pub struct RawDatagramSender(quinn::Connection);
+
+impl RawDatagramSender {
+    /// Sends `bytes` as one datagram (unreliable, like every datagram).
+    pub fn send(&self, bytes: Vec<u8>) -> Result<(), SessionError> {
+        self.0.send_datagram(Bytes::from(bytes)).map_err(|_| SessionError::Closed)
+    }
+}
+
 /// A joined client. Generic over the game's command type `C` and codec `K` (postcard).
 pub struct Client<C, K: CommandCodec = DefaultCodec> {
     endpoint: quinn::Endpoint,
@@ -208,6 +220,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// Asks the host to pause (`true`) or resume (`false`).
     pub async fn request_pause(&self, pause: bool) -> Result<(), SessionError> {
         self.commands.send(Command::Pause(pause)).await.map_err(|_| SessionError::Closed)
+    }
+
+    /// A handle that sends arbitrary bytes as datagrams on this authenticated connection,
+    /// bypassing the session. **Dangerous**: for fault-testing a host against a buggy or hostile
+    /// client (phalanx-sim uses it); a real game never needs it.
+    pub fn dangerous_raw_datagram_sender(&self) -> RawDatagramSender {
+        RawDatagramSender(self.connection.clone())
     }
 
     /// The next event, if one is waiting.

@@ -42,7 +42,7 @@ mod transport;
 
 use std::fmt;
 
-pub use client::{Client, ClientOptions};
+pub use client::{Client, ClientOptions, RawDatagramSender};
 pub use host::{Host, HostOptions, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
     ClientEvent, ClientStats, CodecError, DesyncReport, EndReason, HostEvent, HostStats, Pace,
