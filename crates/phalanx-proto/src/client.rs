@@ -231,6 +231,7 @@ impl Client {
         config.commands_per_turn_max = accept.commands_per_turn_max;
         config.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
         config.command_bytes_max = accept.command_bytes_max;
+        config.sync_interval_turns = accept.sync_interval_turns;
         config.validate().map_err(ClientJoinError::BadParameters)?;
         if accept.player.0 >= config.players_max {
             return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));

@@ -302,6 +302,7 @@ impl Host {
             commands_per_turn_max: self.config.commands_per_turn_max,
             turn_bytes_per_player_max: self.config.turn_bytes_per_player_max,
             command_bytes_max: self.config.command_bytes_max,
+            sync_interval_turns: self.config.sync_interval_turns,
         };
         JoinResponse { reply: Some(encode_join_reply(&Ok(accept))), result: Ok(player) }
     }
@@ -685,12 +686,17 @@ impl Host {
         }
         let mut spoofed = false;
         if let Some((turn, hash)) = extras.hash_report {
-            if self.sync.has_report(player, turn) && peer.hash_acked >= Some(turn) {
-                // A repeat of something already held: harmless.
-            } else if self.sync.report(player, turn, hash, interval, next_seal) {
-                peer.hash_acked = peer.hash_acked.max(Some(turn));
-            } else if turn >= next_seal || !is_check_turn(turn, interval) {
+            if turn >= next_seal {
+                // Nobody can have executed a turn the host has not sealed.
                 spoofed = true;
+            } else {
+                // Recorded if it is a pending check turn; otherwise (already decided, not a
+                // check turn, or a repeat) ignored. Acknowledged either way, so the client
+                // moves on to its next report instead of repeating this one forever.
+                if is_check_turn(turn, interval) {
+                    self.sync.report(player, turn, hash, interval, next_seal);
+                }
+                peer.hash_acked = peer.hash_acked.max(Some(turn));
             }
         }
         let mut pause_change = None;

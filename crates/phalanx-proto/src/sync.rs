@@ -59,6 +59,7 @@ impl SyncChecks {
     }
 
     /// Whether `player` has reported check turn `turn` (or it is decided).
+    #[cfg(test)]
     pub(crate) fn has_report(&self, player: PlayerId, turn: Turn) -> bool {
         turn < self.decided_below
             || self.pending.get(&turn).is_some_and(|r| r.iter().any(|(who, _)| *who == player))

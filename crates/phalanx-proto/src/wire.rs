@@ -835,6 +835,8 @@ pub struct JoinAccept {
     pub turn_bytes_per_player_max: u16,
     /// Largest command payload.
     pub command_bytes_max: u16,
+    /// The session's sync-check interval (0: off); clients report hashes on this schedule.
+    pub sync_interval_turns: u32,
 }
 
 /// The host's answer to a join request.
@@ -863,6 +865,7 @@ pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
             put_varint(&mut out, accept.commands_per_turn_max.into());
             put_varint(&mut out, accept.turn_bytes_per_player_max.into());
             put_varint(&mut out, accept.command_bytes_max.into());
+            put_varint(&mut out, accept.sync_interval_turns.into());
         }
         Err(refusal) => {
             out.put_u8(1);
@@ -910,6 +913,7 @@ pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
             commands_per_turn_max: u16_field(&mut reader, "commands_per_turn_max")?,
             turn_bytes_per_player_max: u16_field(&mut reader, "turn_bytes_per_player_max")?,
             command_bytes_max: u16_field(&mut reader, "command_bytes_max")?,
+            sync_interval_turns: reader.varint_u32()?,
         }),
         1 => Err(match reader.u8()? {
             REFUSAL_VERSION => {

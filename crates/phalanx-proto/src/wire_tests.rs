@@ -358,6 +358,7 @@ fn join_messages_round_trip() {
             commands_per_turn_max: 4,
             turn_bytes_per_player_max: 72,
             command_bytes_max: 72,
+            sync_interval_turns: 10,
         }),
         Err(JoinRefusal::VersionMismatch { host: 1, client: 2 }),
         Err(JoinRefusal::GameDataMismatch { host: 1, client: u64::MAX }),
