@@ -9,44 +9,10 @@
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use phalanx::{PlayerId, Turn, TypedRecord, TypedTurn};
-use phalanx_sim::{run, SimConfig, SimGame};
+use phalanx_sim::{run_with, ChainGame, SimConfig};
 
-/// A hash chain over every command, issuing one every ~2 s per player (AoE's rate).
-struct Chain {
-    player: PlayerId,
-    state: u64,
-}
-
-impl SimGame for Chain {
-    type Command = (u8, u32);
-    type Setup = ();
-
-    fn new(player: PlayerId, seed: u64, _setup: &()) -> Self {
-        Chain { player, state: seed }
-    }
-
-    fn execute(&mut self, turn: &TypedTurn<(u8, u32)>) {
-        for record in &turn.records {
-            if let TypedRecord::Command { command: Ok((p, n)), .. } = record {
-                self.state = (self.state ^ (u64::from(*p) << 32 | u64::from(*n)))
-                    .wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        }
-    }
-
-    fn state_hash(&self) -> u64 {
-        self.state
-    }
-
-    fn commands(&mut self, turn: Turn) -> Vec<(u8, u32)> {
-        if (turn.0 + u32::from(self.player.0)).is_multiple_of(10) {
-            vec![(self.player.0, turn.0)]
-        } else {
-            Vec::new()
-        }
-    }
-}
+/// phalanx-sim's reference game, one command every 10 turns (2 s) per player (AoE's rate).
+const EVERY: u32 = 10;
 
 fn config(seed: u64) -> SimConfig {
     let mut config = SimConfig::new(seed, 8);
@@ -61,7 +27,7 @@ fn config(seed: u64) -> SimConfig {
 
 fn sim(c: &mut Criterion) {
     let started = Instant::now();
-    let report = run::<Chain>(config(1)).expect("the simulation completes");
+    let report = run_with::<ChainGame>(config(1), EVERY).expect("the simulation completes");
     let wall = started.elapsed();
     report.check_agreement().expect("agreement");
     eprintln!(
@@ -73,7 +39,7 @@ fn sim(c: &mut Criterion) {
     let mut group = c.benchmark_group("sim");
     group.sample_size(10).measurement_time(Duration::from_secs(60));
     group.bench_function("8p_3000turns_5pct_loss", |b| {
-        b.iter(|| run::<Chain>(config(2)).expect("completes").trace_digest)
+        b.iter(|| run_with::<ChainGame>(config(2), EVERY).expect("completes").trace_digest)
     });
     group.finish();
 }

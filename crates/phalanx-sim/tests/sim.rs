@@ -1,51 +1,10 @@
 //! Layer L2: real quinn + tokio under turmoil, seeded. Each test states the promise it checks;
 //! a failure names the seed (`PHALANX_SEED` reruns one, `PHALANX_SEEDS` sets the count).
 
-use phalanx::{PlayerId, Turn, TypedRecord, TypedTurn};
-use phalanx_sim::{run, LinkFaults, SimConfig, SimGame, Step};
+use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
 
-/// A small deterministic game: a hash chain over every command executed, issuing a command
-/// every few turns.
-struct Chain {
-    player: PlayerId,
-    state: u64,
-}
-
-impl SimGame for Chain {
-    type Command = (u8, u32);
-    type Setup = ();
-
-    fn new(player: PlayerId, seed: u64, _setup: &()) -> Self {
-        Chain { player, state: seed }
-    }
-
-    fn execute(&mut self, turn: &TypedTurn<(u8, u32)>) {
-        for record in &turn.records {
-            let word = match record {
-                TypedRecord::Command { player, command: Ok((p, n)), .. } => {
-                    u64::from(player.0) << 40 | u64::from(*p) << 32 | u64::from(*n)
-                }
-                TypedRecord::Command { command: Err(_), .. } => 1,
-                TypedRecord::Joined(p) => 2 << 8 | u64::from(p.0),
-                TypedRecord::Left(p) => 3 << 8 | u64::from(p.0),
-            };
-            self.state = (self.state ^ word).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.state = (self.state ^ u64::from(turn.turn.0)).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-
-    fn state_hash(&self) -> u64 {
-        self.state
-    }
-
-    fn commands(&mut self, turn: Turn) -> Vec<(u8, u32)> {
-        if (turn.0 + u32::from(self.player.0)).is_multiple_of(4) {
-            vec![(self.player.0, turn.0)]
-        } else {
-            Vec::new()
-        }
-    }
-}
+/// The reference game: a hash chain over every record, a command every 4 turns per player.
+const EVERY: u32 = 4;
 
 fn seeds(name: &str, default: u64) -> Vec<u64> {
     if let Some(seed) = std::env::var("PHALANX_SEED").ok().and_then(|v| v.parse().ok()) {
@@ -72,7 +31,8 @@ fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), Strin
 #[test]
 fn clean_network_agrees() {
     for_each_seed("clean_network_agrees", 10, |seed| {
-        let report = run::<Chain>(SimConfig::new(seed, 4)).map_err(|e| e.to_string())?;
+        let report =
+            run_with::<ChainGame>(SimConfig::new(seed, 4), EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
         let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
         if turns.iter().any(|&t| t != 100) {
@@ -96,10 +56,10 @@ fn same_seed_same_trace() {
         config.faults.loss_permille = 30;
         config.faults.jitter_ms = 15;
         config.turns = 60;
-        let a = run::<Chain>(config.clone()).map_err(|e| e.to_string())?;
-        let b = run::<Chain>(config.clone()).map_err(|e| e.to_string())?;
+        let a = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
+        let b = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
         config.seed += 1;
-        let c = run::<Chain>(config).map_err(|e| e.to_string())?;
+        let c = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         if a.trace_digest != b.trace_digest || a.hashes != b.hashes {
             return Err(format!(
                 "same seed, different runs: {:#x} vs {:#x}",
@@ -120,7 +80,7 @@ fn loss_five_percent_agrees() {
         let mut config = SimConfig::new(seed, 4);
         config.faults.loss_permille = 50;
         config.latency_ms = 50;
-        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
         let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
         if turns.iter().any(|&t| t != 100) {
@@ -141,7 +101,7 @@ fn long_partition_removes_the_player() {
             Step::Partition { at_ms: 3_000, player: 1 },
             Step::Repair { at_ms: 9_000, player: 1 },
         ];
-        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
         if report.hashes[0].len() != 120 || report.hashes[2].len() != 120 {
             return Err(format!(
@@ -163,7 +123,7 @@ fn long_partition_removes_the_player() {
 /// turn of the scenario.
 fn run_agreeing(config: SimConfig, finishers: &[usize]) -> Result<phalanx_sim::SimReport, String> {
     let turns = config.turns as usize;
-    let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+    let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
     report.check_agreement()?;
     for &player in finishers {
         if report.hashes[player].len() != turns {
@@ -252,7 +212,7 @@ fn host_crash_ends_every_client_with_host_lost() {
         let mut config = SimConfig::new(seed, 3);
         config.timeline = vec![Step::CrashHost { at_ms: 4_000 }];
         config.limit_ms = 20_000;
-        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
         for (player, ended) in report.ended.iter().enumerate() {
             if *ended != Some(phalanx::EndReason::HostLost) {
@@ -270,7 +230,7 @@ fn desync_is_reported_at_l2() {
     for_each_seed("desync_is_reported_at_l2", 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.desync_at = Some((2, 33));
-        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         for player in 0..4 {
             let first = report.desyncs.iter().find(|(p, _, _)| *p == player);
             let Some((_, turn, diverged)) = first else {
@@ -329,7 +289,7 @@ fn swarm() {
             Step::Repair { at_ms: at_ms + rng.below(5_000), player },
         ];
         config.turns = 120;
-        let report = run::<Chain>(config).map_err(|e| e.to_string())?;
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
         for other in (0..4).filter(|&p| p != player) {
             if report.hashes[other].len() != 120 {
