@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::tls::{client_tls, HostVerification};
 use crate::transport::{transport_config, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, ConnectError, SessionError, EVENTS_MAX};
+use crate::{ask, tell, Clock, ConnectError, SessionError, EVENTS_MAX};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -194,12 +194,9 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// Submits a command for our player.
     pub async fn submit(&self, command: &C) -> Result<Ticket, SessionError> {
         let bytes = K::encode(command).map_err(SessionError::Codec)?;
-        let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(Command::Submit(bytes, reply))
-            .await
-            .map_err(|_| SessionError::Closed)?;
-        answer.await.map_err(|_| SessionError::Closed)?.map_err(SessionError::Submit)
+        ask(&self.commands, |reply| Command::Submit(bytes, reply))
+            .await?
+            .map_err(SessionError::Submit)
     }
 
     /// The next turn to execute, in order; `None` once the session is over.
@@ -209,17 +206,17 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
 
     /// Reports the game's state hash after a check turn.
     pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
-        self.commands.send(Command::ReportHash(turn, hash)).await.map_err(|_| SessionError::Closed)
+        tell(&self.commands, Command::ReportHash(turn, hash)).await
     }
 
     /// Reports how long the game takes to simulate a turn (speed control input).
     pub async fn report_turn_cost(&self, cost_ms: u32) -> Result<(), SessionError> {
-        self.commands.send(Command::ReportCost(cost_ms)).await.map_err(|_| SessionError::Closed)
+        tell(&self.commands, Command::ReportCost(cost_ms)).await
     }
 
     /// Asks the host to pause (`true`) or resume (`false`).
     pub async fn request_pause(&self, pause: bool) -> Result<(), SessionError> {
-        self.commands.send(Command::Pause(pause)).await.map_err(|_| SessionError::Closed)
+        tell(&self.commands, Command::Pause(pause)).await
     }
 
     /// A handle that sends arbitrary bytes as datagrams on this authenticated connection,
@@ -236,9 +233,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
 
     /// The client's counters.
     pub async fn stats(&self) -> Result<ClientStats, SessionError> {
-        let (reply, answer) = oneshot::channel();
-        self.commands.send(Command::Stats(reply)).await.map_err(|_| SessionError::Closed)?;
-        answer.await.map_err(|_| SessionError::Closed)
+        ask(&self.commands, Command::Stats).await
     }
 
     /// Leaves: closes the connection and stops the driver.

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, HostError, SessionError, EVENTS_MAX};
+use crate::{ask, tell, Clock, HostError, SessionError, EVENTS_MAX};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
 pub const CLOSE_REMOVED: u32 = 1;
@@ -174,18 +174,15 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 
     /// Starts the game: turn 0 is sealed one turn from now; no more joins.
     pub async fn start(&self) -> Result<(), SessionError> {
-        self.commands.send(Command::Start).await.map_err(|_| SessionError::Closed)
+        tell(&self.commands, Command::Start).await
     }
 
     /// Submits a command for the host's own player.
     pub async fn submit(&self, command: &C) -> Result<Ticket, SessionError> {
         let bytes = K::encode(command).map_err(SessionError::Codec)?;
-        let (reply, answer) = oneshot::channel();
-        self.commands
-            .send(Command::Submit(bytes, reply))
-            .await
-            .map_err(|_| SessionError::Closed)?;
-        answer.await.map_err(|_| SessionError::Closed)?.map_err(SessionError::Submit)
+        ask(&self.commands, |reply| Command::Submit(bytes, reply))
+            .await?
+            .map_err(SessionError::Submit)
     }
 
     /// The next turn for the host's own game, in order; `None` once the session is over. A game
@@ -196,7 +193,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 
     /// The host's own game's state hash after a check turn (see sync checks).
     pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
-        self.commands.send(Command::ReportHash(turn, hash)).await.map_err(|_| SessionError::Closed)
+        tell(&self.commands, Command::ReportHash(turn, hash)).await
     }
 
     /// The next event, if one is waiting.
@@ -206,9 +203,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 
     /// Session counters and every connected player's.
     pub async fn stats(&self) -> Result<(HostStats, Vec<(PlayerId, PeerStats)>), SessionError> {
-        let (reply, answer) = oneshot::channel();
-        self.commands.send(Command::Stats(reply)).await.map_err(|_| SessionError::Closed)?;
-        answer.await.map_err(|_| SessionError::Closed)
+        ask(&self.commands, Command::Stats).await
     }
 
     /// Closes every connection and stops the tasks.

@@ -86,6 +86,24 @@ impl quinn::ConnectionIdGenerator for SeededCids {
     }
 }
 
+/// Sends a message to a driver task; `Closed` once the driver has stopped.
+pub(crate) async fn tell<M>(
+    driver: &tokio::sync::mpsc::Sender<M>,
+    message: M,
+) -> Result<(), SessionError> {
+    driver.send(message).await.map_err(|_| SessionError::Closed)
+}
+
+/// Sends a message carrying a reply channel to a driver task and waits for the answer.
+pub(crate) async fn ask<M, T>(
+    driver: &tokio::sync::mpsc::Sender<M>,
+    message: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> M,
+) -> Result<T, SessionError> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    tell(driver, message(reply)).await?;
+    answer.await.map_err(|_| SessionError::Closed)
+}
+
 /// Events kept for the application before the oldest are dropped.
 pub(crate) const EVENTS_MAX: usize = 1_024;
 
