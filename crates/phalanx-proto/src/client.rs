@@ -23,9 +23,9 @@ use crate::recovery::Arrival;
 use crate::stats::ClientStats;
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::wire::{
-    decode_down, decode_join_reply, put_up_command, put_up_header, put_varint, up_command_len,
-    DecodeError, JoinRefusal, JoinRequest, Limits, PauseKind, UpCommand, UpExtras,
-    UP_HEADER_BYTES_MAX,
+    decode_down, decode_join_reply_parts, decode_rejoin_log, put_up_command, put_up_header,
+    put_varint, up_command_len, DecodeError, JoinRefusal, JoinRequest, Limits, PauseKind,
+    UpCommand, UpExtras, UP_HEADER_BYTES_MAX,
 };
 use crate::SubmitError;
 
@@ -162,6 +162,9 @@ pub struct Client {
     /// Submit → execute latencies of our commands, the most recent `LATENCY_SAMPLES`.
     latencies_ms: VecDeque<u32>,
     last_exec_ms: Option<u64>,
+    /// After a rejoin: the turns before live play, for the game to replay first (bounded by
+    /// `rejoin_log_bytes_max` through the join reply's size).
+    catch_up: VecDeque<TurnBundle>,
 }
 
 /// Latency samples kept for the percentiles in [`ClientStats`].
@@ -204,11 +207,16 @@ impl Client {
             waiting: 0,
             latencies_ms: VecDeque::new(),
             last_exec_ms: None,
+            catch_up: VecDeque::new(),
         };
         Ok((client, request))
     }
 
     /// Handles the host's join reply. On success the client is running as the returned player.
+    ///
+    /// After a rejoin ([`is_catching_up`](Self::is_catching_up)), [`next_turn`](Self::next_turn)
+    /// first hands out every turn from turn 0, for a game restarted from its initial state to
+    /// replay; live turns follow.
     pub fn handle_join_reply(
         &mut self,
         now_ms: u64,
@@ -217,9 +225,8 @@ impl Client {
         if !matches!(self.state, State::Joining) {
             return Err(ClientJoinError::AlreadyJoined);
         }
-        let accept = decode_join_reply(reply)
-            .map_err(ClientJoinError::Malformed)?
-            .map_err(ClientJoinError::Refused)?;
+        let (accept, log) = decode_join_reply_parts(reply).map_err(ClientJoinError::Malformed)?;
+        let accept = accept.map_err(ClientJoinError::Refused)?;
         let mut config = self.config.clone();
         config.turn_length_ms = accept.turn_length_ms;
         config.turn_length_max_ms = config.turn_length_max_ms.max(accept.turn_length_ms);
@@ -237,6 +244,18 @@ impl Client {
             return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
         }
         self.limits = Limits::new(&config);
+        if let Some(rejoin) = accept.rejoin {
+            let bundles = decode_rejoin_log(log, rejoin.turns, &self.limits)
+                .map_err(ClientJoinError::Malformed)?;
+            self.catch_up = bundles
+                .into_iter()
+                .enumerate()
+                .map(|(turn, records)| TurnBundle { turn: Turn(turn as u32), records })
+                .collect();
+            self.next_exec = Turn(rejoin.turns);
+            self.next_seq = rejoin.next_seq;
+            self.send_next = rejoin.next_seq;
+        }
         self.pace = Pace {
             turn_length_ms: accept.turn_length_ms,
             command_delay_turns: accept.command_delay_turns,
@@ -274,7 +293,7 @@ impl Client {
 
     /// The next turn the game will execute.
     pub fn next_exec(&self) -> Turn {
-        self.next_exec
+        self.catch_up.front().map_or(self.next_exec, |bundle| bundle.turn)
     }
 
     fn push_event(&mut self, event: ClientEvent) {
@@ -323,9 +342,20 @@ impl Client {
         Ok(Ticket { seq, turn })
     }
 
+    /// Whether a rejoin's replay of past turns is still being handed out by
+    /// [`next_turn`](Self::next_turn).
+    pub fn is_catching_up(&self) -> bool {
+        !self.catch_up.is_empty()
+    }
+
     /// The next sealed turn to execute, in order, each exactly once; `None` until it arrives.
     /// `now_ms` measures command latency and stalls.
     pub fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {
+        if let Some(bundle) = self.catch_up.pop_front() {
+            // A past turn: the game replays it; its records already had their effects on the
+            // session (pace, our own earlier departure), so they are not acted on again.
+            return Some(bundle);
+        }
         let bundle = self.buffered.front_mut()?.take()?;
         if let Some(last) = self.last_exec_ms {
             let gap = now_ms.saturating_sub(last);

@@ -77,6 +77,15 @@ pub struct SessionConfig {
     pub idle_timeout_ms: u32,
     /// Malformed or spoofed datagrams tolerated from one peer before it is disconnected.
     pub misbehaviour_max: u32,
+    /// How long a timed-out player's seat stays open for a rejoin (0: no rejoin). A player
+    /// who comes back in time with its join token gets the log of every sealed turn, replays
+    /// it from the game's start and plays on; later, the join is refused with
+    /// [`JoinRefusal::RejoinExpired`](crate::JoinRefusal::RejoinExpired).
+    pub rejoin_window_ms: u32,
+    /// The most bytes of sealed turns the host keeps for rejoins (and a client accepts in a
+    /// join reply). A longer game makes rejoin unavailable rather than growing without bound:
+    /// 1 MiB is about an hour of an 8-player game at 200 ms turns.
+    pub rejoin_log_bytes_max: u32,
     /// The protocol version both sides must speak (see [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION)).
     pub protocol_version: u8,
     /// A hash of the game's rules and data; a client with a different one is refused.
@@ -112,6 +121,8 @@ impl Default for SessionConfig {
             keep_alive_ms: 500,
             idle_timeout_ms: 3_000,
             misbehaviour_max: 32,
+            rejoin_window_ms: 60_000,
+            rejoin_log_bytes_max: 1 << 20,
             protocol_version: crate::PROTOCOL_VERSION,
             game_data_hash: 0,
         }
@@ -244,6 +255,8 @@ impl SessionConfig {
             600_000,
         )?;
         check("misbehaviour_max", self.misbehaviour_max.into(), 1, u32::MAX.into())?;
+        check("rejoin_window_ms", self.rejoin_window_ms.into(), 0, 3_600_000)?;
+        check("rejoin_log_bytes_max", self.rejoin_log_bytes_max.into(), 0, 64 << 20)?;
         let bytes = DOWN_HEADER_BYTES_MAX + bundle_bytes_max(self);
         let up =
             UP_HEADER_BYTES_MAX + UP_COMMAND_OVERHEAD_MAX + usize::from(self.command_bytes_max);

@@ -27,8 +27,9 @@ use crate::stats::{DropCounters, HostStats, PeerStats};
 use crate::sync::{is_check_turn, SyncChecks};
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::wire::{
-    decode_up, encode_bundle, encode_join_reply, put_down_header, DecodeError, DownExtras,
-    JoinAccept, JoinRefusal, JoinRequest, Limits, PauseKind, UpExtras,
+    decode_up, encode_bundle, encode_join_reply, encode_join_reply_with_log, put_down_header,
+    DecodeError, DownExtras, JoinAccept, JoinRefusal, JoinRequest, Limits, PauseKind, Rejoin,
+    UpExtras,
 };
 use crate::{SubmitError, PROTOCOL_VERSION};
 use bytes::Bytes;
@@ -39,6 +40,9 @@ use bytes::Bytes;
 pub enum HostEvent {
     /// A player joined; their `Joined` record is in the next sealed turn.
     PlayerJoined(PlayerId),
+    /// A player who had timed out came back within `rejoin_window_ms`: they got every
+    /// sealed turn in the join reply, and their `Joined` record is in the next sealed turn.
+    PlayerRejoined(PlayerId),
     /// A player's connection went silent past `idle_timeout_ms`. They leave at the next
     /// sealed turn; the driver should close the connection.
     PlayerTimedOut(PlayerId),
@@ -122,8 +126,17 @@ struct Peer {
 #[derive(Debug)]
 enum Seat {
     Free,
-    Local { next_seq: CommandSeq, next_exec: Turn },
+    Local {
+        next_seq: CommandSeq,
+        next_exec: Turn,
+    },
     Remote(Box<Peer>),
+    /// Timed out; may rejoin until `since_ms + rejoin_window_ms`.
+    Away {
+        since_ms: u64,
+        cmd_next: CommandSeq,
+        pauses_used: u32,
+    },
     Gone,
 }
 
@@ -148,7 +161,8 @@ struct Sealed {
 pub struct Host {
     config: SessionConfig,
     limits: Limits,
-    tokens: Vec<(u64, bool)>,
+    /// Join tokens and the seat each one took.
+    tokens: Vec<(u64, Option<PlayerId>)>,
     seats: Vec<Seat>,
     started: bool,
     /// The next turn to seal.
@@ -175,6 +189,11 @@ pub struct Host {
     waiting: u64,
     local_cost_ms: u32,
     recorder: Option<Recorder>,
+    /// Every sealed turn's encoding from turn 0, for rejoins (empty when rejoin is off or the
+    /// log outgrew `rejoin_log_bytes_max`, see `rejoin_log_full`).
+    rejoin_log: Vec<Bytes>,
+    rejoin_log_bytes: usize,
+    rejoin_log_full: bool,
 }
 
 /// The most events held for the driver; older ones are dropped first (they are also
@@ -191,7 +210,7 @@ impl Host {
         open.resize_with(window, OpenTurn::default);
         Ok(Host {
             limits: Limits::new(&config),
-            tokens: tokens.iter().map(|&token| (token, false)).collect(),
+            tokens: tokens.iter().map(|&token| (token, None)).collect(),
             seats: (0..config.players_max).map(|_| Seat::Free).collect(),
             started: false,
             next_seal: Turn::ZERO,
@@ -212,6 +231,9 @@ impl Host {
             waiting: 0,
             local_cost_ms: 0,
             recorder: None,
+            rejoin_log: Vec::new(),
+            rejoin_log_bytes: 0,
+            rejoin_log_full: config.rejoin_window_ms == 0,
             config,
         })
     }
@@ -266,8 +288,20 @@ impl Host {
         let Some(token) = self.tokens.iter().position(|&(token, _)| token == request.token) else {
             return refused(JoinRefusal::BadToken);
         };
-        if self.tokens[token].1 {
-            return refused(JoinRefusal::TokenUsed);
+        if let Some(player) = self.tokens[token].1 {
+            return match self.seats[player.0 as usize] {
+                Seat::Away { since_ms, cmd_next, pauses_used } => {
+                    if now_ms.saturating_sub(since_ms) > u64::from(self.config.rejoin_window_ms) {
+                        refused(JoinRefusal::RejoinExpired)
+                    } else if self.rejoin_log_full || self.ended {
+                        refused(JoinRefusal::RejoinUnavailable)
+                    } else {
+                        self.rejoin(now_ms, player, cmd_next, pauses_used)
+                    }
+                }
+                Seat::Gone if self.started => refused(JoinRefusal::RejoinUnavailable),
+                _ => refused(JoinRefusal::TokenUsed),
+            };
         }
         if self.started {
             return refused(JoinRefusal::GameStarted);
@@ -275,25 +309,56 @@ impl Host {
         let Some(player) = self.free_seat() else {
             return refused(JoinRefusal::SessionFull);
         };
-        self.tokens[token].1 = true;
-        self.seats[player.0 as usize] = Seat::Remote(Box::new(Peer {
+        self.tokens[token].1 = Some(player);
+        self.seats[player.0 as usize] =
+            Seat::Remote(Box::new(self.new_peer(now_ms, Turn::ZERO, CommandSeq(0), 0)));
+        self.open[0].controls.push(Record::Joined(player));
+        self.push_event(HostEvent::PlayerJoined(player));
+        let accept = self.accept(player, None);
+        JoinResponse { reply: Some(encode_join_reply(&Ok(accept))), result: Ok(player) }
+    }
+
+    fn new_peer(&self, now_ms: u64, from: Turn, cmd_next: CommandSeq, pauses_used: u32) -> Peer {
+        Peer {
             link: Link::new(now_ms, &self.config, self.config.ack_delay_ms),
-            turn_ack: Turn::ZERO,
-            turn_exec: Turn::ZERO,
-            send_next: Turn::ZERO,
-            cmd_next: CommandSeq(0),
+            turn_ack: from,
+            turn_exec: from,
+            send_next: from,
+            cmd_next,
             misbehaviour: 0,
             drops: DropCounters::default(),
             commands_accepted: 0,
             cost_ms: 0,
             hash_acked: None,
             pause_seq: None,
-            pauses_used: 0,
+            pauses_used,
             notify_due: false,
-        }));
+        }
+    }
+
+    /// Takes a player back: the reply carries every sealed turn; live play resumes at the
+    /// next one, whose `Joined` record tells every game the player is back. The window
+    /// counts the returning player as caught up, so replaying the log is their own cost.
+    fn rejoin(
+        &mut self,
+        now_ms: u64,
+        player: PlayerId,
+        cmd_next: CommandSeq,
+        pauses_used: u32,
+    ) -> JoinResponse {
+        let from = self.next_seal;
+        self.seats[player.0 as usize] =
+            Seat::Remote(Box::new(self.new_peer(now_ms, from, cmd_next, pauses_used)));
         self.open[0].controls.push(Record::Joined(player));
-        self.push_event(HostEvent::PlayerJoined(player));
-        let accept = JoinAccept {
+        self.push_event(HostEvent::PlayerRejoined(player));
+        self.stats.rejoins += 1;
+        let accept = self.accept(player, Some(Rejoin { turns: from.0, next_seq: cmd_next }));
+        let reply = encode_join_reply_with_log(&Ok(accept), &self.rejoin_log);
+        JoinResponse { reply: Some(reply), result: Ok(player) }
+    }
+
+    fn accept(&self, player: PlayerId, rejoin: Option<Rejoin>) -> JoinAccept {
+        JoinAccept {
             player,
             turn_length_ms: self.pace.current.turn_length_ms,
             command_delay_turns: self.pace.current.command_delay_turns,
@@ -303,8 +368,8 @@ impl Host {
             turn_bytes_per_player_max: self.config.turn_bytes_per_player_max,
             command_bytes_max: self.config.command_bytes_max,
             sync_interval_turns: self.config.sync_interval_turns,
-        };
-        JoinResponse { reply: Some(encode_join_reply(&Ok(accept))), result: Ok(player) }
+            rejoin,
+        }
     }
 
     /// Starts the game: turn 0 is sealed one turn length from now. Idempotent.
@@ -370,7 +435,7 @@ impl Host {
             };
             peer.link.handle_timeout(now_ms);
             if peer.link.timed_out {
-                self.remove_player(PlayerId(index as u8));
+                self.remove_player(now_ms, PlayerId(index as u8), true);
                 self.push_event(HostEvent::PlayerTimedOut(PlayerId(index as u8)));
             }
         }
@@ -412,7 +477,7 @@ impl Host {
             let behind = match seat {
                 Seat::Remote(peer) => turn.since(peer.turn_exec) >= window,
                 Seat::Local { next_exec, .. } => turn.since(*next_exec) >= window,
-                Seat::Free | Seat::Gone => false,
+                Seat::Free | Seat::Away { .. } | Seat::Gone => false,
             };
             mask | (u64::from(behind) << index)
         })
@@ -446,7 +511,7 @@ impl Host {
         self.seats.iter().all(|seat| match seat {
             Seat::Remote(peer) => turn.since(peer.turn_exec) < window,
             Seat::Local { next_exec, .. } => turn.since(*next_exec) < window,
-            Seat::Free | Seat::Gone => true,
+            Seat::Free | Seat::Away { .. } | Seat::Gone => true,
         })
     }
 
@@ -469,10 +534,22 @@ impl Host {
         if let Some(recorder) = &mut self.recorder {
             recorder.record(&bundle);
         }
+        let encoded = Bytes::from(encoded);
+        if !self.rejoin_log_full {
+            self.rejoin_log_bytes += encoded.len();
+            if self.rejoin_log_bytes > self.config.rejoin_log_bytes_max as usize {
+                self.rejoin_log_full = true;
+                self.rejoin_log = Vec::new();
+                self.stats.rejoin_log_bytes = 0;
+            } else {
+                self.rejoin_log.push(encoded.clone());
+                self.stats.rejoin_log_bytes = self.rejoin_log_bytes;
+            }
+        }
         if self.sealed.is_empty() {
             self.sealed_base = self.next_seal;
         }
-        self.sealed.push_back(Sealed { bundle, encoded: Bytes::from(encoded) });
+        self.sealed.push_back(Sealed { bundle, encoded });
         self.next_seal = self.next_seal.next();
         self.stats.turns_sealed += 1;
         self.stats.sealed_high_water = self.stats.sealed_high_water.max(self.sealed.len());
@@ -550,7 +627,7 @@ impl Host {
             .filter_map(|seat| match seat {
                 Seat::Remote(peer) => Some(peer.turn_ack),
                 Seat::Local { next_exec, .. } => Some(*next_exec),
-                Seat::Free | Seat::Gone => None,
+                Seat::Free | Seat::Away { .. } | Seat::Gone => None,
             })
             .min()
             .unwrap_or(self.next_seal);
@@ -564,25 +641,31 @@ impl Host {
     }
 
     /// Removes a player: they leave at the next sealed turn, and the window no longer waits
-    /// for them.
-    fn remove_player(&mut self, player: PlayerId) {
+    /// for them. A `rejoinable` remote player's seat stays open for `rejoin_window_ms`.
+    fn remove_player(&mut self, now_ms: u64, player: PlayerId, rejoinable: bool) {
+        let rejoin = self.config.rejoin_window_ms > 0;
         if let Some(seat) = self.seats.get_mut(player.0 as usize) {
-            if matches!(seat, Seat::Free | Seat::Gone) {
-                return;
-            }
-            *seat = Seat::Gone;
+            *seat = match seat {
+                Seat::Free | Seat::Away { .. } | Seat::Gone => return,
+                Seat::Remote(peer) if rejoinable && rejoin => Seat::Away {
+                    since_ms: now_ms,
+                    cmd_next: peer.cmd_next,
+                    pauses_used: peer.pauses_used,
+                },
+                _ => Seat::Gone,
+            };
             self.open[0].controls.push(Record::Left(player));
         }
     }
 
     /// Counts a bad datagram against `player`; past the limit they are disconnected.
-    fn misbehaved(&mut self, player: PlayerId) {
+    fn misbehaved(&mut self, now_ms: u64, player: PlayerId) {
         let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) else {
             return;
         };
         peer.misbehaviour += 1;
         if peer.misbehaviour > self.config.misbehaviour_max {
-            self.remove_player(player);
+            self.remove_player(now_ms, player, false);
             self.push_event(HostEvent::PlayerMisbehaved(player));
         }
     }
@@ -600,7 +683,7 @@ impl Host {
             Ok(up) => up,
             Err(_) => {
                 peer.drops.malformed += 1;
-                self.misbehaved(player);
+                self.misbehaved(now_ms, player);
                 return;
             }
         };
@@ -611,14 +694,14 @@ impl Host {
         if let Some(ack) = up.ack {
             if peer.link.on_ack(now_ms, ack).is_err() {
                 peer.drops.spoofed += 1;
-                self.misbehaved(player);
+                self.misbehaved(now_ms, player);
                 return;
             }
         }
         // The peer cannot hold a bundle not sealed yet, nor have executed one it does not hold.
         if up.turn_ack > next_seal || up.turn_exec > up.turn_ack {
             peer.drops.spoofed += 1;
-            self.misbehaved(player);
+            self.misbehaved(now_ms, player);
             return;
         }
         peer.turn_exec = peer.turn_exec.max(up.turn_exec);
@@ -717,7 +800,7 @@ impl Host {
         }
         if spoofed {
             peer.drops.spoofed += 1;
-            self.misbehaved(player);
+            self.misbehaved(now_ms, player);
         }
         match pause_change {
             Some(true) => self.set_paused(now_ms, true, PauseBy::Player(player)),

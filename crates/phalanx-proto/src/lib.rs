@@ -75,7 +75,7 @@ pub use typed::{
 pub use types::{CommandSeq, PlayerId, Ticket, Turn};
 pub use wire::{
     decode_join_reply, encode_join_reply, DecodeError, JoinAccept, JoinRefusal, JoinReply,
-    JoinRequest,
+    JoinRequest, Rejoin,
 };
 
 /// The protocol version this build speaks: the first byte of every message.

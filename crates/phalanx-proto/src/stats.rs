@@ -97,6 +97,10 @@ pub struct HostStats {
     pub sealed_high_water: usize,
     /// Most commands waiting in open turns at once (bounded by the budgets × window).
     pub open_commands_high_water: usize,
+    /// Players who came back after timing out.
+    pub rejoins: u64,
+    /// Bytes of sealed turns kept for rejoins (bounded by `rejoin_log_bytes_max`).
+    pub rejoin_log_bytes: usize,
 }
 
 /// Counters of a client.

@@ -793,8 +793,15 @@ pub enum JoinRefusal {
     TokenUsed,
     /// Every seat is taken.
     SessionFull,
-    /// The game has started; joining mid-game needs a snapshot (rejoin), not supported yet.
+    /// The game has started and this token's seat was never taken: a new player cannot
+    /// join mid-game. (A player who held the seat and dropped out can rejoin.)
     GameStarted,
+    /// The player this token seated timed out longer ago than `rejoin_window_ms`: the seat
+    /// is closed for good.
+    RejoinExpired,
+    /// Rejoin is off, or the game outgrew `rejoin_log_bytes_max`, or the player was removed
+    /// for misbehaving: no catch-up is possible.
+    RejoinUnavailable,
 }
 
 impl std::fmt::Display for JoinRefusal {
@@ -810,6 +817,8 @@ impl std::fmt::Display for JoinRefusal {
             JoinRefusal::TokenUsed => write!(f, "join token already used"),
             JoinRefusal::SessionFull => write!(f, "session is full"),
             JoinRefusal::GameStarted => write!(f, "game already started"),
+            JoinRefusal::RejoinExpired => write!(f, "rejoin window closed"),
+            JoinRefusal::RejoinUnavailable => write!(f, "rejoin unavailable"),
         }
     }
 }
@@ -837,6 +846,18 @@ pub struct JoinAccept {
     pub command_bytes_max: u16,
     /// The session's sync-check interval (0: off); clients report hashes on this schedule.
     pub sync_interval_turns: u32,
+    /// Set when this join takes back a seat the player dropped out of: the reply then also
+    /// carries every sealed turn so far, for the game to replay from its start.
+    pub rejoin: Option<Rejoin>,
+}
+
+/// A rejoin's catch-up: what the returning player needs besides the turns themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejoin {
+    /// Sealed turns carried in the reply: turns `0..turns`. Live play resumes at `turns`.
+    pub turns: u32,
+    /// The next command sequence the host expects from this player.
+    pub next_seq: CommandSeq,
 }
 
 /// The host's answer to a join request.
@@ -848,10 +869,19 @@ const REFUSAL_BAD_TOKEN: u8 = 2;
 const REFUSAL_TOKEN_USED: u8 = 3;
 const REFUSAL_FULL: u8 = 4;
 const REFUSAL_STARTED: u8 = 5;
+const REFUSAL_REJOIN_EXPIRED: u8 = 6;
+const REFUSAL_REJOIN_UNAVAILABLE: u8 = 7;
 
-/// The bytes of a join reply.
+/// The bytes of a join reply. A rejoin's reply also needs its turns:
+/// see [`Host::handle_join`](crate::Host::handle_join), which writes them.
 pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32);
+    encode_join_reply_with_log(reply, &[])
+}
+
+/// A join reply followed, for a rejoin, by the encoded bundles of turns `0..log.len()`.
+pub(crate) fn encode_join_reply_with_log(reply: &JoinReply, log: &[Bytes]) -> Vec<u8> {
+    let log_bytes: usize = log.iter().map(Bytes::len).sum();
+    let mut out = Vec::with_capacity(48 + log_bytes);
     out.put_u8(PROTOCOL_VERSION);
     out.put_u8(KIND_REPLY);
     match reply {
@@ -866,6 +896,17 @@ pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
             put_varint(&mut out, accept.turn_bytes_per_player_max.into());
             put_varint(&mut out, accept.command_bytes_max.into());
             put_varint(&mut out, accept.sync_interval_turns.into());
+            match accept.rejoin {
+                None => out.put_u8(0),
+                Some(rejoin) => {
+                    out.put_u8(1);
+                    put_varint(&mut out, rejoin.next_seq.0.into());
+                    put_varint(&mut out, rejoin.turns.into());
+                    for bundle in log.iter().take(rejoin.turns as usize) {
+                        out.extend_from_slice(bundle);
+                    }
+                }
+            }
         }
         Err(refusal) => {
             out.put_u8(1);
@@ -884,6 +925,8 @@ pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
                 JoinRefusal::TokenUsed => out.put_u8(REFUSAL_TOKEN_USED),
                 JoinRefusal::SessionFull => out.put_u8(REFUSAL_FULL),
                 JoinRefusal::GameStarted => out.put_u8(REFUSAL_STARTED),
+                JoinRefusal::RejoinExpired => out.put_u8(REFUSAL_REJOIN_EXPIRED),
+                JoinRefusal::RejoinUnavailable => out.put_u8(REFUSAL_REJOIN_UNAVAILABLE),
             }
         }
     }
@@ -896,8 +939,14 @@ fn u16_field(reader: &mut Reader<'_>, field: &'static str) -> Result<u16, Decode
 }
 
 /// Parses a join reply. The version byte is checked first, so a client facing a host of
-/// another version learns it from [`DecodeError::Version`].
+/// another version learns it from [`DecodeError::Version`]. A rejoin's turns are not
+/// decoded here (they need the session's limits); [`Client`](crate::Client) reads them.
 pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
+    decode_join_reply_parts(bytes).map(|(reply, _)| reply)
+}
+
+/// A join reply and the bytes of a rejoin's turns (empty otherwise); see [`decode_rejoin_log`].
+pub(crate) fn decode_join_reply_parts(bytes: &[u8]) -> Result<(JoinReply, &[u8]), DecodeError> {
     let mut reader = Reader::new(bytes);
     match reader.header()? {
         KIND_REPLY => {}
@@ -914,6 +963,14 @@ pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
             turn_bytes_per_player_max: u16_field(&mut reader, "turn_bytes_per_player_max")?,
             command_bytes_max: u16_field(&mut reader, "command_bytes_max")?,
             sync_interval_turns: reader.varint_u32()?,
+            rejoin: match reader.u8()? {
+                0 => None,
+                1 => Some(Rejoin {
+                    next_seq: CommandSeq(reader.varint_u32()?),
+                    turns: reader.varint_u32()?,
+                }),
+                tag => return Err(DecodeError::UnknownTag(tag)),
+            },
         }),
         1 => Err(match reader.u8()? {
             REFUSAL_VERSION => {
@@ -926,12 +983,40 @@ pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
             REFUSAL_TOKEN_USED => JoinRefusal::TokenUsed,
             REFUSAL_FULL => JoinRefusal::SessionFull,
             REFUSAL_STARTED => JoinRefusal::GameStarted,
+            REFUSAL_REJOIN_EXPIRED => JoinRefusal::RejoinExpired,
+            REFUSAL_REJOIN_UNAVAILABLE => JoinRefusal::RejoinUnavailable,
             tag => return Err(DecodeError::UnknownTag(tag)),
         }),
         tag => return Err(DecodeError::UnknownTag(tag)),
     };
+    let log = reader.bytes;
+    if !matches!(reply, Ok(JoinAccept { rejoin: Some(_), .. })) {
+        reader.finish()?;
+    }
+    Ok((reply, log))
+}
+
+/// Decodes a rejoin's `turns` bundles: all the bytes, nothing left over. Allocation is bounded
+/// by the bytes (every bundle is at least one byte) and `limits`.
+pub(crate) fn decode_rejoin_log(
+    bytes: &[u8],
+    turns: u32,
+    limits: &Limits,
+) -> Result<Vec<Vec<Record>>, DecodeError> {
+    let mut reader = Reader::new(bytes);
+    if turns as usize > reader.remaining() {
+        return Err(DecodeError::TooLarge {
+            field: "rejoin turns",
+            value: turns.into(),
+            max: reader.remaining() as u64,
+        });
+    }
+    let mut bundles = Vec::with_capacity(turns as usize);
+    for _ in 0..turns {
+        bundles.push(decode_bundle(&mut reader, limits)?);
+    }
     reader.finish()?;
-    Ok(reply)
+    Ok(bundles)
 }
 
 #[cfg(test)]

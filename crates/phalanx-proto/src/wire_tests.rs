@@ -359,6 +359,7 @@ fn join_messages_round_trip() {
             turn_bytes_per_player_max: 72,
             command_bytes_max: 72,
             sync_interval_turns: 10,
+            rejoin: None,
         }),
         Err(JoinRefusal::VersionMismatch { host: 1, client: 2 }),
         Err(JoinRefusal::GameDataMismatch { host: 1, client: u64::MAX }),
@@ -366,6 +367,8 @@ fn join_messages_round_trip() {
         Err(JoinRefusal::TokenUsed),
         Err(JoinRefusal::SessionFull),
         Err(JoinRefusal::GameStarted),
+        Err(JoinRefusal::RejoinExpired),
+        Err(JoinRefusal::RejoinUnavailable),
     ];
     for reply in replies {
         let bytes = encode_join_reply(&reply);
@@ -376,4 +379,52 @@ fn join_messages_round_trip() {
     }
     // A request from another version is still read far enough to name the version.
     assert_eq!(JoinRequest::decode(&[7]).map(|r| r.protocol_version), Ok(7));
+}
+
+#[test]
+fn rejoin_reply_carries_its_turns() {
+    let config = SessionConfig::default();
+    let limits = Limits::new(&config);
+    let bundles = [
+        vec![Record::Joined(PlayerId(0)), Record::Joined(PlayerId(1))],
+        vec![],
+        vec![Record::Command {
+            player: PlayerId(1),
+            seq: CommandSeq(0),
+            payload: Bytes::from_static(b"go"),
+        }],
+        vec![Record::Left(PlayerId(1))],
+    ];
+    let log: Vec<Bytes> = bundles
+        .iter()
+        .map(|records| {
+            let mut out = Vec::new();
+            encode_bundle(&mut out, records);
+            Bytes::from(out)
+        })
+        .collect();
+    let accept = JoinAccept {
+        player: PlayerId(1),
+        turn_length_ms: 100,
+        command_delay_turns: 2,
+        turns_ahead_max: 16,
+        players_max: 8,
+        commands_per_turn_max: 4,
+        turn_bytes_per_player_max: 72,
+        command_bytes_max: 72,
+        sync_interval_turns: 10,
+        rejoin: Some(Rejoin { turns: 4, next_seq: CommandSeq(1) }),
+    };
+    let bytes = encode_join_reply_with_log(&Ok(accept), &log);
+    let (reply, tail) = decode_join_reply_parts(&bytes).unwrap();
+    assert_eq!(reply, Ok(accept));
+    assert_eq!(decode_rejoin_log(tail, 4, &limits).unwrap(), bundles);
+    // Too few or too many turns for the bytes, or a cut anywhere, is refused.
+    assert!(decode_rejoin_log(tail, 3, &limits).is_err());
+    assert!(decode_rejoin_log(tail, 5, &limits).is_err());
+    assert!(decode_rejoin_log(tail, u32::MAX, &limits).is_err());
+    for cut in 0..bytes.len() {
+        let parsed = decode_join_reply_parts(&bytes[..cut]);
+        assert!(parsed.map_or(true, |(_, tail)| decode_rejoin_log(tail, 4, &limits).is_err()));
+    }
 }

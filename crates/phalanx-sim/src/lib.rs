@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use phalanx::{
-    Client, ClientOptions, EndReason, Host, HostIdentity, HostOptions, HostVerification, PlayerId,
-    SessionConfig, Turn, TypedTurn,
+    Client, ClientOptions, EndReason, Host, HostIdentity, HostOptions, HostVerification,
+    JoinRefusal, PlayerId, SessionConfig, Turn, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -109,6 +109,19 @@ pub enum Step {
         /// When.
         at_ms: u64,
     },
+    /// Crash player `player`'s process at the first turn it executes at or after `at_ms`:
+    /// it stops sending without a word, and its game state is lost. With `restart_after_ms`,
+    /// a new process starts that much later, joins again with the same token, replays the
+    /// rejoin's turns from a fresh game and plays on; its hashes in the report are the new
+    /// process's, from turn 0. A refused rejoin is in [`SimReport::refusals`].
+    CrashClient {
+        /// When.
+        at_ms: u64,
+        /// Which player.
+        player: usize,
+        /// Restart this long after the crash (`None`: never).
+        restart_after_ms: Option<u64>,
+    },
 }
 
 impl Step {
@@ -117,7 +130,8 @@ impl Step {
             Step::Partition { at_ms, .. }
             | Step::PartitionUp { at_ms, .. }
             | Step::Repair { at_ms, .. }
-            | Step::CrashHost { at_ms } => at_ms,
+            | Step::CrashHost { at_ms }
+            | Step::CrashClient { at_ms, .. } => at_ms,
         }
     }
 }
@@ -256,6 +270,11 @@ pub struct SimReport {
     pub executed: Vec<u64>,
     /// Per player: join errors, if it could not join.
     pub join_errors: Vec<Option<String>>,
+    /// Per player: the host's typed refusal, when a join was refused (after a crash: a
+    /// refused rejoin).
+    pub refusals: Vec<Option<JoinRefusal>>,
+    /// Per player: processes started (1, or 2 after a [`Step::CrashClient`] restart).
+    pub incarnations: Vec<u32>,
     /// Host events, as text, with their simulated time.
     pub host_events: Vec<(u64, String)>,
     /// A digest of every datagram's (time, source, destination, size, copies delivered).
@@ -429,6 +448,8 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
         submitted: vec![0; config.players],
         executed: vec![0; config.players],
         join_errors: vec![None; config.players],
+        refusals: vec![None; config.players],
+        incarnations: vec![0; config.players],
         latency_ms: vec![None; config.players],
         wire_bytes: vec![(0, 0); config.players],
         wire_datagrams: vec![(0, 0); config.players],
@@ -501,109 +522,148 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
             let host_ip = turmoil::lookup("host");
             let addr = SocketAddr::from((host_ip, HOST_PORT));
             let node = index as u64 + 1;
-            // A real game retries a failed join; so does the simulated player, three times.
-            let mut attempt = 0u64;
-            let mut client: Client<G::Command> = loop {
-                let port = 5_000 + attempt as u16;
-                let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), port));
-                let seed = node_seed(config.seed, node + 100 * attempt);
-                let name = format!("p{index}");
-                let socket =
-                    SimSocket::bind(&name, bind, config.faults, seed, trace.clone()).await?;
-                let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
-                options.session = config.session.clone();
-                options.socket = Some(socket);
-                options.quic_seed = Some(quic_seed(config.seed, node + 100 * attempt));
-                match Client::connect(addr, options).await {
-                    Ok(client) => break client,
-                    Err(error) if attempt == 2 => {
-                        report.lock().expect("not poisoned").join_errors[index] =
-                            Some(error.to_string());
-                        return Ok(());
-                    }
-                    Err(_) => attempt += 1,
+            let crash = config.timeline.iter().find_map(|step| match *step {
+                Step::CrashClient { at_ms, player, restart_after_ms } if player == index => {
+                    Some((at_ms, restart_after_ms))
                 }
-            };
-            if let Some(mode) = config.hostile.filter(|_| index + 1 == config.players) {
-                // From 3 s on, 20 bad datagrams a second, whatever the game does.
-                let sender = client.dangerous_raw_datagram_sender();
-                let mut rng = Rng::new(node_seed(config.seed, 50_000 + node));
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(3)).await;
-                    let mut pn = 1u64 << 40;
-                    loop {
-                        if sender.send(hostile_datagram(mode, &mut rng, pn)).is_err() {
-                            return;
+                _ => None,
+            });
+            // Each pass is one process of this player; a crash with a restart starts another.
+            let mut incarnation = 0u64;
+            'process: loop {
+                report.lock().expect("not poisoned").incarnations[index] += 1;
+                // A real game retries a failed join; so does the simulated player, three times.
+                let mut attempt = 0u64;
+                let mut client: Client<G::Command> = loop {
+                    let port = 5_000 + (attempt + 10 * incarnation) as u16;
+                    let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), port));
+                    let seed = node_seed(config.seed, node + 100 * (attempt + 10 * incarnation));
+                    let name = format!("p{index}");
+                    let socket =
+                        SimSocket::bind(&name, bind, config.faults, seed, trace.clone()).await?;
+                    let mut options =
+                        ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+                    options.session = config.session.clone();
+                    options.socket = Some(socket);
+                    options.quic_seed =
+                        Some(quic_seed(config.seed, node + 100 * (attempt + 10 * incarnation)));
+                    match Client::connect(addr, options).await {
+                        Ok(client) => break client,
+                        Err(error) if attempt == 2 || error.refusal().is_some() => {
+                            let mut report = report.lock().expect("not poisoned");
+                            report.refusals[index] = error.refusal();
+                            report.join_errors[index] = Some(error.to_string());
+                            return Ok(());
                         }
-                        pn += 1;
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        Err(_) => attempt += 1,
                     }
-                });
-            }
-            let mut game = G::new(client.player(), config.seed, &setup);
-            let interval = config.session.sync_interval_turns.max(1);
-            let mut flipped = 0u64;
-            while let Some(turn) = client.next_turn().await {
-                game.execute(&turn);
-                if config.desync_at == Some((index, turn.turn.0)) {
-                    flipped = 1;
+                };
+                if let Some(mode) = config.hostile.filter(|_| index + 1 == config.players) {
+                    // From 3 s on, 20 bad datagrams a second, whatever the game does.
+                    let sender = client.dangerous_raw_datagram_sender();
+                    let mut rng = Rng::new(node_seed(config.seed, 50_000 + node));
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        let mut pn = 1u64 << 40;
+                        loop {
+                            if sender.send(hostile_datagram(mode, &mut rng, pn)).is_err() {
+                                return;
+                            }
+                            pn += 1;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    });
                 }
-                let hash = game.state_hash() ^ flipped;
-                while let Some(event) = client.try_event() {
-                    if let phalanx::ClientEvent::Desync(desync) = event {
-                        let diverged = desync.diverged.iter().map(|p| p.0).collect();
-                        report.lock().expect("not poisoned").desyncs.push((
-                            index,
-                            desync.turn.0,
-                            diverged,
-                        ));
+                let mut game = G::new(client.player(), config.seed, &setup);
+                let interval = config.session.sync_interval_turns.max(1);
+                let mut flipped = 0u64;
+                let crash_now = |incarnation: u64| {
+                    crash.filter(|&(at_ms, _)| {
+                        incarnation == 0 && turmoil::elapsed().as_millis() as u64 >= at_ms
+                    })
+                };
+                while let Some(turn) = client.next_turn().await {
+                    if let Some((_, restart)) = crash_now(incarnation) {
+                        // The process dies: nothing more leaves it (the partition stands in for
+                        // a dead socket), and its game and session are gone.
+                        let name = format!("p{index}");
+                        turmoil::partition("host", name.as_str());
+                        drop(client);
+                        drop(game);
+                        let Some(after) = restart else { return Ok(()) };
+                        tokio::time::sleep(Duration::from_millis(after)).await;
+                        turmoil::repair("host", name.as_str());
+                        {
+                            let mut report = report.lock().expect("not poisoned");
+                            report.hashes[index].clear();
+                            report.executed[index] = 0;
+                        }
+                        incarnation += 1;
+                        continue 'process;
+                    }
+                    game.execute(&turn);
+                    if config.desync_at == Some((index, turn.turn.0)) {
+                        flipped = 1;
+                    }
+                    let hash = game.state_hash() ^ flipped;
+                    while let Some(event) = client.try_event() {
+                        if let phalanx::ClientEvent::Desync(desync) = event {
+                            let diverged = desync.diverged.iter().map(|p| p.0).collect();
+                            report.lock().expect("not poisoned").desyncs.push((
+                                index,
+                                desync.turn.0,
+                                diverged,
+                            ));
+                        }
+                    }
+                    let executed = turn
+                        .records
+                        .iter()
+                        .filter(|r| matches!(r, phalanx::TypedRecord::Command { .. }))
+                        .count() as u64;
+                    {
+                        let mut report = report.lock().expect("not poisoned");
+                        report.hashes[index].push(hash);
+                        report.executed[index] += executed;
+                    }
+                    if turn.turn.0 % interval == 0 {
+                        let _ = client.report_state_hash(turn.turn, hash).await;
+                    }
+                    if turn.turn.0 + 1 >= config.turns {
+                        break;
+                    }
+
+                    for command in game.commands(turn.turn) {
+                        if client.submit(&command).await.is_ok() {
+                            report.lock().expect("not poisoned").submitted[index] += 1;
+                        }
                     }
                 }
-                let executed = turn
-                    .records
-                    .iter()
-                    .filter(|r| matches!(r, phalanx::TypedRecord::Command { .. }))
-                    .count() as u64;
+                let stats = client.stats().await.ok();
                 {
                     let mut report = report.lock().expect("not poisoned");
-                    report.hashes[index].push(hash);
-                    report.executed[index] += executed;
-                }
-                if turn.turn.0 % interval == 0 {
-                    let _ = client.report_state_hash(turn.turn, hash).await;
-                }
-                if turn.turn.0 + 1 >= config.turns {
-                    break;
-                }
-
-                for command in game.commands(turn.turn) {
-                    if client.submit(&command).await.is_ok() {
-                        report.lock().expect("not poisoned").submitted[index] += 1;
+                    report.ended[index] = client.ended();
+                    if let Some(stats) = &stats {
+                        report.app_bytes[index] =
+                            (stats.link.bytes_sent, stats.link.bytes_received);
+                        report.stall_ms[index] = stats.stall_ms;
                     }
+                    report.latency_ms[index] = stats.and_then(|s| {
+                        Some((s.latency_ms_p50?, s.latency_ms_p95?, s.latency_ms_max?))
+                    });
+                    let mine = turmoil::lookup(format!("p{index}"));
+                    let host = turmoil::lookup("host");
+                    let trace = trace.lock().expect("not poisoned");
+                    let up = trace.flows.get(&(mine, host)).copied().unwrap_or_default();
+                    let down = trace.flows.get(&(host, mine)).copied().unwrap_or_default();
+                    report.wire_datagrams[index] = (up.0, down.0);
+                    report.wire_bytes[index] = (up.1, down.1);
                 }
+                // Stay a little so the last acknowledgements reach the host.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                client.shutdown().await;
+                return Ok(());
             }
-            let stats = client.stats().await.ok();
-            {
-                let mut report = report.lock().expect("not poisoned");
-                report.ended[index] = client.ended();
-                if let Some(stats) = &stats {
-                    report.app_bytes[index] = (stats.link.bytes_sent, stats.link.bytes_received);
-                    report.stall_ms[index] = stats.stall_ms;
-                }
-                report.latency_ms[index] = stats
-                    .and_then(|s| Some((s.latency_ms_p50?, s.latency_ms_p95?, s.latency_ms_max?)));
-                let mine = turmoil::lookup(format!("p{index}"));
-                let host = turmoil::lookup("host");
-                let trace = trace.lock().expect("not poisoned");
-                let up = trace.flows.get(&(mine, host)).copied().unwrap_or_default();
-                let down = trace.flows.get(&(host, mine)).copied().unwrap_or_default();
-                report.wire_datagrams[index] = (up.0, down.0);
-                report.wire_bytes[index] = (up.1, down.1);
-            }
-            // Stay a little so the last acknowledgements reach the host.
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            client.shutdown().await;
-            Ok(())
         });
     }
 
@@ -642,7 +702,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
             .timeline
             .iter()
             .copied()
-            .filter(|s| !matches!(s, Step::CrashHost { .. }))
+            .filter(|s| !matches!(s, Step::CrashHost { .. } | Step::CrashClient { .. }))
             .collect();
         sim.client("director", async move {
             let mut steps = timeline;
@@ -652,7 +712,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                     Step::Partition { at_ms, player }
                     | Step::PartitionUp { at_ms, player }
                     | Step::Repair { at_ms, player } => (at_ms, player),
-                    Step::CrashHost { .. } => continue,
+                    Step::CrashHost { .. } | Step::CrashClient { .. } => continue,
                 };
                 let now = turmoil::elapsed().as_millis() as u64;
                 tokio::time::sleep(Duration::from_millis(at_ms.saturating_sub(now))).await;

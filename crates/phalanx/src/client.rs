@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::tls::{client_tls, HostVerification};
-use crate::transport::{transport_config, JOIN_BYTES_MAX, JOIN_TIMEOUT};
+use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
 use crate::{ask, tell, Clock, ConnectError, SessionError, EVENTS_MAX};
 
 /// Everything a client needs to join a host.
@@ -109,7 +109,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|error| ConnectError::Tls(rustls::Error::General(error.to_string())))?;
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-        config.transport_config(transport_config(&session));
+        config.transport_config(transport_config(&session, CLIENT_STREAM_WINDOW));
         let bind: SocketAddr = if addr.is_ipv4() {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
         } else {
@@ -132,6 +132,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         endpoint.set_default_client_config(config);
         let connecting = endpoint.connect(addr, &server_name).map_err(ConnectError::Connect)?;
         let clock = Clock::new();
+        let reply_max = JOIN_BYTES_MAX + session.rejoin_log_bytes_max as usize;
         let joined = tokio::time::timeout(join_timeout, async {
             let connection = connecting.await.map_err(ConnectError::Connection)?;
             let (mut send, mut recv) =
@@ -139,7 +140,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             send.write_all(&request).await.map_err(|e| ConnectError::Stream(e.to_string()))?;
             send.finish().map_err(|e| ConnectError::Stream(e.to_string()))?;
             let reply = recv
-                .read_to_end(JOIN_BYTES_MAX)
+                .read_to_end(reply_max)
                 .await
                 .map_err(|e| ConnectError::Stream(e.to_string()))?;
             Ok::<_, ConnectError>((connection, reply))

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::tls::{Fingerprint, HostIdentity};
-use crate::transport::{transport_config, JOIN_BYTES_MAX, JOIN_TIMEOUT};
+use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
 use crate::{ask, tell, Clock, HostError, SessionError, EVENTS_MAX};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
@@ -68,9 +68,15 @@ impl HostOptions {
 }
 
 enum Input {
-    Join { conn: quinn::Connection, request: Vec<u8>, reply: oneshot::Sender<JoinResponse> },
-    Datagram(PlayerId, Bytes),
-    Closed(PlayerId),
+    Join {
+        conn: quinn::Connection,
+        request: Vec<u8>,
+        reply: oneshot::Sender<JoinResponse>,
+    },
+    /// A datagram from the connection with this `stable_id`, seated as the player. After a
+    /// rejoin the player's old connection may still deliver: only the current one counts.
+    Datagram(PlayerId, usize, Bytes),
+    Closed(PlayerId, usize),
 }
 
 enum Command {
@@ -117,7 +123,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
             .map_err(|error| HostError::Tls(error.to_string()))?;
         let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-        server.transport_config(transport_config(&session));
+        server.transport_config(transport_config(&session, HOST_STREAM_WINDOW));
         let key = reset_key.unwrap_or_else(random_key);
         let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
         let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
@@ -259,15 +265,16 @@ async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>
         conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"join refused");
         return;
     };
+    let id = conn.stable_id();
     loop {
         match conn.read_datagram().await {
             Ok(bytes) => {
-                if inputs.send(Input::Datagram(player, bytes)).await.is_err() {
+                if inputs.send(Input::Datagram(player, id, bytes)).await.is_err() {
                     return;
                 }
             }
             Err(_) => {
-                let _ = inputs.send(Input::Closed(player)).await;
+                let _ = inputs.send(Input::Closed(player, id)).await;
                 return;
             }
         }
@@ -306,15 +313,21 @@ async fn drive(
                 Some(Input::Join { conn, request, reply }) => {
                     let response = host.handle_join(clock.now_ms(), &request);
                     if let Ok(player) = response.result {
-                        conns.insert(player, conn);
+                        if let Some(old) = conns.insert(player, conn) {
+                            old.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"rejoined");
+                        }
                     }
                     let _ = reply.send(response);
                 }
-                Some(Input::Datagram(player, bytes)) => {
-                    host.handle_datagram(clock.now_ms(), player, &bytes);
+                Some(Input::Datagram(player, id, bytes)) => {
+                    if conns.get(&player).is_some_and(|conn| conn.stable_id() == id) {
+                        host.handle_datagram(clock.now_ms(), player, &bytes);
+                    }
                 }
-                Some(Input::Closed(player)) => {
-                    conns.remove(&player);
+                Some(Input::Closed(player, id)) => {
+                    if conns.get(&player).is_some_and(|conn| conn.stable_id() == id) {
+                        conns.remove(&player);
+                    }
                 }
             },
             () = tokio::time::sleep_until(wake) => {}

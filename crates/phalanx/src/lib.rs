@@ -45,9 +45,9 @@ use std::fmt;
 pub use client::{Client, ClientOptions, RawDatagramSender};
 pub use host::{Host, HostOptions, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
-    ClientEvent, ClientStats, CodecError, DesyncReport, EndReason, HostEvent, HostStats, Pace,
-    PeerStats, PlayerId, SessionConfig, SplitMix64, SubmitError, Ticket, Turn, TypedRecord,
-    TypedTurn,
+    ClientEvent, ClientJoinError, ClientStats, CodecError, DesyncReport, EndReason, HostEvent,
+    HostStats, JoinRefusal, Pace, PeerStats, PlayerId, SessionConfig, SplitMix64, SubmitError,
+    Ticket, Turn, TypedRecord, TypedTurn,
 };
 pub use tls::{
     Fingerprint, FingerprintParseError, HostIdentity, HostVerification, IdentityError, ALPN,
@@ -196,6 +196,17 @@ impl fmt::Display for ConnectError {
 }
 
 impl std::error::Error for ConnectError {}
+
+impl ConnectError {
+    /// The host's refusal, if the host refused the join (as opposed to a network or setup
+    /// failure): retrying the same join will not help.
+    pub fn refusal(&self) -> Option<JoinRefusal> {
+        match self {
+            ConnectError::Join(phalanx_proto::ClientJoinError::Refused(refusal)) => Some(*refusal),
+            _ => None,
+        }
+    }
+}
 
 /// Why an operation on a running session failed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,14 +9,25 @@ use std::time::Duration;
 use phalanx_proto::SessionConfig;
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 
-/// The most bytes the join stream carries each way (a join request or reply is < 64 bytes).
+/// The most bytes of a join request, or of a join reply besides a rejoin's turns (both are
+/// under 64 bytes).
 pub(crate) const JOIN_BYTES_MAX: usize = 1_024;
+
+/// The join stream's receive window on a client: a rejoin's reply carries every sealed turn
+/// (up to `rejoin_log_bytes_max`), which should not crawl through a tiny window.
+pub(crate) const CLIENT_STREAM_WINDOW: u32 = 64 * 1024;
+
+/// The join stream's receive window on the host: requests are tiny.
+pub(crate) const HOST_STREAM_WINDOW: u32 = JOIN_BYTES_MAX as u32 * 4;
 
 /// How long a new connection may take to send its join request.
 pub(crate) const JOIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Transport settings for a session.
-pub(crate) fn transport_config(session: &SessionConfig) -> Arc<TransportConfig> {
+/// Transport settings for a session; `stream_window` is the join stream's receive window.
+pub(crate) fn transport_config(
+    session: &SessionConfig,
+    stream_window: u32,
+) -> Arc<TransportConfig> {
     let mut transport = TransportConfig::default();
     // QUIC's own idle timeout sits behind ours, so the session ends with phalanx's typed
     // outcome (HostLost / PlayerTimedOut) rather than a bare connection error.
@@ -28,7 +39,7 @@ pub(crate) fn transport_config(session: &SessionConfig) -> Arc<TransportConfig> 
     transport.keep_alive_interval(None);
     transport.max_concurrent_bidi_streams(VarInt::from_u32(1));
     transport.max_concurrent_uni_streams(VarInt::from_u32(0));
-    transport.stream_receive_window(VarInt::from_u32(JOIN_BYTES_MAX as u32 * 4));
+    transport.stream_receive_window(VarInt::from_u32(stream_window));
     transport.receive_window(VarInt::from_u32(64 * 1024));
     transport.send_window(64 * 1024);
     // Room for a window's worth of full datagrams each way; past that quinn drops the oldest.

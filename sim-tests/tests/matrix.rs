@@ -1,29 +1,14 @@
 //! Layer L2: real quinn + tokio under turmoil, seeded. Each test states the promise it checks;
 //! a failure names the seed (`PHALANX_SEED` reruns one, `PHALANX_SEEDS` sets the count).
+//! Row 10 (crash and rejoin) is in `rejoin.rs`.
 
 use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
 
 /// The reference game: a hash chain over every record, a command every 4 turns per player.
 const EVERY: u32 = 4;
 
-fn seeds(name: &str, default: u64) -> Vec<u64> {
-    if let Some(seed) = std::env::var("PHALANX_SEED").ok().and_then(|v| v.parse().ok()) {
-        return vec![seed];
-    }
-    let count = std::env::var("PHALANX_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let base = name.bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
-    (0..count).map(|i| (base % 1_000_000) * 1_000 + i).collect()
-}
-
 fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
-    for seed in seeds(name, count) {
-        if let Err(failure) = check(seed) {
-            panic!(
-                "{name} failed for seed {seed}: {failure}\n\
-                 rerun: PHALANX_SEED={seed} cargo test -p phalanx-sim --test sim -- {name} --exact"
-            );
-        }
-    }
+    sim_tests::for_each_seed("matrix", name, count, check);
 }
 
 /// A clean network: every player executes the same 100 turns with the same states, and every

@@ -1,0 +1,93 @@
+//! Row 10 at L2: a client's process crashes at a random time (seeded) and a new process comes
+//! back with the same token. Within the rejoin window it catches up from the rejoin's turns and
+//! every state hash matches everyone else's (L3); after the window it stays dropped (as row 7)
+//! and its join is refused with a typed error.
+
+use phalanx::JoinRefusal;
+use phalanx_sim::{run_with, ChainGame, Rng, SimConfig, SimReport, Step};
+
+const EVERY: u32 = 4;
+const TURNS: u32 = 150;
+
+fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
+    sim_tests::for_each_seed("rejoin", name, count, check);
+}
+
+/// Three players, a little loss and jitter; player 1 crashes between 3 and 6 s.
+fn scenario(seed: u64, window_ms: u32, restart_after_ms: u64) -> SimConfig {
+    let mut config = SimConfig::new(seed, 3);
+    config.turns = TURNS;
+    config.faults.loss_permille = 10;
+    config.faults.jitter_ms = 10;
+    config.session.rejoin_window_ms = window_ms;
+    let crash_ms = 3_000 + Rng::new(seed).below(3_000);
+    config.timeline = vec![Step::CrashClient {
+        at_ms: crash_ms,
+        player: 1,
+        restart_after_ms: Some(restart_after_ms),
+    }];
+    config
+}
+
+fn events(report: &SimReport, what: &str) -> usize {
+    report.host_events.iter().filter(|(_, event)| event.contains(what)).count()
+}
+
+#[test]
+fn crashed_client_rejoins_within_the_window() {
+    for_each_seed("crashed_client_rejoins_within_the_window", 8, |seed| {
+        // The host notices the silence after the idle timeout (3 s); come back after that.
+        let config = scenario(seed, 30_000, 4_500);
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+        if turns.iter().any(|&t| t != TURNS as usize) {
+            return Err(format!("turns executed {turns:?} (the rejoined player replays from 0)"));
+        }
+        if report.incarnations[1] != 2 || report.refusals[1].is_some() {
+            return Err(format!(
+                "player 1: {} processes, refusal {:?}",
+                report.incarnations[1], report.refusals[1]
+            ));
+        }
+        if events(&report, "PlayerTimedOut") != 1 || events(&report, "PlayerRejoined") != 1 {
+            return Err(format!("host events: {:?}", report.host_events));
+        }
+        if report.ended.iter().any(Option::is_some) {
+            return Err(format!("a session ended early: {:?}", report.ended));
+        }
+        // Every player executed the same commands, the rejoined one included.
+        if report.executed.iter().any(|&e| e != report.executed[0]) {
+            return Err(format!("executed {:?}", report.executed));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn crashed_client_is_refused_after_the_window() {
+    for_each_seed("crashed_client_is_refused_after_the_window", 5, |seed| {
+        // Timed out after 3 s, window 2 s: back after 6.5 s is too late.
+        let config = scenario(seed, 2_000, 6_500);
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        for player in [0, 2] {
+            if report.hashes[player].len() != TURNS as usize {
+                return Err(format!(
+                    "player {player} did not finish: {}",
+                    report.hashes[player].len()
+                ));
+            }
+        }
+        if report.refusals[1] != Some(JoinRefusal::RejoinExpired) {
+            return Err(format!(
+                "player 1's late rejoin: {:?} ({:?})",
+                report.refusals[1], report.join_errors[1]
+            ));
+        }
+        if events(&report, "PlayerTimedOut") != 1 || events(&report, "PlayerRejoined") != 0 {
+            return Err(format!("host events: {:?}", report.host_events));
+        }
+        Ok(())
+    });
+}
