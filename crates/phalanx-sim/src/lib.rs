@@ -273,6 +273,14 @@ pub struct SimReport {
     /// Per player: the host's typed refusal, when a join was refused (after a crash: a
     /// refused rejoin).
     pub refusals: Vec<Option<JoinRefusal>>,
+    /// Per player: submits the session refused (over budget, too large), which queued
+    /// nothing.
+    pub submit_refused: Vec<u64>,
+    /// Per player: most of its commands awaiting the host's acknowledgement at once.
+    pub unacked_high_water: Vec<usize>,
+    /// Per player: simulated time at which its game loop ended: its last turn executed, or
+    /// its session over (`None`: it never joined).
+    pub finished_ms: Vec<Option<u64>>,
     /// Per player: processes started (1, or 2 after a [`Step::CrashClient`] restart).
     pub incarnations: Vec<u32>,
     /// Host events, as text, with their simulated time.
@@ -450,6 +458,9 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
         join_errors: vec![None; config.players],
         refusals: vec![None; config.players],
         incarnations: vec![0; config.players],
+        submit_refused: vec![0; config.players],
+        unacked_high_water: vec![0; config.players],
+        finished_ms: vec![None; config.players],
         latency_ms: vec![None; config.players],
         wire_bytes: vec![(0, 0); config.players],
         wire_datagrams: vec![(0, 0); config.players],
@@ -634,14 +645,21 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                     }
 
                     for command in game.commands(turn.turn) {
-                        if client.submit(&command).await.is_ok() {
-                            report.lock().expect("not poisoned").submitted[index] += 1;
+                        let submitted = client.submit(&command).await;
+                        let mut report = report.lock().expect("not poisoned");
+                        match submitted {
+                            Ok(_) => report.submitted[index] += 1,
+                            Err(_) => report.submit_refused[index] += 1,
                         }
                     }
                 }
                 let stats = client.stats().await.ok();
                 {
                     let mut report = report.lock().expect("not poisoned");
+                    report.finished_ms[index] = Some(turmoil::elapsed().as_millis() as u64);
+                    if let Some(stats) = &stats {
+                        report.unacked_high_water[index] = stats.commands_unacked_high_water;
+                    }
                     report.ended[index] = client.ended();
                     if let Some(stats) = &stats {
                         report.app_bytes[index] =
