@@ -256,31 +256,49 @@ fn join_flood_is_refused() {
     });
 }
 
-/// The swarm: every seed draws its own mix of loss, duplication, jitter, latency and one
-/// partition; agreement must hold throughout, and players the partition did not drop finish.
+/// The swarm: every seed draws its own mix — loss 0–30 %, duplication 0–50 %, jitter,
+/// latency, one partition of random length, and in half the seeds one player's process
+/// crashing (restarted in time to rejoin, or never). Safety phase: faults on for the first
+/// 8 s, agreement throughout. Liveness phase: the links are clean afterwards, and every
+/// player that was not dropped — or that rejoined — finishes all its turns.
 #[test]
 fn swarm() {
     for_each_seed("swarm", 40, |seed| {
         let mut rng = phalanx_sim::Rng::new(seed);
         let mut config = SimConfig::new(seed, 4);
-        config.faults.loss_permille = rng.below(150) as u32;
-        config.faults.duplicate_permille = rng.below(300) as u32;
+        config.faults.loss_permille = rng.below(300) as u32;
+        config.faults.duplicate_permille = rng.below(500) as u32;
         config.faults.jitter_ms = rng.below(150);
+        config.faults.until_ms = Some(8_000);
         config.latency_ms = rng.below(120);
+        config.turns = 160;
         let at_ms = 2_000 + rng.below(4_000);
         let player = rng.below(4) as usize;
         config.timeline = vec![
             Step::Partition { at_ms, player },
             Step::Repair { at_ms: at_ms + rng.below(5_000), player },
         ];
-        config.turns = 120;
+        let crashed = rng.chance(500).then(|| {
+            let crashed = (player + 1 + rng.below(3) as usize) % 4;
+            let restart = rng.chance(700).then(|| 4_000 + rng.below(3_000));
+            let at_ms = 2_000 + rng.below(5_000);
+            config.timeline.push(Step::CrashClient {
+                at_ms,
+                player: crashed,
+                restart_after_ms: restart,
+            });
+            (crashed, restart.is_some())
+        });
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        for other in (0..4).filter(|&p| p != player) {
-            if report.hashes[other].len() != 120 {
+        let finishers = (0..4).filter(|&p| {
+            p != player && crashed.is_none_or(|(who, restarted)| p != who || restarted)
+        });
+        for other in finishers {
+            if report.hashes[other].len() != 160 {
                 return Err(format!(
-                    "player {other} did not finish (cut player {player}): turns {:?}, ended {:?}, \
-                     join errors {:?}, host events {:?}",
+                    "player {other} did not finish (cut player {player}, crashed {crashed:?}): \
+                     turns {:?}, ended {:?}, join errors {:?}, host events {:?}",
                     report.hashes.iter().map(Vec::len).collect::<Vec<_>>(),
                     report.ended,
                     report.join_errors,

@@ -76,6 +76,9 @@ pub struct LinkFaults {
     pub corrupt_permille: u32,
     /// Duplicates arrive up to this much later than the original (replays).
     pub replay_delay_ms: u64,
+    /// The faults stop at this simulated time and the link is clean afterwards (`None`:
+    /// never): a safety phase with faults, then a liveness phase without.
+    pub until_ms: Option<u64>,
 }
 
 /// A timeline step, on simulated time.

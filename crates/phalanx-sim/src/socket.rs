@@ -74,6 +74,9 @@ impl SimSocket {
     fn plan(&self, len: usize) -> (Vec<Duration>, Option<usize>) {
         let mut state = self.faults.lock().expect("not poisoned");
         let FaultState { rng, faults, bad } = &mut *state;
+        if faults.until_ms.is_some_and(|until| turmoil::elapsed().as_millis() as u64 >= until) {
+            return (vec![Duration::ZERO], None);
+        }
         if faults.mtu_bytes.is_some_and(|mtu| len > mtu) {
             return (Vec::new(), None);
         }
