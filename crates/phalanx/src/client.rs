@@ -116,7 +116,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
         let mut endpoint_config = quinn::EndpointConfig::default();
-        crate::seed_endpoint(&mut endpoint_config, quic_seed);
+        crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::CLIENT_CID_LEN);
         let runtime = quinn::default_runtime()
             .ok_or_else(|| ConnectError::Stream("no tokio runtime is running".into()))?;
         let mut endpoint = match socket {

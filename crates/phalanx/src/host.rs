@@ -127,7 +127,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         let key = reset_key.unwrap_or_else(random_key);
         let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
         let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
-        crate::seed_endpoint(&mut endpoint_config, quic_seed);
+        crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::HOST_CID_LEN);
         let runtime = quinn::default_runtime().ok_or(HostError::NoRuntime)?;
         let endpoint = match socket {
             Some(socket) => quinn::Endpoint::new_with_abstract_socket(
