@@ -3,11 +3,12 @@
 //! bench times ticks from the moment the first arrows fly (the densest fighting), a fresh
 //! copy of that state for every 50 ticks so the battle measured is always the same one.
 #![allow(missing_docs)] // criterion's macros generate undocumented items
+#![allow(clippy::print_stderr)] // the state each bench starts from, for the reader
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use archers::world::{Order, World, TICKS_PER_TURN};
+use archers::world::{Order, World};
 use criterion::{criterion_group, criterion_main, Criterion};
 use phalanx::{PlayerId, Turn, TypedRecord, TypedTurn};
 
@@ -68,8 +69,6 @@ fn ticks(c: &mut Criterion) {
             })
         });
     }
-    // A whole turn (TICKS_PER_TURN ticks) is what a player's machine spends per 100 ms.
-    eprintln!("(a turn is {TICKS_PER_TURN} ticks)");
     group.finish();
 }
 

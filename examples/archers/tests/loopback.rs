@@ -131,7 +131,7 @@ fn host_and_three_client_processes_agree_over_loopback() {
     let outcomes: Vec<(bool, String)> = clients.into_iter().map(|c| c.finish(deadline)).collect();
     let (host_ok, host_stderr) = host.finish(deadline);
     for (result, (ok, stderr)) in results.iter().zip(&outcomes) {
-        assert!(ok && result.is_some(), "a client failed: {result:?}\n{stderr}");
+        assert!(*ok && result.is_some(), "a client failed: {result:?}\n{stderr}");
     }
     assert!(host_ok, "the host failed:\n{host_stderr}");
     let lines: Vec<&String> = results.iter().flatten().collect();
