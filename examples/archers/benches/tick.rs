@@ -42,7 +42,7 @@ fn battle(after: u64) -> World {
 fn ticks(c: &mut Criterion) {
     let mut group = c.benchmark_group("archers");
     group.sample_size(30).measurement_time(Duration::from_secs(8));
-    for (name, after) in [("tick_first_contact", 0), ("tick_mid_battle", 200)] {
+    for (name, after) in [("tick_first_contact", 0), ("tick_full_battle", 60)] {
         let start = battle(after);
         eprintln!(
             "{name}: {} archers standing, {} events pending, tick {}",
