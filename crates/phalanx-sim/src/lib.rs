@@ -166,6 +166,10 @@ pub struct SimConfig {
     pub flood_joins: u32,
     /// The last player is hostile in this way after it has joined (rows 17 and 19).
     pub hostile: Option<Hostile>,
+    /// Sample every player's counters every this many simulated milliseconds into
+    /// [`SimReport::samples`], and time each of its commands into
+    /// [`SimReport::command_latencies`] (0: off, the default).
+    pub samples_every_ms: u64,
 }
 
 /// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
@@ -194,6 +198,7 @@ impl SimConfig {
             desync_at: None,
             flood_joins: 0,
             hostile: None,
+            samples_every_ms: 0,
         }
     }
 }
@@ -312,6 +317,110 @@ pub struct SimReport {
     pub app_bytes: Vec<(u64, u64)>,
     /// Per player: time its game waited for turns beyond their length (client stats).
     pub stall_ms: Vec<u64>,
+    /// Per player, when [`SimConfig::samples_every_ms`] is set: its counters over time.
+    pub samples: Vec<Vec<Sample>>,
+    /// Per player, when sampling: `(simulated ms when it executed, submit → execute ms)` of
+    /// each of its own commands, in execution order.
+    pub command_latencies: Vec<Vec<(u64, u32)>>,
+}
+
+/// One player's counters at one moment of simulated time (all cumulative since it joined,
+/// except the pace).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sample {
+    /// Simulated milliseconds since the run started.
+    pub at_ms: u64,
+    /// The last turn the player executed.
+    pub turn: u32,
+    /// Bytes the player sent and the host sent it (QUIC datagram payloads), as in
+    /// [`SimReport::wire_bytes`].
+    pub wire_bytes: (u64, u64),
+    /// Datagrams the player sent and the host sent it.
+    pub wire_datagrams: (u64, u64),
+    /// phalanx's own bytes sent and received by the player's client.
+    pub app_bytes: (u64, u64),
+    /// Time its game waited for turns beyond their length.
+    pub stall_ms: u64,
+    /// The pace in force: turn length.
+    pub turn_length_ms: u32,
+    /// The pace in force: command delay.
+    pub command_delay_turns: u32,
+}
+
+/// Collects a player's [`Sample`]s and command latencies for the report (a no-op unless
+/// sampling is on).
+struct Sampler {
+    index: usize,
+    every_ms: u64,
+    next_ms: u64,
+    /// Our commands not yet executed: sequence number → simulated ms at submit.
+    open: std::collections::BTreeMap<u32, u64>,
+}
+
+impl Sampler {
+    fn new(index: usize, every_ms: u64) -> Sampler {
+        Sampler { index, every_ms, next_ms: 0, open: std::collections::BTreeMap::new() }
+    }
+
+    fn submitted(&mut self, ticket: &phalanx::Ticket) {
+        if self.every_ms > 0 {
+            self.open.insert(ticket.seq.0, turmoil::elapsed().as_millis() as u64);
+        }
+    }
+
+    fn executed<C>(&mut self, me: PlayerId, turn: &TypedTurn<C>, report: &Mutex<SimReport>) {
+        if self.every_ms == 0 {
+            return;
+        }
+        let now = turmoil::elapsed().as_millis() as u64;
+        for record in &turn.records {
+            if let phalanx::TypedRecord::Command { player, seq, .. } = record {
+                if let Some(at) = (*player == me).then(|| self.open.remove(&seq.0)).flatten() {
+                    let latency = now.saturating_sub(at).min(u64::from(u32::MAX)) as u32;
+                    let mut report = report.lock().expect("not poisoned");
+                    report.command_latencies[self.index].push((now, latency));
+                }
+            }
+        }
+    }
+
+    async fn sample<C: Serialize + DeserializeOwned>(
+        &mut self,
+        client: &Client<C>,
+        turn: Turn,
+        report: &Mutex<SimReport>,
+        trace: &Mutex<Trace>,
+    ) {
+        let now = turmoil::elapsed().as_millis() as u64;
+        if self.every_ms == 0 || now < self.next_ms {
+            return;
+        }
+        self.next_ms = (now / self.every_ms + 1) * self.every_ms;
+        let Ok(stats) = client.stats().await else { return };
+        let (up, down) = flows(trace, self.index);
+        let sample = Sample {
+            at_ms: now,
+            turn: turn.0,
+            wire_bytes: (up.1, down.1),
+            wire_datagrams: (up.0, down.0),
+            app_bytes: (stats.link.bytes_sent, stats.link.bytes_received),
+            stall_ms: stats.stall_ms,
+            turn_length_ms: stats.turn_length_ms,
+            command_delay_turns: stats.command_delay_turns,
+        };
+        report.lock().expect("not poisoned").samples[self.index].push(sample);
+    }
+}
+
+/// Player `index`'s flows so far: `(datagrams, bytes)` it sent, and the host sent it.
+fn flows(trace: &Mutex<Trace>, index: usize) -> ((u64, u64), (u64, u64)) {
+    let mine = turmoil::lookup(format!("p{index}"));
+    let host = turmoil::lookup("host");
+    let trace = trace.lock().expect("not poisoned");
+    let up = trace.flows.get(&(mine, host)).copied().unwrap_or_default();
+    let down = trace.flows.get(&(host, mine)).copied().unwrap_or_default();
+    (up, down)
 }
 
 impl SimReport {
@@ -469,6 +578,8 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
         wire_datagrams: vec![(0, 0); config.players],
         app_bytes: vec![(0, 0); config.players],
         stall_ms: vec![0; config.players],
+        samples: vec![Vec::new(); config.players],
+        command_latencies: vec![Vec::new(); config.players],
         ..SimReport::default()
     }));
     let trace = Arc::new(Mutex::new(Trace::new()));
@@ -591,6 +702,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                 let mut game = G::new(client.player(), config.seed, &setup);
                 let interval = config.session.sync_interval_turns.max(1);
                 let mut flipped = 0u64;
+                let mut sampler = Sampler::new(index, config.samples_every_ms);
                 let crash_now = |incarnation: u64| {
                     crash.filter(|&(at_ms, _)| {
                         incarnation == 0 && turmoil::elapsed().as_millis() as u64 >= at_ms
@@ -616,6 +728,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                         continue 'process;
                     }
                     game.execute(&turn);
+                    sampler.executed(client.player(), &turn, &report);
                     if config.desync_at == Some((index, turn.turn.0)) {
                         flipped = 1;
                     }
@@ -643,12 +756,16 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                     if turn.turn.0 % interval == 0 {
                         let _ = client.report_state_hash(turn.turn, hash).await;
                     }
+                    sampler.sample(&client, turn.turn, &report, &trace).await;
                     if turn.turn.0 + 1 >= config.turns {
                         break;
                     }
 
                     for command in game.commands(turn.turn) {
                         let submitted = client.submit(&command).await;
+                        if let Ok(ticket) = &submitted {
+                            sampler.submitted(ticket);
+                        }
                         let mut report = report.lock().expect("not poisoned");
                         match submitted {
                             Ok(_) => report.submitted[index] += 1,

@@ -7,8 +7,10 @@ use phalanx_wheel::HierarchicalWheel;
 use serde::{Deserialize, Serialize};
 
 /// Sim ticks per communication turn (the game runs in lockstep turns of ticks).
-pub(crate) const TICKS_PER_TURN: u64 = 2;
+pub const TICKS_PER_TURN: u64 = 2;
 const MAP: i32 = 4_096;
+/// The map's width and height, in world units.
+pub const MAP_SIZE: i32 = MAP;
 const CELL: i32 = 128;
 const CELLS: usize = (MAP / CELL) as usize;
 const SPEED: i32 = 8;
@@ -19,7 +21,8 @@ const HP: i32 = 100;
 /// A player's order for a group of its units: ids `first..first + count` (only its own units
 /// obey). A whole army fits in these few bytes, so an order never outgrows a datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum Order {
+#[allow(missing_docs)] // the fields are the group's ids and the target point
+pub enum Order {
     /// Walk to a point, ignoring enemies.
     Move { first: u16, count: u16, x: i32, y: i32 },
     /// Walk to a point, fighting whatever comes in range.
@@ -54,7 +57,8 @@ enum Event {
 }
 
 /// The battlefield.
-pub(crate) struct World {
+#[derive(Debug)]
+pub struct World {
     units: Vec<Unit>,
     events: HierarchicalWheel<Event>,
     tick: u64,
@@ -64,7 +68,7 @@ pub(crate) struct World {
 
 impl World {
     /// `players` armies of `units / players` archers each, on a circle, seeded.
-    pub(crate) fn new(players: usize, units: usize, seed: u64) -> World {
+    pub fn new(players: usize, units: usize, seed: u64) -> World {
         let per = units / players.max(1);
         let mut list = Vec::with_capacity(units);
         for owner in 0..players {
@@ -96,7 +100,7 @@ impl World {
     }
 
     /// Units (alive or not) and their positions, for bots.
-    pub(crate) fn army(&self, player: PlayerId) -> (u16, u16, (i32, i32)) {
+    pub fn army(&self, player: PlayerId) -> (u16, u16, (i32, i32)) {
         let mine: Vec<usize> =
             (0..self.units.len()).filter(|&i| self.units[i].owner == player.0).collect();
         let first = mine.first().copied().unwrap_or(0) as u16;
@@ -104,14 +108,14 @@ impl World {
     }
 
     /// Executes one turn: its orders, then its ticks.
-    pub(crate) fn execute(&mut self, turn: &TypedTurn<Order>) {
+    pub fn execute(&mut self, turn: &TypedTurn<Order>) {
         for record in &turn.records {
             if let TypedRecord::Command { player, command: Ok(order), .. } = record {
                 self.apply(*player, *order);
             }
         }
         for _ in 0..TICKS_PER_TURN {
-            self.step();
+            self.tick();
         }
     }
 
@@ -132,7 +136,9 @@ impl World {
         }
     }
 
-    fn step(&mut self) {
+    /// Advances one sim tick (a turn is [`TICKS_PER_TURN`] of them): due events, then every
+    /// living unit in id order.
+    pub fn tick(&mut self) {
         self.tick += 1;
         while let Some(event) = self.events.poll(self.tick) {
             match event.value {
@@ -185,6 +191,30 @@ impl World {
         }
     }
 
+    /// Every living archer: `(army, x, y)`, in id order. The map is
+    /// [`MAP_SIZE`] × [`MAP_SIZE`].
+    pub fn living(&self) -> impl Iterator<Item = (u8, i32, i32)> + '_ {
+        self.units.iter().filter(|u| u.hp > 0).map(|u| (u.owner, u.x, u.y))
+    }
+
+    /// Sim ticks executed so far.
+    pub fn ticks(&self) -> u64 {
+        self.tick
+    }
+
+    /// Gameplay events (arrows in flight, reloads) pending on the wheel.
+    pub fn events_pending(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Flips the lowest bit of the hit points of the first living archer: a one-bit divergence
+    /// of the game state, for showing desync detection.
+    pub fn flip_one_bit(&mut self) {
+        if let Some(unit) = self.units.iter_mut().find(|u| u.hp > 0) {
+            unit.hp ^= 1;
+        }
+    }
+
     fn in_range(&self, a: usize, b: usize) -> bool {
         let (ua, ub) = (&self.units[a], &self.units[b]);
         ub.hp > 0 && distance2(ua, ub) <= i64::from(RANGE) * i64::from(RANGE)
@@ -228,7 +258,7 @@ impl World {
     }
 
     /// A 64-bit FNV-1a hash of every unit and every pending event, in canonical order.
-    pub(crate) fn state_hash(&self) -> u64 {
+    pub fn state_hash(&self) -> u64 {
         let mut hash = 0xcbf2_9ce4_8422_2325u64;
         let mut eat = |value: i64| {
             for byte in value.to_le_bytes() {
@@ -284,7 +314,7 @@ fn isqrt(value: i64) -> u64 {
 }
 
 /// Spawn point of `player` of `players`: eight compass points around the centre, integers.
-pub(crate) fn spawn(player: usize, players: usize) -> (i32, i32) {
+pub fn spawn(player: usize, players: usize) -> (i32, i32) {
     const POINTS: [(i32, i32); 8] = [
         (2048, 600),
         (3072, 1024),

@@ -1,16 +1,28 @@
 //! The demo binary end to end: a short match through the simulated bad network reaches the
 //! same state on every player, executes every order, and the same seed gives the same final
-//! state and packet-trace digest while another seed does not. Bounded by the simulation's own
-//! time limit.
+//! state and packet-trace digest while another seed does not; a recorded replay re-simulates
+//! with every turn's hash matching, and a tampered one fails naming a turn; an injected
+//! one-bit desync is reported at the first check turn at or after it, naming exactly that
+//! player. Bounded by the simulation's own time limit.
 
-use std::process::Command;
+use std::path::PathBuf;
+use std::process::{Command, Output};
 
-fn run(seed: u64) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_archers"))
-        .args(["--minutes", "0.4", "--units", "600", "--partition", "0", "--json"])
-        .args(["--seed", &seed.to_string()])
-        .output()
-        .expect("the demo runs");
+use archers::replay::ReplayFile;
+use archers::world::Order;
+use phalanx_proto::{CommandCodec, DefaultCodec, ReplayRecord};
+
+fn archers(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_archers")).args(args).output().expect("the demo runs")
+}
+
+/// A short match; returns the JSON line.
+fn run(seed: u64, extra: &[&str]) -> String {
+    let seed = seed.to_string();
+    let mut args = vec!["--minutes", "0.4", "--units", "600", "--partition", "0", "--json"];
+    args.extend(["--no-report", "--seed", &seed]);
+    args.extend(extra);
+    let output = archers(&args);
     assert!(
         output.status.success(),
         "exit {:?}: {}",
@@ -29,15 +41,109 @@ fn field<'a>(json: &'a str, name: &str) -> &'a str {
     rest[..end].trim_matches('"')
 }
 
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("archers-demo-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
 #[test]
 fn demo_is_deterministic_and_agrees() {
-    let first = run(7);
-    let again = run(7);
-    let other = run(8);
+    let first = run(7, &[]);
+    let again = run(7, &[]);
+    let other = run(8, &[]);
     assert_eq!(field(&first, "hashes_agree"), "true", "{first}");
+    assert_eq!(field(&first, "desyncs"), "[]", "{first}");
     assert_eq!(field(&first, "commands_submitted"), field(&first, "commands_executed"), "{first}");
     assert!(field(&first, "commands_submitted").parse::<u64>().unwrap() > 20, "{first}");
     assert_eq!(field(&first, "final_state_hash"), field(&again, "final_state_hash"));
     assert_eq!(field(&first, "trace_digest"), field(&again, "trace_digest"));
     assert_ne!(field(&first, "trace_digest"), field(&other, "trace_digest"));
+    assert_ne!(field(&first, "final_state_hash"), field(&other, "final_state_hash"));
+}
+
+#[test]
+fn injected_desync_is_reported_at_the_next_check_naming_the_player() {
+    let interval = phalanx::SessionConfig::default().sync_interval_turns;
+    // Not a check turn itself: the report must come at the next one.
+    let at = 3 * interval + interval / 2 - 2;
+    let expected = at.div_ceil(interval) * interval;
+    let json = run(11, &["--inject-desync", &at.to_string(), "--desync-player", "2"]);
+    assert_eq!(field(&json, "hashes_agree"), "false", "{json}");
+    let first = json.find("\"desyncs\":[{").map(|i| &json[i..]).expect("a desync report");
+    let want = format!("\"desyncs\":[{{\"turn\":{expected},\"players\":[2]}}");
+    assert!(first.starts_with(&want), "want {want} in {json}");
+}
+
+#[test]
+fn replay_verifies_and_a_tampered_one_fails() {
+    let dir = scratch("replay");
+    let path = dir.join("match.replay");
+    let json = run(5, &["--replay-out", path.to_str().unwrap()]);
+    let turns: u64 = field(&json, "turns").parse().unwrap();
+
+    let output = archers(&["replay", path.to_str().unwrap(), "--json"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let last = stdout.lines().last().unwrap();
+    assert_eq!(field(last, "verified"), "true");
+    assert_eq!(field(last, "turns").parse::<u64>().unwrap(), turns, "{last}");
+    // Every turn's hash was compared, and the last is the match's final state.
+    assert_eq!(field(last, "hashes_matched").parse::<u64>().unwrap(), turns, "{last}");
+    assert_eq!(field(last, "final_state_hash"), field(&json, "final_state_hash"));
+
+    // Move one order's target: the re-simulation must diverge at exactly that turn.
+    let bytes = std::fs::read(&path).unwrap();
+    let mut file = ReplayFile::from_bytes(&bytes).unwrap();
+    let first_turn = file.replay.first_turn;
+    let (index, record) = file
+        .replay
+        .turns
+        .iter_mut()
+        .enumerate()
+        .flat_map(|(i, records)| records.iter_mut().map(move |r| (i, r)))
+        .find(|(_, r)| {
+            let ReplayRecord::Command { payload, .. } = r else { return false };
+            matches!(DefaultCodec::decode(payload), Ok(Order::Move { .. }))
+        })
+        .expect("the bots gave a move order");
+    let ReplayRecord::Command { payload, .. } = record else { unreachable!() };
+    let Ok(Order::Move { first, count, x, y }) = DefaultCodec::decode::<Order>(payload) else {
+        unreachable!()
+    };
+    let moved = Order::Move { first, count, x: 4095 - x, y: 4095 - y };
+    *payload = DefaultCodec::encode(&moved).unwrap();
+    let tampered = dir.join("tampered.replay");
+    std::fs::write(&tampered, file.to_bytes()).unwrap();
+    let output = archers(&["replay", tampered.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a tampered replay verified");
+    // A changed order diverges at its turn or later (units far from both targets step the
+    // same way until they get near), never earlier.
+    let tampered_turn = first_turn + index as u32;
+    let named: u32 = stderr
+        .split("state hash at turn ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a turn in {stderr}"));
+    assert!(named >= tampered_turn && u64::from(named) < turns, "{named} vs {tampered_turn}");
+
+    // A recorded hash changed: named at its turn.
+    let mut file = ReplayFile::from_bytes(&bytes).unwrap();
+    let k = file.replay.checks.len() / 2;
+    file.replay.checks[k].1 ^= 1 << 17;
+    std::fs::write(&tampered, file.to_bytes()).unwrap();
+    let output = archers(&["replay", tampered.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains(&format!("at turn {} is", file.replay.checks[k].0)), "{stderr}");
+
+    // A truncated file is refused as unreadable, not mis-verified.
+    std::fs::write(&tampered, &bytes[..bytes.len() / 2]).unwrap();
+    let output = archers(&["replay", tampered.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not a readable archers replay"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
 }

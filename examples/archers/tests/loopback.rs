@@ -1,0 +1,151 @@
+//! The demo over real sockets on 127.0.0.1, one process per node: `archers host` prints its
+//! address, certificate fingerprint and seat tokens; a client pinning a wrong fingerprint is
+//! refused; three `archers client` processes pin the right one, play the match to its last
+//! turn and must print the same final state hash. Bounded: every child is killed after 120 s.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+const PLAYERS: usize = 3;
+const MATCH: [&str; 8] = ["--players", "3", "--units", "300", "--minutes", "0.1", "--seed", "5"];
+
+/// A child whose stdout lines arrive on a channel (a reader thread does the blocking reads, so
+/// a silent child cannot hang the test).
+struct Node {
+    child: Child,
+    lines: Receiver<String>,
+}
+
+impl Node {
+    fn spawn(args: &[&str]) -> Node {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_archers"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn archers");
+        let (tx, lines) = channel();
+        let stdout = child.stdout.take().expect("piped stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Node { child, lines }
+    }
+
+    /// The next line starting with `prefix` (what follows it), or `None` at the deadline or
+    /// when the child's stdout ends.
+    fn line(&self, prefix: &str, deadline: Instant) -> Option<String> {
+        loop {
+            let left = deadline.checked_duration_since(Instant::now())?;
+            let line = self.lines.recv_timeout(left).ok()?;
+            if let Some(rest) = line.strip_prefix(prefix) {
+                return Some(rest.trim().to_owned());
+            }
+        }
+    }
+
+    /// Waits for the exit (killing the child at the deadline); returns success and stderr.
+    fn finish(mut self, deadline: Instant) -> (bool, String) {
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                _ => break None,
+            }
+        };
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let mut stderr = String::new();
+        if let Some(mut pipe) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+        }
+        (status.is_some_and(|s| s.success()), stderr)
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn field<'a>(json: &'a str, name: &str) -> &'a str {
+    let key = format!("\"{name}\":");
+    let start = json.find(&key).unwrap_or_else(|| panic!("{name} in {json}")) + key.len();
+    let rest = &json[start..];
+    let end = rest.find([',', '}']).unwrap_or(rest.len());
+    rest[..end].trim_matches('"')
+}
+
+#[test]
+fn host_and_three_client_processes_agree_over_loopback() {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut host_args = vec!["host", "--bind", "127.0.0.1:0"];
+    host_args.extend(MATCH);
+    let host = Node::spawn(&host_args);
+    let listening = host.line("LISTENING ", deadline).expect("the host announces itself");
+    let (addr, fingerprint) = listening.split_once(' ').expect("address and fingerprint");
+    let tokens: Vec<String> = (0..PLAYERS)
+        .map(|seat| {
+            let line = host.line("SEAT ", deadline).expect("a seat token");
+            let (index, token) = line.split_once(' ').expect("seat and token");
+            assert_eq!(index, seat.to_string());
+            token.to_owned()
+        })
+        .collect();
+
+    // A wrong fingerprint (one bit changed) is refused before any seat is taken.
+    let mut wrong = fingerprint.as_bytes().to_vec();
+    wrong[0] = if wrong[0] == b'0' { b'1' } else { b'0' };
+    let wrong = String::from_utf8(wrong).unwrap();
+    let mut args =
+        vec!["client", "--connect", addr, "--fingerprint", &wrong, "--token", &tokens[0]];
+    args.extend(MATCH);
+    let (ok, stderr) = Node::spawn(&args).finish(Instant::now() + Duration::from_secs(30));
+    assert!(!ok, "a client pinning the wrong fingerprint joined");
+    assert!(stderr.contains("cannot join"), "{stderr}");
+
+    let clients: Vec<Node> = tokens
+        .iter()
+        .map(|token| {
+            let mut args =
+                vec!["client", "--connect", addr, "--fingerprint", fingerprint, "--token", token];
+            args.extend(MATCH);
+            args.push("--json");
+            Node::spawn(&args)
+        })
+        .collect();
+    let results: Vec<Option<String>> =
+        clients.iter().map(|client| client.line("{\"player\":", deadline)).collect();
+    let outcomes: Vec<(bool, String)> = clients.into_iter().map(|c| c.finish(deadline)).collect();
+    let (host_ok, host_stderr) = host.finish(deadline);
+    for (result, (ok, stderr)) in results.iter().zip(&outcomes) {
+        assert!(*ok && result.is_some(), "a client failed: {result:?}\n{stderr}");
+    }
+    assert!(host_ok, "the host failed:\n{host_stderr}");
+    let lines: Vec<&String> = results.iter().flatten().collect();
+    let mut players: Vec<&str> = lines.iter().map(|l| l.split(',').next().unwrap()).collect();
+    players.sort_unstable();
+    assert_eq!(players, ["0", "1", "2"], "three distinct players");
+    for line in &lines {
+        assert_eq!(field(line, "turns"), "60", "{line}");
+        assert_eq!(field(line, "desyncs"), "[]", "{line}");
+        assert_eq!(field(line, "final_state_hash"), field(lines[0], "final_state_hash"));
+    }
+    let executed: Vec<&str> = lines.iter().map(|l| field(l, "commands_executed")).collect();
+    assert!(executed.iter().all(|e| *e == executed[0]), "{executed:?}");
+    let submitted: u64 =
+        lines.iter().map(|l| field(l, "commands_submitted").parse::<u64>().unwrap()).sum();
+    assert!(submitted > 0 && executed[0].parse::<u64>().unwrap() == submitted, "{lines:?}");
+}
