@@ -63,6 +63,13 @@ pub struct SessionConfig {
     /// client has not acknowledged (cheap insurance against a single loss; the retransmit timer
     /// covers the rest). 0..=`turns_ahead_max`.
     pub redundant_turns: u32,
+    /// New data is sent a second time a quarter turn later while the link's loss estimate
+    /// (an average over the last packets, gain 1/16, in ‰) is at least this and a loss was
+    /// seen recently. 0 (the default): on any link that lost a packet recently — the least
+    /// stall, at up to twice the datagrams; 1000: never. On the demo's 2 %-loss network, 40
+    /// cut the wire rate by a third with the same p95 command latency and more stall time
+    /// (at 5 % loss, 20 already breaks the "stall < 1 %" promise the default keeps).
+    pub repeat_loss_permille: u32,
     /// How long a peer may hold an acknowledgement back hoping to piggyback it.
     pub ack_delay_ms: u32,
     /// Retransmit timeout before any RTT sample.
@@ -114,6 +121,7 @@ impl Default for SessionConfig {
             command_bytes_max: 72,
             datagram_bytes_max: 1162,
             redundant_turns: 2,
+            repeat_loss_permille: 0,
             ack_delay_ms: 25,
             rto_initial_ms: 300,
             rto_min_ms: 40,
@@ -238,6 +246,7 @@ impl SessionConfig {
         )?;
         check("datagram_bytes_max", self.datagram_bytes_max.into(), 256, 65_527)?;
         check("redundant_turns", self.redundant_turns.into(), 0, self.turns_ahead_max.into())?;
+        check("repeat_loss_permille", self.repeat_loss_permille.into(), 0, 1_000)?;
         check("ack_delay_ms", self.ack_delay_ms.into(), 0, 1_000)?;
         check("rto_min_ms", self.rto_min_ms.into(), 1, 60_000)?;
         check("rto_max_ms", self.rto_max_ms.into(), self.rto_min_ms.into(), 60_000)?;

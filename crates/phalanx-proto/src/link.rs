@@ -61,6 +61,8 @@ pub(crate) struct Link {
     pub(crate) repeat_due: bool,
     /// Packets acknowledged since the last one declared lost (saturating).
     acked_since_loss: u32,
+    /// Repeats only while the loss estimate is at least this (‰; 1000: never).
+    repeat_loss_permille: u32,
     /// The idle timer fired: the connection is dead.
     pub(crate) timed_out: bool,
     ack_delay_ms: u64,
@@ -91,6 +93,7 @@ impl Link {
             keep_alive_due: false,
             repeat_due: false,
             acked_since_loss: REPEAT_MEMORY_PACKETS,
+            repeat_loss_permille: config.repeat_loss_permille,
             timed_out: false,
             ack_delay_ms: config.ack_delay_ms.into(),
             keep_alive_ms: config.keep_alive_ms.into(),
@@ -249,10 +252,57 @@ impl Link {
         self.retransmit_due = false;
         self.repeat_due = false;
         if let Some(delay) = repeat_after_ms {
-            if self.acked_since_loss < REPEAT_MEMORY_PACKETS {
+            let lossy = self.acked_since_loss < REPEAT_MEMORY_PACKETS
+                && self.stats.loss_permille >= self.repeat_loss_permille
+                && self.repeat_loss_permille < 1_000;
+            if lossy {
                 self.stats.repeats += 1;
                 self.arm(Timer::Repeat, now_ms + delay.max(1));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::AckFrame;
+
+    /// Sends 40 data packets, 1 ms apart, each acknowledged at once except every `lose_every`-th
+    /// (never acknowledged, so declared lost); returns how many repeats were armed.
+    fn repeats(repeat_loss_permille: u32, lose_every: u64) -> u64 {
+        let config = SessionConfig { repeat_loss_permille, ..SessionConfig::default() };
+        let mut link = Link::new(0, &config, 25);
+        let mut missing = 0u64;
+        for pn in 0..40u64 {
+            let (sent, _) = link.next_packet(pn);
+            assert_eq!(sent, pn);
+            link.on_sent(pn, pn, 40, true, Some(25));
+            missing <<= 1;
+            if pn % lose_every == lose_every - 1 {
+                missing |= 1;
+                continue;
+            }
+            // Bit i of `missing` is packet `pn - 1 - i`; the frame's bits exclude `pn` itself.
+            let ack = AckFrame { largest: pn, missing: missing >> 1, delay_ms: 0 };
+            link.on_ack(pn, ack).unwrap();
+        }
+        link.stats.repeats
+    }
+
+    #[test]
+    fn repeats_follow_the_loss_threshold() {
+        // No loss: never repeats, whatever the threshold.
+        assert_eq!(repeats(0, u64::MAX), 0);
+        // Any loss, threshold 0: repeats from the first detected loss on.
+        let eager = repeats(0, 10);
+        assert!(eager > 20, "eager repeats {eager}");
+        // A threshold above a 10 % link's estimate most of the time: fewer repeats.
+        let picky = repeats(150, 10);
+        assert!(picky < eager, "picky {picky} vs eager {eager}");
+        // 1000: off.
+        assert_eq!(repeats(1_000, 10), 0);
+        // A 1-in-3 link stays above 150 ‰: repeats nearly as often as eager.
+        assert!(repeats(150, 3) > 20);
     }
 }

@@ -296,6 +296,7 @@ fn replay_file(
 
 fn simulate(options: &Options) -> ExitCode {
     let mut config = SimConfig::new(options.seed, options.players);
+    net::tune(&mut config.session);
     config.latency_ms = options.rtt_ms / 2;
     config.faults.loss_permille = (options.loss_percent * 10.0).round() as u32;
     config.faults.jitter_ms = options.jitter_ms;
