@@ -82,6 +82,12 @@ pub struct SessionConfig {
     pub keep_alive_ms: u32,
     /// A peer silent this long is timed out (anchors: a dead peer detected in ≤ 3 s).
     pub idle_timeout_ms: u32,
+    /// How long the host waits for a newly seated player's first datagram. A client cannot
+    /// send any before the join reply reaches it, and on a lossy link the reliable stream's
+    /// retransmissions can take longer than `idle_timeout_ms`; a player is only held to the
+    /// idle timeout once it has been heard. At least `idle_timeout_ms`; match it to the
+    /// clients' join timeout (phalanx's default is 10 s).
+    pub join_grace_ms: u32,
     /// Malformed or spoofed datagrams tolerated from one peer before it is disconnected.
     pub misbehaviour_max: u32,
     /// How long a timed-out player's seat stays open for a rejoin (0: no rejoin). A player
@@ -128,6 +134,7 @@ impl Default for SessionConfig {
             rto_max_ms: 2_000,
             keep_alive_ms: 500,
             idle_timeout_ms: 3_000,
+            join_grace_ms: 10_000,
             misbehaviour_max: 32,
             rejoin_window_ms: 60_000,
             rejoin_log_bytes_max: 1 << 20,
@@ -263,6 +270,7 @@ impl SessionConfig {
             u64::from(self.keep_alive_ms) + 1,
             600_000,
         )?;
+        check("join_grace_ms", self.join_grace_ms.into(), self.idle_timeout_ms.into(), 600_000)?;
         check("misbehaviour_max", self.misbehaviour_max.into(), 1, u32::MAX.into())?;
         check("rejoin_window_ms", self.rejoin_window_ms.into(), 0, 3_600_000)?;
         check("rejoin_log_bytes_max", self.rejoin_log_bytes_max.into(), 0, 64 << 20)?;

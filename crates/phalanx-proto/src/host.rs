@@ -3,7 +3,8 @@
 //! # Call order (driver loop)
 //!
 //! 1. [`Host::handle_join`] for each join request that arrives on a reliable stream, sending
-//!    back the reply bytes; [`Host::start`] when the game begins.
+//!    back the reply bytes (and [`Host::handle_join_delivered`] once the transport says the
+//!    client has them); [`Host::start`] when the game begins.
 //! 2. [`Host::handle_datagram`] for each datagram from a joined player's connection.
 //! 3. [`Host::handle_timeout`] when [`Host::poll_timeout`] says (calling it early is a
 //!    harmless no-op).
@@ -319,8 +320,11 @@ impl Host {
     }
 
     fn new_peer(&self, now_ms: u64, from: Turn, cmd_next: CommandSeq, pauses_used: u32) -> Peer {
+        let mut link = Link::new(now_ms, &self.config, self.config.ack_delay_ms);
+        // The client cannot send before our reply reaches it over the reliable stream.
+        link.await_first_datagram(now_ms + u64::from(self.config.join_grace_ms));
         Peer {
-            link: Link::new(now_ms, &self.config, self.config.ack_delay_ms),
+            link,
             turn_ack: from,
             turn_exec: from,
             send_next: from,
@@ -369,6 +373,16 @@ impl Host {
             command_bytes_max: self.config.command_bytes_max,
             sync_interval_turns: self.config.sync_interval_turns,
             rejoin,
+        }
+    }
+
+    /// The driver learned that `player`'s join reply reached the client (its transport
+    /// acknowledged every byte). Optional: until the first datagram arrives, a new player is
+    /// given `join_grace_ms`; with this call the usual idle timeout runs from delivery, so a
+    /// client that dies right after joining is noticed as fast as any other.
+    pub fn handle_join_delivered(&mut self, now_ms: u64, player: PlayerId) {
+        if let Some(Seat::Remote(peer)) = self.seats.get_mut(player.0 as usize) {
+            peer.link.on_reply_delivered(now_ms);
         }
     }
 

@@ -105,6 +105,20 @@ impl Link {
         link
     }
 
+    /// Gives a peer not heard from yet until `deadline` before the idle timeout applies; the
+    /// first datagram received restores the usual idle timer.
+    pub(crate) fn await_first_datagram(&mut self, deadline: u64) {
+        self.arm(Timer::Idle, deadline);
+    }
+
+    /// The peer holds our join reply: if it has not been heard yet, the idle timeout runs from
+    /// now (it should start sending at once) instead of the rest of the join grace.
+    pub(crate) fn on_reply_delivered(&mut self, now_ms: u64) {
+        if self.stats.datagrams_received == 0 {
+            self.arm(Timer::Idle, now_ms + self.idle_timeout_ms);
+        }
+    }
+
     /// Arms (or re-arms) `timer` for `deadline`, never before the wheel's clock.
     fn arm(&mut self, timer: Timer, deadline: u64) {
         let deadline = deadline.max(self.wheel.now());

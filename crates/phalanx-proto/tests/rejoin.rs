@@ -8,7 +8,8 @@ use phalanx_proto::{
 
 const TOKENS: [u64; 2] = [11, 22];
 
-/// A started host with two remote players who then fall silent: both time out at 3 s.
+/// A started host with two remote players who are never heard from: both time out when the
+/// join grace (10 s) ends.
 fn host_with_timed_out_players(config: SessionConfig) -> Host {
     let mut host = Host::new(config, &TOKENS).unwrap();
     for token in TOKENS {
@@ -17,7 +18,7 @@ fn host_with_timed_out_players(config: SessionConfig) -> Host {
     }
     host.start(0);
     host.start_recording(0, 10_000);
-    for now in (0..=4_000).step_by(50) {
+    for now in (0..=10_500).step_by(50) {
         host.handle_timeout(now);
     }
     let timed_out = std::iter::from_fn(|| host.poll_event())
@@ -45,7 +46,7 @@ fn join(host: &mut Host, now_ms: u64, token: u64) -> (Client, Result<PlayerId, J
 #[test]
 fn a_returning_player_gets_every_sealed_turn_then_plays_live() {
     let mut host = host_with_timed_out_players(SessionConfig::default());
-    let (mut client, result) = join(&mut host, 5_000, 22);
+    let (mut client, result) = join(&mut host, 11_000, 22);
     assert_eq!(result, Ok(PlayerId(1)));
     assert!(std::iter::from_fn(|| host.poll_event())
         .any(|event| event == HostEvent::PlayerRejoined(PlayerId(1))));
@@ -54,7 +55,7 @@ fn a_returning_player_gets_every_sealed_turn_then_plays_live() {
     let replay = host.replay().unwrap().clone();
     let mut turns = Vec::new();
     while client.is_catching_up() {
-        turns.push(client.next_turn(5_000).unwrap());
+        turns.push(client.next_turn(11_000).unwrap());
     }
     assert_eq!(turns.len() as u32, live.0);
     for (index, bundle) in turns.iter().enumerate() {
@@ -69,7 +70,7 @@ fn a_returning_player_gets_every_sealed_turn_then_plays_live() {
     assert_eq!(client.next_exec(), live);
     assert_eq!(client.ended(), None);
     // The same token cannot take the seat a second time while it is held.
-    let (_, again) = join(&mut host, 5_000, 22);
+    let (_, again) = join(&mut host, 11_000, 22);
     assert_eq!(again, Err(JoinError::Refused(JoinRefusal::TokenUsed)));
 }
 
@@ -78,10 +79,10 @@ fn after_the_window_the_seat_is_closed() {
     let mut config = SessionConfig::default();
     config.rejoin_window_ms = 1_000;
     let mut host = host_with_timed_out_players(config);
-    // Timed out at about 3 s: 3.9 s is within the window, 4.1 s + is not.
-    let (_, late) = join(&mut host, 4_200, 11);
+    // Timed out at 10 s: 10.9 s is within the window, 11.2 s is not.
+    let (_, late) = join(&mut host, 11_200, 11);
     assert_eq!(late, Err(JoinError::Refused(JoinRefusal::RejoinExpired)));
-    let (_, in_time) = join(&mut host, 3_900, 22);
+    let (_, in_time) = join(&mut host, 10_900, 22);
     assert_eq!(in_time, Ok(PlayerId(1)));
 }
 
@@ -91,7 +92,7 @@ fn rejoin_off_or_log_full_is_unavailable() {
     off.rejoin_window_ms = 0;
     let mut host = host_with_timed_out_players(off);
     assert_eq!(
-        join(&mut host, 5_000, 11).1,
+        join(&mut host, 11_000, 11).1,
         Err(JoinError::Refused(JoinRefusal::RejoinUnavailable))
     );
 
@@ -100,7 +101,7 @@ fn rejoin_off_or_log_full_is_unavailable() {
     let mut host = host_with_timed_out_players(tiny);
     assert_eq!(host.stats().rejoin_log_bytes, 0);
     assert_eq!(
-        join(&mut host, 5_000, 11).1,
+        join(&mut host, 11_000, 11).1,
         Err(JoinError::Refused(JoinRefusal::RejoinUnavailable))
     );
 }
@@ -109,14 +110,64 @@ fn rejoin_off_or_log_full_is_unavailable() {
 fn a_rejoin_reply_that_lies_about_its_turns_is_refused_by_the_client() {
     let mut host = host_with_timed_out_players(SessionConfig::default());
     let (_, request) = Client::new(SessionConfig::default(), 11).unwrap();
-    let reply = host.handle_join(5_000, &request).reply.unwrap();
+    let reply = host.handle_join(11_000, &request).reply.unwrap();
     // Cut anywhere, or a byte too many: never accepted, never a panic.
     for cut in 0..reply.len() {
         let (mut client, _) = Client::new(SessionConfig::default(), 11).unwrap();
-        assert!(client.handle_join_reply(5_000, &reply[..cut]).is_err(), "cut at {cut}");
+        assert!(client.handle_join_reply(11_000, &reply[..cut]).is_err(), "cut at {cut}");
     }
     let mut longer = reply.clone();
     longer.push(0);
     let (mut client, _) = Client::new(SessionConfig::default(), 11).unwrap();
-    assert!(client.handle_join_reply(5_000, &longer).is_err());
+    assert!(client.handle_join_reply(11_000, &longer).is_err());
+}
+
+/// A seated player the host has not heard from yet is not held to the idle timeout (its join
+/// reply may still be crossing a lossy link), only to the join grace; once heard, the idle
+/// timeout applies.
+#[test]
+fn a_new_player_has_the_join_grace_then_the_idle_timeout() {
+    let config = SessionConfig::default();
+    let mut host = Host::new(config.clone(), &TOKENS).unwrap();
+    let (mut client, request) = Client::new(config.clone(), 11).unwrap();
+    let reply = host.handle_join(0, &request).reply.unwrap();
+    let timed_out = |host: &mut Host, until: u64, from: u64| {
+        for now in (from..=until).step_by(10) {
+            host.handle_timeout(now);
+        }
+        std::iter::from_fn(|| host.poll_event())
+            .any(|event| matches!(event, HostEvent::PlayerTimedOut(_)))
+    };
+    // Silent well past the idle timeout: still seated.
+    assert!(!timed_out(&mut host, 9_000, 0));
+    // The reply arrives at 9 s; the client's first datagram reaches the host.
+    client.handle_join_reply(9_000, &reply).unwrap();
+    client.handle_timeout(9_600);
+    let mut buf = Vec::new();
+    assert!(client.poll_transmit(9_600, &mut buf), "a keep-alive is due");
+    host.handle_datagram(9_600, PlayerId(0), &buf);
+    assert!(!timed_out(&mut host, 12_000, 9_000));
+    // Then silence: the idle timeout (3 s) from the last datagram.
+    assert!(timed_out(&mut host, 12_700, 12_000));
+}
+
+/// Once the driver reports the reply delivered, a player that stays silent is held to the idle
+/// timeout from that moment, not to the rest of the join grace.
+#[test]
+fn a_delivered_reply_starts_the_idle_timeout() {
+    let mut host = Host::new(SessionConfig::default(), &TOKENS).unwrap();
+    let (_, request) = Client::new(SessionConfig::default(), 11).unwrap();
+    assert!(host.handle_join(0, &request).result.is_ok());
+    host.handle_join_delivered(1_000, PlayerId(0));
+    let mut at = None;
+    for now in (0..=10_000).step_by(10) {
+        host.handle_timeout(now);
+        if std::iter::from_fn(|| host.poll_event())
+            .any(|event| matches!(event, HostEvent::PlayerTimedOut(_)))
+        {
+            at = Some(now);
+            break;
+        }
+    }
+    assert_eq!(at, Some(4_000));
 }

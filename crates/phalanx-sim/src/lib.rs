@@ -116,7 +116,9 @@ pub enum Step {
     /// it stops sending without a word, and its game state is lost. With `restart_after_ms`,
     /// a new process starts that much later, joins again with the same token, replays the
     /// rejoin's turns from a fresh game and plays on; its hashes in the report are the new
-    /// process's, from turn 0. A refused rejoin is in [`SimReport::refusals`].
+    /// process's, from turn 0. While the host still holds the seat for the dead connection
+    /// (`TokenUsed`) the new process retries every 1.5 s, up to 9 times, as a real client
+    /// would; any other refusal is final and lands in [`SimReport::refusals`].
     CrashClient {
         /// When.
         at_ms: u64,
@@ -674,6 +676,17 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                         Some(quic_seed(config.seed, node + 100 * (attempt + 10 * incarnation)));
                     match Client::connect(addr, options).await {
                         Ok(client) => break client,
+                        // A restarted process may find its seat still held: the host has not
+                        // timed the dead connection out yet (it is given the join grace if it
+                        // crashed before being heard). Like a real client, wait and retry.
+                        Err(error)
+                            if incarnation > 0
+                                && attempt < 9
+                                && error.refusal() == Some(JoinRefusal::TokenUsed) =>
+                        {
+                            attempt += 1;
+                            tokio::time::sleep(Duration::from_millis(1_500)).await;
+                        }
                         Err(error) if attempt == 2 || error.refusal().is_some() => {
                             let mut report = report.lock().expect("not poisoned");
                             report.refusals[index] = error.refusal();

@@ -77,6 +77,8 @@ enum Input {
     /// rejoin the player's old connection may still deliver: only the current one counts.
     Datagram(PlayerId, usize, Bytes),
     Closed(PlayerId, usize),
+    /// The client acknowledged every byte of the join reply.
+    Delivered(PlayerId, usize),
 }
 
 enum Command {
@@ -259,6 +261,15 @@ async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>
         let _ = send.write_all(reply).await;
         let _ = send.finish();
     }
+    if let Ok(player) = response.result {
+        // Tell the session when the client holds the reply: its idle timer starts then.
+        let (inputs, id) = (inputs.clone(), conn.stable_id());
+        tokio::spawn(async move {
+            if let Ok(None) = send.stopped().await {
+                let _ = inputs.send(Input::Delivered(player, id)).await;
+            }
+        });
+    }
     let Ok(player) = response.result else {
         // Let the refusal arrive; the client closes when it has read it.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.closed()).await;
@@ -322,6 +333,11 @@ async fn drive(
                 Some(Input::Datagram(player, id, bytes)) => {
                     if conns.get(&player).is_some_and(|conn| conn.stable_id() == id) {
                         host.handle_datagram(clock.now_ms(), player, &bytes);
+                    }
+                }
+                Some(Input::Delivered(player, id)) => {
+                    if conns.get(&player).is_some_and(|conn| conn.stable_id() == id) {
+                        host.handle_join_delivered(clock.now_ms(), player);
                     }
                 }
                 Some(Input::Closed(player, id)) => {
