@@ -150,9 +150,16 @@ fn row18_spoofed_player_ids_are_never_trusted() {
     // Join tokens: each is good once; unknown ones are refused; so are other versions/data.
     let config = SessionConfig::default();
     let mut host = phalanx_proto::Host::new(config.clone(), &[11, 12]).unwrap();
-    let (_, request) = Client::new(config.clone(), 11).unwrap();
-    assert!(host.handle_join(0, &request).result.is_ok());
-    let again = host.handle_join(0, &request);
+    let (mut first, request) = Client::new(config.clone(), 11).unwrap();
+    let reply = host.handle_join(0, &request);
+    let seat = reply.result.expect("seated");
+    first.handle_join_reply(0, &reply.reply.unwrap()).unwrap();
+    // The client says hello at once; once heard, its token is spent. (Before that, a join
+    // with the same token takes the unheard seat over: see phalanx-proto's rejoin tests.)
+    let mut hello = Vec::new();
+    assert!(first.poll_transmit(0, &mut hello));
+    host.handle_datagram(1, seat, &hello);
+    let again = host.handle_join(2, &request);
     assert_eq!(again.result, Err(JoinError::Refused(JoinRefusal::TokenUsed)));
     let (mut refused, _) = Client::new(config.clone(), 11).unwrap();
     assert_eq!(

@@ -262,10 +262,14 @@ impl Client {
         };
         self.config = config;
         self.buffered.resize(self.config.turns_ahead_max as usize, None);
+        let mut link = Box::new(Link::new(now_ms, &self.config, self.config.turn_length_ms));
+        // Say hello at once: until the host hears a datagram from us it holds our seat on the
+        // join grace, and another join with our token could take it over.
+        link.keep_alive_due = true;
         self.state = State::Running {
             player: accept.player,
-            // The host acknowledges our commands in the next bundle it sends: up to a turn.
-            link: Box::new(Link::new(now_ms, &self.config, self.config.turn_length_ms)),
+            // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
+            link,
         };
         Ok(accept.player)
     }

@@ -41,8 +41,10 @@ use bytes::Bytes;
 pub enum HostEvent {
     /// A player joined; their `Joined` record is in the next sealed turn.
     PlayerJoined(PlayerId),
-    /// A player who had timed out came back within `rejoin_window_ms`: they got every
-    /// sealed turn in the join reply, and their `Joined` record is in the next sealed turn.
+    /// A player came back on a new connection: after timing out, within `rejoin_window_ms`
+    /// (their `Joined` record is in the next sealed turn), or in place of a connection of
+    /// theirs that was never heard from (no record: they never left). Either way the join
+    /// reply carried every sealed turn so far.
     PlayerRejoined(PlayerId),
     /// A player's connection went silent past `idle_timeout_ms`. They leave at the next
     /// sealed turn; the driver should close the connection.
@@ -301,6 +303,13 @@ impl Host {
                     }
                 }
                 Seat::Gone if self.started => refused(JoinRefusal::RejoinUnavailable),
+                // The seat's connection never sent a datagram: most likely this client's own
+                // earlier attempt, whose reply was lost or too slow. The new connection takes
+                // the seat over (with every sealed turn if the game has started).
+                Seat::Remote(ref peer) if peer.link.stats.datagrams_received == 0 => {
+                    let cmd_next = peer.cmd_next;
+                    self.take_over(now_ms, player, cmd_next)
+                }
                 _ => refused(JoinRefusal::TokenUsed),
             };
         }
@@ -358,6 +367,25 @@ impl Host {
         self.stats.rejoins += 1;
         let accept = self.accept(player, Some(Rejoin { turns: from.0, next_seq: cmd_next }));
         let reply = encode_join_reply_with_log(&Ok(accept), &self.rejoin_log);
+        JoinResponse { reply: Some(reply), result: Ok(player) }
+    }
+
+    /// A new connection replaces a seated one that was never heard from. Nothing changes for
+    /// the other players: the seat never left the game.
+    fn take_over(&mut self, now_ms: u64, player: PlayerId, cmd_next: CommandSeq) -> JoinResponse {
+        if self.ended || (self.started && self.rejoin_log_full) {
+            return JoinResponse {
+                reply: Some(encode_join_reply(&Err(JoinRefusal::RejoinUnavailable))),
+                result: Err(JoinError::Refused(JoinRefusal::RejoinUnavailable)),
+            };
+        }
+        let from = self.next_seal;
+        self.seats[player.0 as usize] =
+            Seat::Remote(Box::new(self.new_peer(now_ms, from, cmd_next, 0)));
+        self.push_event(HostEvent::PlayerRejoined(player));
+        self.stats.rejoins += 1;
+        let rejoin = (from > Turn::ZERO).then_some(Rejoin { turns: from.0, next_seq: cmd_next });
+        let reply = encode_join_reply_with_log(&Ok(self.accept(player, rejoin)), &self.rejoin_log);
         JoinResponse { reply: Some(reply), result: Ok(player) }
     }
 

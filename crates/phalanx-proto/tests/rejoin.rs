@@ -69,8 +69,12 @@ fn a_returning_player_gets_every_sealed_turn_then_plays_live() {
     // not end the returning client even though its earlier departure was replayed.
     assert_eq!(client.next_exec(), live);
     assert_eq!(client.ended(), None);
-    // The same token cannot take the seat a second time while it is held.
-    let (_, again) = join(&mut host, 11_000, 22);
+    // Once the returning client has been heard, its token cannot take the seat again.
+    client.handle_timeout(11_600);
+    let mut buf = Vec::new();
+    assert!(client.poll_transmit(11_600, &mut buf));
+    host.handle_datagram(11_600, PlayerId(1), &buf);
+    let (_, again) = join(&mut host, 11_700, 22);
     assert_eq!(again, Err(JoinError::Refused(JoinRefusal::TokenUsed)));
 }
 
@@ -170,4 +174,31 @@ fn a_delivered_reply_starts_the_idle_timeout() {
         }
     }
     assert_eq!(at, Some(4_000));
+}
+
+/// A join whose token's seat is held by a connection never heard from (typically the same
+/// client's earlier attempt, whose reply was lost) takes the seat over instead of being refused:
+/// before the game, as a plain join; after the start, with every sealed turn.
+#[test]
+fn an_unheard_seat_is_taken_over_by_a_new_connection_with_its_token() {
+    let mut host = Host::new(SessionConfig::default(), &TOKENS).unwrap();
+    let (_, first) = join(&mut host, 0, 11);
+    assert_eq!(first, Ok(PlayerId(0)));
+    let (lobby, again) = join(&mut host, 500, 11);
+    assert_eq!(again, Ok(PlayerId(0)));
+    assert!(!lobby.is_catching_up());
+    host.start(1_000);
+    for now in (1_000..=2_000).step_by(50) {
+        host.handle_timeout(now);
+    }
+    let sealed = host.next_seal();
+    assert!(sealed > Turn::ZERO);
+    let (started, late) = join(&mut host, 2_000, 11);
+    assert_eq!(late, Ok(PlayerId(0)));
+    assert!(started.is_catching_up());
+    assert_eq!(started.next_exec(), Turn::ZERO);
+    let rejoined = std::iter::from_fn(|| host.poll_event())
+        .filter(|event| *event == HostEvent::PlayerRejoined(PlayerId(0)))
+        .count();
+    assert_eq!(rejoined, 2);
 }

@@ -257,6 +257,10 @@ async fn drive(
 ) {
     let mut buf = Vec::with_capacity(usize::from(client.config().datagram_bytes_max));
     let mut connection_open = true;
+    // The first datagram (the hello) goes out before waiting for anything.
+    while client.poll_transmit(clock.now_ms(), &mut buf) {
+        let _ = connection.send_datagram(Bytes::copy_from_slice(&buf));
+    }
     loop {
         let wake = clock.instant(client.poll_timeout().unwrap_or(clock.now_ms() + 60_000));
         tokio::select! {

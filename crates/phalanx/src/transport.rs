@@ -46,5 +46,14 @@ pub(crate) fn transport_config(
     let datagrams = usize::from(session.datagram_bytes_max) * session.turns_ahead_max as usize * 2;
     transport.datagram_receive_buffer_size(Some(datagrams));
     transport.datagram_send_buffer_size(datagrams);
+    // Ask the peer to hold its QUIC ACKs for up to two turns or ten packets, so they ride on
+    // the next turn's datagram instead of costing a packet each: phalanx acknowledges and
+    // repeats its own data, so QUIC's loss detection only matters for the join stream. quinn
+    // clamps the delay to the path RTT (at least 25 ms). Reordering does not hurry an ACK.
+    let mut ack = quinn::AckFrequencyConfig::default();
+    ack.ack_eliciting_threshold(VarInt::from_u32(10));
+    ack.max_ack_delay(Some(Duration::from_millis(u64::from(session.turn_length_ms) * 2)));
+    ack.reordering_threshold(VarInt::from_u32(0));
+    transport.ack_frequency_config(Some(ack));
     Arc::new(transport)
 }
