@@ -266,6 +266,9 @@ impl Client {
         // Say hello at once: until the host hears a datagram from us it holds our seat on the
         // join grace, and another join with our token could take it over.
         link.keep_alive_due = true;
+        // Commands are rare and late ones cost a whole turn of latency: repeat them on any
+        // link that lost lately, whatever the threshold for the host's bundles.
+        link.repeat_loss_permille = 0;
         self.state = State::Running {
             player: accept.player,
             // (The host acknowledges our commands in the next bundle it sends: up to a turn.)

@@ -62,7 +62,7 @@ pub(crate) struct Link {
     /// Packets acknowledged since the last one declared lost (saturating).
     acked_since_loss: u32,
     /// Repeats only while the loss estimate is at least this (‰; 1000: never).
-    repeat_loss_permille: u32,
+    pub(crate) repeat_loss_permille: u32,
     /// The idle timer fired: the connection is dead.
     pub(crate) timed_out: bool,
     ack_delay_ms: u64,
