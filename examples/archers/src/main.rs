@@ -294,6 +294,26 @@ fn replay_file(
     }
 }
 
+/// The match and its simulated network, in words (for stderr and the report's subtitle).
+fn scenario(options: &Options, partition: bool) -> String {
+    format!(
+        "{} players, {} archers, {:.1} min, seed {}; simulated network: RTT {} ms, {:.1} % loss, \
+         jitter {} ms{}",
+        options.players,
+        options.units,
+        options.minutes,
+        options.seed,
+        options.rtt_ms,
+        options.loss_percent,
+        options.jitter_ms,
+        if partition {
+            format!(", player 3 cut off for {} s at 0:20", options.partition_s)
+        } else {
+            String::new()
+        },
+    )
+}
+
 fn simulate(options: &Options) -> ExitCode {
     let mut config = SimConfig::new(options.seed, options.players);
     net::tune(&mut config.session);
@@ -312,20 +332,10 @@ fn simulate(options: &Options) -> ExitCode {
         markers.push((from, "player 3 cut off".to_owned()));
         markers.push((to, "reconnected".to_owned()));
     }
+    let partition = !config.timeline.is_empty();
     eprintln!(
-        "archers: {} players, {} archers, {:.1} min, seed {}, RTT {} ms, {:.1} % loss, jitter {} ms{}{}",
-        options.players,
-        options.units,
-        options.minutes,
-        options.seed,
-        options.rtt_ms,
-        options.loss_percent,
-        options.jitter_ms,
-        if config.timeline.is_empty() {
-            String::new()
-        } else {
-            format!(", player 3 cut off for {} s at 0:20", options.partition_s)
-        },
+        "archers: {}{}",
+        scenario(options, partition),
         options.inject_desync.map_or(String::new(), |t| format!(
             ", one bit of player {}'s state flipped after turn {t}",
             options.desync_player
@@ -447,22 +457,7 @@ fn simulate(options: &Options) -> ExitCode {
             }
         }
         let input = ReportInput {
-            subtitle: format!(
-                "{} players, {} archers, {:.1} min, seed {}; simulated network: RTT {} ms, {:.1} % loss, \
-                 jitter {} ms{}",
-                options.players,
-                options.units,
-                options.minutes,
-                options.seed,
-                options.rtt_ms,
-                options.loss_percent,
-                options.jitter_ms,
-                if config.timeline.is_empty() {
-                    String::new()
-                } else {
-                    format!(", player 3 cut off for {} s at 0:20", options.partition_s)
-                },
-            ),
+            subtitle: scenario(options, partition),
             summary: summary.clone(),
             samples: &report.samples,
             latencies: &report.command_latencies,
