@@ -272,10 +272,6 @@ impl Host {
                 return JoinResponse { reply: None, result: Err(JoinError::Malformed(error)) }
             }
         };
-        let refused = |refusal| JoinResponse {
-            reply: Some(encode_join_reply(&Err(refusal))),
-            result: Err(JoinError::Refused(refusal)),
-        };
         if request.protocol_version != PROTOCOL_VERSION {
             return refused(JoinRefusal::VersionMismatch {
                 host: PROTOCOL_VERSION,
@@ -374,10 +370,7 @@ impl Host {
     /// the other players: the seat never left the game.
     fn take_over(&mut self, now_ms: u64, player: PlayerId, cmd_next: CommandSeq) -> JoinResponse {
         if self.ended || (self.started && self.rejoin_log_full) {
-            return JoinResponse {
-                reply: Some(encode_join_reply(&Err(JoinRefusal::RejoinUnavailable))),
-                result: Err(JoinError::Refused(JoinRefusal::RejoinUnavailable)),
-            };
+            return refused(JoinRefusal::RejoinUnavailable);
         }
         let from = self.next_seal;
         self.seats[player.0 as usize] =
@@ -1112,6 +1105,14 @@ impl Host {
     /// The next turn the host will seal.
     pub fn next_seal(&self) -> Turn {
         self.next_seal
+    }
+}
+
+/// A refused join: the reply that names the cause, and the same cause for the driver.
+fn refused(refusal: JoinRefusal) -> JoinResponse {
+    JoinResponse {
+        reply: Some(encode_join_reply(&Err(refusal))),
+        result: Err(JoinError::Refused(refusal)),
     }
 }
 
