@@ -240,17 +240,17 @@ fn corruption_below_quic_is_discarded() {
     });
 }
 
-/// Row 22: a flood of joins with bad tokens while a game runs — every one refused, the game
+/// Row 22: a flood of 1000 joins with bad tokens while a game runs — every one refused, the game
 /// unaffected.
 #[test]
 fn join_flood_is_refused() {
     for_each_seed("join_flood_is_refused", 3, |seed| {
         let mut config = SimConfig::new(seed, 3);
-        config.flood_joins = 200;
+        config.flood_joins = 1_000;
         config.turns = 150;
         let report = run_agreeing(config, &[0, 1, 2])?;
-        if report.flood_refused != 200 {
-            return Err(format!("{} of 200 flood joins refused", report.flood_refused));
+        if report.flood_refused != 1_000 {
+            return Err(format!("{} of 1000 flood joins refused", report.flood_refused));
         }
         Ok(())
     });
