@@ -344,23 +344,28 @@ fn varints_are_canonical_at_every_boundary() {
     assert_eq!(Reader::new(&bytes).varint_u32(), Err(DecodeError::BadVarint));
 }
 
+/// A join acceptance with the default session's pipeline settings.
+fn accept(rejoin: Option<Rejoin>) -> JoinAccept {
+    JoinAccept {
+        player: PlayerId(3),
+        turn_length_ms: 200,
+        command_delay_turns: 2,
+        turns_ahead_max: 16,
+        players_max: 8,
+        commands_per_turn_max: 4,
+        turn_bytes_per_player_max: 72,
+        command_bytes_max: 72,
+        sync_interval_turns: 10,
+        rejoin,
+    }
+}
+
 #[test]
 fn join_messages_round_trip() {
     let request = JoinRequest { protocol_version: PROTOCOL_VERSION, game_data_hash: 7, token: 9 };
     assert_eq!(JoinRequest::decode(&request.encode()), Ok(request));
     let replies = [
-        Ok(JoinAccept {
-            player: PlayerId(3),
-            turn_length_ms: 200,
-            command_delay_turns: 2,
-            turns_ahead_max: 16,
-            players_max: 8,
-            commands_per_turn_max: 4,
-            turn_bytes_per_player_max: 72,
-            command_bytes_max: 72,
-            sync_interval_turns: 10,
-            rejoin: None,
-        }),
+        Ok(accept(None)),
         Err(JoinRefusal::VersionMismatch { host: 1, client: 2 }),
         Err(JoinRefusal::GameDataMismatch { host: 1, client: u64::MAX }),
         Err(JoinRefusal::BadToken),
@@ -403,18 +408,7 @@ fn rejoin_reply_carries_its_turns() {
             Bytes::from(out)
         })
         .collect();
-    let accept = JoinAccept {
-        player: PlayerId(1),
-        turn_length_ms: 100,
-        command_delay_turns: 2,
-        turns_ahead_max: 16,
-        players_max: 8,
-        commands_per_turn_max: 4,
-        turn_bytes_per_player_max: 72,
-        command_bytes_max: 72,
-        sync_interval_turns: 10,
-        rejoin: Some(Rejoin { turns: 4, next_seq: CommandSeq(1) }),
-    };
+    let accept = accept(Some(Rejoin { turns: 4, next_seq: CommandSeq(1) }));
     let bytes = encode_join_reply_with_log(&Ok(accept), &log);
     let (reply, tail) = decode_join_reply_parts(&bytes).unwrap();
     assert_eq!(reply, Ok(accept));
