@@ -802,11 +802,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
                     report.latency_ms[index] = stats.and_then(|s| {
                         Some((s.latency_ms_p50?, s.latency_ms_p95?, s.latency_ms_max?))
                     });
-                    let mine = turmoil::lookup(format!("p{index}"));
-                    let host = turmoil::lookup("host");
-                    let trace = trace.lock().expect("not poisoned");
-                    let up = trace.flows.get(&(mine, host)).copied().unwrap_or_default();
-                    let down = trace.flows.get(&(host, mine)).copied().unwrap_or_default();
+                    let (up, down) = flows(&trace, index);
                     report.wire_datagrams[index] = (up.0, down.0);
                     report.wire_bytes[index] = (up.1, down.1);
                 }
