@@ -1,0 +1,54 @@
+//! Behaviour pins at L2: the trace digest and every player's final state hash of a few seeded
+//! runs over real quinn, taken on main before the structure change (5ce35a4). A refactor that
+//! changes any datagram's time, size or fate changes a digest and fails here; a change meant
+//! to alter behaviour updates the pins in the same commit and says why.
+
+use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
+
+/// `(name, trace digest, each player's last state hash)`.
+type Pin = (&'static str, u64, Vec<Option<u64>>);
+
+fn run(name: &'static str, config: SimConfig) -> Pin {
+    let report = run_with::<ChainGame>(config, 4).expect("the simulation ran");
+    report.check_agreement().expect("S1");
+    (name, report.trace_digest, report.hashes.iter().map(|h| h.last().copied()).collect())
+}
+
+fn scenarios() -> Vec<Pin> {
+    let mut lossy = SimConfig::new(5, 3);
+    lossy.faults = LinkFaults::default();
+    lossy.faults.loss_permille = 50;
+    lossy.faults.jitter_ms = 40;
+    lossy.faults.duplicate_permille = 20;
+    lossy.latency_ms = 40;
+    lossy.turns = 80;
+    lossy.timeline =
+        vec![Step::Partition { at_ms: 3_000, player: 1 }, Step::Repair { at_ms: 4_500, player: 1 }];
+    let mut removed = SimConfig::new(9, 3);
+    removed.turns = 80;
+    removed.timeline = vec![Step::Partition { at_ms: 2_000, player: 0 }];
+    vec![run("lossy", lossy), run("removed", removed)]
+}
+
+#[test]
+fn seeded_runs_are_unchanged() {
+    let pins: Vec<Pin> = vec![
+        (
+            "lossy",
+            0x831cb3b745aa98cb,
+            vec![Some(0x73d9551967da4c67), Some(0x73d9551967da4c67), Some(0x73d9551967da4c67)],
+        ),
+        (
+            "removed",
+            0xf15bc8b5186aaafa,
+            vec![Some(0x115794958254fa39), Some(0xdafe591568f3b51b), Some(0xdafe591568f3b51b)],
+        ),
+    ];
+    let actual = scenarios();
+    if std::env::var_os("PHALANX_PRINT_PINS").is_some() {
+        for (name, digest, states) in &actual {
+            println!("(\"{name}\", {digest:#x}, vec!{states:#x?}),");
+        }
+    }
+    assert_eq!(actual, pins, "a seeded run changed (PHALANX_PRINT_PINS=1 prints the new pins)");
+}
