@@ -31,6 +31,7 @@ fn scenarios() -> Vec<Pin> {
 }
 
 #[test]
+#[allow(clippy::print_stdout, reason = "prints new pins on request")]
 fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (

@@ -289,6 +289,10 @@ impl SessionConfig {
     }
 }
 
+/// The longest turn cost a game or a peer may report (speed control input): one minute.
+/// Larger reports are capped rather than refused.
+pub(crate) const TURN_COST_MAX_MS: u32 = 60_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,9 +39,11 @@
 //! [`DropCounters`]; a peer that sends more than `misbehaviour_max` bad datagrams is removed.
 #![forbid(unsafe_code)]
 
+mod budget;
 mod bundle;
 mod client;
 mod config;
+mod events;
 mod host;
 mod link;
 mod pace;

@@ -1,21 +1,24 @@
-//! One end of a connection's datagram reliability: packet numbers, acks, RTT, and the four
-//! timers, all in the connection's own `HashedWheel` (local time, milliseconds).
+//! One end of a connection's datagram reliability: packet numbers, acks, RTT, the five
+//! timers in the connection's own `HashedWheel` (local time, milliseconds), the intake of
+//! arriving datagrams and the peer's offences.
 //!
 //! The link knows nothing about turns or commands. Its owner (the host's view of a client, or
 //! the client) decides what a packet carries; the link says *when* something must go out
-//! (an ack is due, data waited a retransmit timeout, the line has been quiet) and keeps the
-//! counters.
+//! (an ack is due, data waited a retransmit timeout, the line has been quiet), drops what
+//! must be dropped on arrival (malformed, duplicate, acknowledging a packet never sent) and
+//! keeps the counters. A timer acts only through the link's own state, as quinn-proto's
+//! connection timers do: the owner asks [`Link::is_due`], never reads a flag.
 
 use phalanx_wheel::{HashedWheel, TimerHandle};
 
 use crate::config::SessionConfig;
 use crate::recovery::{Arrival, Received, Rtt, SentLog};
-use crate::stats::LinkStats;
-use crate::wire::AckFrame;
+use crate::stats::{DropCounters, LinkStats};
+use crate::wire::{AckFrame, DecodeError};
 
 /// A connection's timers. Each fires at most once per arming.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Timer {
+enum Timer {
     /// Data the peer has not acknowledged waited one retransmit timeout: send it again.
     Retransmit,
     /// An ack-eliciting packet arrived `ack_delay_ms` ago and no packet has carried its ack.
@@ -41,9 +44,90 @@ impl Timer {
     }
 }
 
-/// Slots of a link's wheel: 1 ms ticks, 4096 slots cover every timer up to 4 s in one
-/// revolution (longer ones are still exact, just revisited once per revolution).
-const LINK_WHEEL_SLOTS: usize = 4096;
+/// Slots of a link's wheel: 1 ms ticks. A link holds at most five timers, so a small wheel
+/// does: a timer further out than one revolution (64 ms) stays exact and is revisited once per
+/// revolution, which costs a few slot visits per timer and keeps each link's wheel small.
+const LINK_WHEEL_SLOTS: usize = 64;
+
+/// What the fired timers ask of the next packet. Cleared when a packet goes out.
+#[derive(Clone, Copy, Debug, Default)]
+struct Due {
+    /// The retransmit timer fired: resend everything unacknowledged.
+    retransmit: bool,
+    /// An acknowledgement is owed.
+    ack: bool,
+    /// The line was quiet for the keep-alive interval.
+    keep_alive: bool,
+    /// The repeat timer fired: send the unacknowledged data again.
+    repeat: bool,
+}
+
+/// What a datagram from the peer carries that the link itself handles.
+pub(crate) trait Packet {
+    /// Its packet number.
+    fn pn(&self) -> u64;
+    /// Its acknowledgement of our packets, if any.
+    fn ack(&self) -> Option<AckFrame>;
+}
+
+impl Packet for crate::wire::Down {
+    fn pn(&self) -> u64 {
+        self.pn
+    }
+    fn ack(&self) -> Option<AckFrame> {
+        self.ack
+    }
+}
+
+impl Packet for crate::wire::Up<'_> {
+    fn pn(&self) -> u64 {
+        self.pn
+    }
+    fn ack(&self) -> Option<AckFrame> {
+        self.ack
+    }
+}
+
+/// What [`Link::intake`] decided about an arriving datagram.
+#[derive(Debug)]
+pub(crate) enum Intake<P> {
+    /// New and well-formed: the owner processes it.
+    Accept(P),
+    /// Dropped and counted (a duplicate, or an offence below the limit).
+    Drop,
+    /// An offence past `misbehaviour_max`: the owner disconnects the peer.
+    Disconnect,
+}
+
+/// A peer's offence: bytes that cannot come from a correct peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Offence {
+    /// The datagram did not decode.
+    Malformed,
+    /// It claims something the peer cannot know or own.
+    Spoofed,
+}
+
+/// A packet that went out, as its owner built it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sent {
+    /// Its packet number, from [`Link::next_packet`].
+    pub(crate) pn: u64,
+    /// Its size in bytes.
+    pub(crate) len: usize,
+    /// It holds data the peer must acknowledge.
+    pub(crate) carries_data: bool,
+    /// Bytes of it that repeat data sent before.
+    pub(crate) redundant_bytes: u64,
+    /// It carried *new* data: on a lossy link send that again this much later (the owner
+    /// passes a quarter turn, see [`repeat_delay_ms`]).
+    pub(crate) repeat_after_ms: Option<u64>,
+}
+
+/// How long after new data goes out a lossy link sends it again: a quarter turn.
+pub(crate) fn repeat_delay_ms(turn_length_ms: u32) -> u64 {
+    u64::from(turn_length_ms) / 4
+}
 
 #[derive(Debug)]
 pub(crate) struct Link {
@@ -52,23 +136,22 @@ pub(crate) struct Link {
     next_pn: u64,
     received: Received,
     sent: SentLog,
-    pub(crate) rtt: Rtt,
-    /// Set by timers, cleared when a packet goes out.
-    pub(crate) retransmit_due: bool,
-    pub(crate) ack_due: bool,
-    pub(crate) keep_alive_due: bool,
-    /// The repeat timer fired: send the unacknowledged data again.
-    pub(crate) repeat_due: bool,
+    rtt: Rtt,
+    due: Due,
     /// Packets acknowledged since the last one declared lost (saturating).
     acked_since_loss: u32,
     /// Repeats only while the loss estimate is at least this (‰; 1000: never).
-    pub(crate) repeat_loss_permille: u32,
+    repeat_loss_permille: u32,
     /// The idle timer fired: the connection is dead.
-    pub(crate) timed_out: bool,
+    timed_out: bool,
     ack_delay_ms: u64,
     keep_alive_ms: u64,
     idle_timeout_ms: u64,
-    pub(crate) stats: LinkStats,
+    /// Offences so far, and how many are tolerated.
+    misbehaviour: u32,
+    misbehaviour_max: u32,
+    stats: LinkStats,
+    drops: DropCounters,
 }
 
 impl Link {
@@ -88,21 +171,32 @@ impl Link {
                 config.rto_max_ms,
                 peer_ack_delay_ms,
             ),
-            retransmit_due: false,
-            ack_due: false,
-            keep_alive_due: false,
-            repeat_due: false,
+            due: Due::default(),
             acked_since_loss: REPEAT_MEMORY_PACKETS,
             repeat_loss_permille: config.repeat_loss_permille,
             timed_out: false,
             ack_delay_ms: config.ack_delay_ms.into(),
             keep_alive_ms: config.keep_alive_ms.into(),
             idle_timeout_ms: config.idle_timeout_ms.into(),
+            misbehaviour: 0,
+            misbehaviour_max: config.misbehaviour_max,
             stats: LinkStats::default(),
+            drops: DropCounters::default(),
         };
         link.arm(Timer::Idle, now_ms + link.idle_timeout_ms);
         link.arm(Timer::KeepAlive, now_ms + link.keep_alive_ms);
         link
+    }
+
+    /// Repeats new data on any link that lost lately, whatever `repeat_loss_permille` says
+    /// (a client's commands: rare, and a late one costs a whole turn).
+    pub(crate) fn repeat_after_any_loss(&mut self) {
+        self.repeat_loss_permille = 0;
+    }
+
+    /// Sends a packet at the next chance even if nothing else is due (a client's hello).
+    pub(crate) fn send_soon(&mut self) {
+        self.due.keep_alive = true;
     }
 
     /// Gives a peer not heard from yet until `deadline` before the idle timeout applies; the
@@ -114,9 +208,14 @@ impl Link {
     /// The peer holds our join reply: if it has not been heard yet, the idle timeout runs from
     /// now (it should start sending at once) instead of the rest of the join grace.
     pub(crate) fn on_reply_delivered(&mut self, now_ms: u64) {
-        if self.stats.datagrams_received == 0 {
+        if !self.heard_from() {
             self.arm(Timer::Idle, now_ms + self.idle_timeout_ms);
         }
+    }
+
+    /// Whether any datagram from the peer was accepted.
+    pub(crate) fn heard_from(&self) -> bool {
+        self.stats.datagrams_received > 0
     }
 
     /// Arms (or re-arms) `timer` for `deadline`, never before the wheel's clock.
@@ -127,7 +226,7 @@ impl Link {
                 return;
             }
         }
-        // Deadline is >= now() and the wheel holds at most four timers: insert cannot fail.
+        // Deadline is >= now() and the wheel holds at most five timers: insert cannot fail.
         self.handles[timer.index()] = self.wheel.insert(deadline, timer).ok();
     }
 
@@ -153,39 +252,118 @@ impl Link {
             match expired.value {
                 Timer::Retransmit => {
                     self.rtt.on_timeout();
-                    self.retransmit_due = true;
+                    self.due.retransmit = true;
                 }
-                Timer::AckDelay => self.ack_due = true,
-                Timer::KeepAlive => self.keep_alive_due = true,
+                Timer::AckDelay => self.due.ack = true,
+                Timer::KeepAlive => self.due.keep_alive = true,
                 Timer::Idle => self.timed_out = true,
-                Timer::Repeat => self.repeat_due = true,
+                Timer::Repeat => self.due.repeat = true,
             }
         }
     }
 
-    /// Registers an arriving packet; a duplicate must be dropped by the caller.
-    pub(crate) fn on_received(&mut self, now_ms: u64, pn: u64, len: usize) -> Arrival {
-        let arrival = self.received.on_packet(pn, now_ms);
-        if arrival == Arrival::New {
-            self.stats.datagrams_received += 1;
-            self.stats.bytes_received += len as u64;
-            self.arm(Timer::Idle, now_ms + self.idle_timeout_ms);
+    /// Whether the idle timer fired: nothing arrived for `idle_timeout_ms`.
+    pub(crate) fn is_timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    /// Whether the timers ask for a packet now. `outstanding`: the owner has data the peer
+    /// has not acknowledged (a retransmission or repeat needs something to carry).
+    pub(crate) fn is_due(&self, outstanding: bool) -> bool {
+        self.resend_due(outstanding) || self.due.ack || self.due.keep_alive
+    }
+
+    /// Whether the next packet should carry unacknowledged data again (the retransmit or
+    /// repeat timer fired and there is such data).
+    pub(crate) fn resend_due(&self, outstanding: bool) -> bool {
+        (self.due.retransmit || self.due.repeat) && outstanding
+    }
+
+    /// Whether the retransmit timer fired: resend everything unacknowledged, not just the
+    /// usual redundancy.
+    pub(crate) fn is_retransmitting(&self) -> bool {
+        self.due.retransmit
+    }
+
+    /// The smoothed round trip, once measured.
+    pub(crate) fn smoothed_rtt_ms(&self) -> Option<u64> {
+        self.rtt.smoothed_ms
+    }
+
+    /// The link's counters.
+    pub(crate) fn stats(&self) -> &LinkStats {
+        &self.stats
+    }
+
+    /// Input dropped from the peer, by cause.
+    pub(crate) fn drops(&self) -> &DropCounters {
+        &self.drops
+    }
+
+    /// The owner's drops of what the link accepted (stale, future, over budget...).
+    pub(crate) fn drops_mut(&mut self) -> &mut DropCounters {
+        &mut self.drops
+    }
+
+    /// Counts an offence of the peer; `true` once there were more than `misbehaviour_max`,
+    /// when the owner must disconnect it.
+    pub(crate) fn offence(&mut self, offence: Offence) -> bool {
+        match offence {
+            Offence::Malformed => self.drops.malformed += 1,
+            Offence::Spoofed => self.drops.spoofed += 1,
         }
-        arrival
+        self.misbehaviour += 1;
+        self.misbehaviour > self.misbehaviour_max
+    }
+
+    /// Takes an arriving datagram of `len` bytes, as decoded: a malformed one is an offence,
+    /// a duplicate is dropped, an acknowledgement of a packet never sent is an offence; what
+    /// is left is new, its ack applied, for the owner to process.
+    pub(crate) fn intake<P: Packet>(
+        &mut self,
+        now_ms: u64,
+        len: usize,
+        decoded: Result<P, DecodeError>,
+    ) -> Intake<P> {
+        let Ok(packet) = decoded else {
+            return self.offended(Offence::Malformed);
+        };
+        if self.received.on_packet(packet.pn(), now_ms) == Arrival::Duplicate {
+            self.drops.duplicate += 1;
+            return Intake::Drop;
+        }
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += len as u64;
+        self.arm(Timer::Idle, now_ms + self.idle_timeout_ms);
+        if let Some(ack) = packet.ack() {
+            if !self.on_ack(now_ms, ack) {
+                return self.offended(Offence::Spoofed);
+            }
+        }
+        Intake::Accept(packet)
+    }
+
+    fn offended<P>(&mut self, offence: Offence) -> Intake<P> {
+        if self.offence(offence) {
+            Intake::Disconnect
+        } else {
+            Intake::Drop
+        }
     }
 
     /// The peer sent something it wants acknowledged: make sure an ack goes out within the
     /// ack delay even if nothing else does.
     pub(crate) fn on_ack_eliciting(&mut self, now_ms: u64) {
-        if !self.is_armed(Timer::AckDelay) && !self.ack_due {
+        if !self.is_armed(Timer::AckDelay) && !self.due.ack {
             self.arm(Timer::AckDelay, now_ms + self.ack_delay_ms);
         }
     }
 
-    /// Applies the peer's ack frame. `Err` if it acknowledges a packet never sent.
-    pub(crate) fn on_ack(&mut self, now_ms: u64, ack: AckFrame) -> Result<(), ()> {
+    /// Applies the peer's ack frame; `false` (and nothing applied) if it acknowledges a
+    /// packet never sent.
+    fn on_ack(&mut self, now_ms: u64, ack: AckFrame) -> bool {
         if ack.largest >= self.next_pn {
-            return Err(());
+            return false;
         }
         let outcome = self.sent.on_ack(ack, now_ms);
         self.stats.packets_acked += u64::from(outcome.newly_acked);
@@ -202,7 +380,7 @@ impl Link {
         self.stats.rtt_smoothed_ms = self.rtt.smoothed_ms;
         self.stats.rtt_min_ms = self.rtt.min_ms;
         self.stats.rto_ms = self.rtt.rto_ms();
-        Ok(())
+        true
     }
 
     /// Exponentially weighted loss estimate in parts per thousand (gain 1/16 per packet).
@@ -225,7 +403,7 @@ impl Link {
             self.arm(Timer::Retransmit, now_ms + rto);
         } else {
             self.disarm(Timer::Retransmit);
-            self.retransmit_due = false;
+            self.due.retransmit = false;
         }
     }
 
@@ -236,36 +414,25 @@ impl Link {
         (pn, self.received.ack_frame(now_ms))
     }
 
-    /// A packet went out. `carries_data`: it holds data the peer must acknowledge;
-    /// `repeat_after_ms`: when it carried *new* data, send that again this much later if the
-    /// link is lossy (the owner passes a quarter turn).
-    pub(crate) fn on_sent(
-        &mut self,
-        now_ms: u64,
-        pn: u64,
-        len: usize,
-        carries_data: bool,
-        repeat_after_ms: Option<u64>,
-    ) {
-        let retransmission = self.retransmit_due;
+    /// A packet went out: count it, and re-arm the timers it answers.
+    pub(crate) fn on_sent(&mut self, now_ms: u64, packet: Sent) {
+        let retransmission = self.due.retransmit;
         if retransmission {
             self.stats.retransmits += 1;
         }
-        let lost = self.sent.on_sent(pn, now_ms, retransmission);
+        let lost = self.sent.on_sent(packet.pn, now_ms, retransmission);
         self.stats.packets_lost += u64::from(lost);
         self.stats.datagrams_sent += 1;
-        self.stats.bytes_sent += len as u64;
-        self.ack_due = false;
+        self.stats.bytes_sent += packet.len as u64;
+        self.stats.redundant_bytes += packet.redundant_bytes;
         self.disarm(Timer::AckDelay);
-        self.keep_alive_due = false;
         self.arm(Timer::KeepAlive, now_ms + self.keep_alive_ms);
-        if carries_data && (retransmission || !self.is_armed(Timer::Retransmit)) {
+        if packet.carries_data && (retransmission || !self.is_armed(Timer::Retransmit)) {
             let rto = self.rtt.rto_ms();
             self.arm(Timer::Retransmit, now_ms + rto);
         }
-        self.retransmit_due = false;
-        self.repeat_due = false;
-        if let Some(delay) = repeat_after_ms {
+        self.due = Due::default();
+        if let Some(delay) = packet.repeat_after_ms {
             let lossy = self.acked_since_loss < REPEAT_MEMORY_PACKETS
                 && self.stats.loss_permille >= self.repeat_loss_permille
                 && self.repeat_loss_permille < 1_000;
@@ -280,7 +447,6 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::AckFrame;
 
     /// Sends 40 data packets, 1 ms apart, each acknowledged at once except every `lose_every`-th
     /// (never acknowledged, so declared lost); returns how many repeats were armed.
@@ -291,7 +457,14 @@ mod tests {
         for pn in 0..40u64 {
             let (sent, _) = link.next_packet(pn);
             assert_eq!(sent, pn);
-            link.on_sent(pn, pn, 40, true, Some(25));
+            let sent = Sent {
+                pn,
+                len: 40,
+                carries_data: true,
+                redundant_bytes: 0,
+                repeat_after_ms: Some(25),
+            };
+            link.on_sent(pn, sent);
             missing <<= 1;
             if pn % lose_every == lose_every - 1 {
                 missing |= 1;
@@ -299,7 +472,7 @@ mod tests {
             }
             // Bit i of `missing` is packet `pn - 1 - i`; the frame's bits exclude `pn` itself.
             let ack = AckFrame { largest: pn, missing: missing >> 1, delay_ms: 0 };
-            link.on_ack(pn, ack).unwrap();
+            assert!(link.on_ack(pn, ack));
         }
         link.stats.repeats
     }

@@ -91,3 +91,14 @@ pub struct Ticket {
     /// The turn it was stamped to execute at.
     pub turn: Turn,
 }
+
+/// The players named in a bit mask (bit `i`: player `i`), in id order.
+pub(crate) fn players_in(mask: u64) -> Vec<PlayerId> {
+    (0..64u8).filter(|i| mask & (1 << i) != 0).map(PlayerId).collect()
+}
+
+/// The turn a command submitted now is stamped for: the game is executing the turn before
+/// `next_exec`, and commands execute `delay` turns after it (AoE: issued in 1000, run in 1002).
+pub(crate) fn stamp(next_exec: Turn, delay: u32) -> Turn {
+    Turn(next_exec.0.saturating_sub(1)).saturating_add(delay).max(next_exec)
+}

@@ -8,7 +8,7 @@
 //! decoder allocate more than the datagram's own size. Trailing bytes are an error.
 //!
 //! ```text
-//! Up    (client → host, datagram): version kind=1 pn ack turn_ack turn_exec first_seq up_extras
+//! Up    (client → host, datagram): version kind=1 pn ack turn_ack next_exec first_seq up_extras
 //!                                  n {turn len payload}*n
 //! Down  (host → client, datagram): version kind=2 pn ack cmd_ack down_extras first_turn
 //!                                  n bundle*n
@@ -325,7 +325,7 @@ pub(crate) struct Up<'a> {
     /// The client holds every bundle before this turn.
     pub(crate) turn_ack: Turn,
     /// The client's game has executed every turn before this one.
-    pub(crate) turn_exec: Turn,
+    pub(crate) next_exec: Turn,
     /// The sequence number of `commands[0]`; the rest follow consecutively.
     pub(crate) first_seq: CommandSeq,
     pub(crate) extras: UpExtras,
@@ -452,7 +452,7 @@ pub(crate) fn put_up_header(
     pn: u64,
     ack: Option<AckFrame>,
     turn_ack: Turn,
-    turn_exec: Turn,
+    next_exec: Turn,
     first_seq: CommandSeq,
     extras: &UpExtras,
 ) {
@@ -461,7 +461,7 @@ pub(crate) fn put_up_header(
     put_varint(out, pn);
     put_ack(out, ack);
     put_varint(out, turn_ack.0.into());
-    put_varint(out, turn_exec.0.into());
+    put_varint(out, next_exec.0.into());
     put_varint(out, first_seq.0.into());
     put_up_extras(out, extras);
 }
@@ -609,7 +609,7 @@ pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, 
     let pn = reader.varint()?;
     let ack = read_ack(&mut reader)?;
     let turn_ack = Turn(reader.varint_u32()?);
-    let turn_exec = Turn(reader.varint_u32()?);
+    let next_exec = Turn(reader.varint_u32()?);
     let first_seq = CommandSeq(reader.varint_u32()?);
     let extras = read_up_extras(&mut reader)?;
     // A command is at least two bytes (turn, length).
@@ -624,7 +624,7 @@ pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, 
         commands.push(UpCommand { turn, payload });
     }
     reader.finish()?;
-    Ok(Up { pn, ack, turn_ack, turn_exec, first_seq, extras, commands })
+    Ok(Up { pn, ack, turn_ack, next_exec, first_seq, extras, commands })
 }
 
 /// Decodes one bundle's records.

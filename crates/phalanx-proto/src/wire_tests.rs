@@ -83,8 +83,8 @@ fn up_message() -> impl Strategy<Value = UpSpec> {
 fn encode_up(message: &UpSpec) -> Vec<u8> {
     let (pn, ack, turn_ack, first_seq, extras, commands) = message;
     let mut out = Vec::new();
-    let turn_exec = Turn(*turn_ack / 2);
-    put_up_header(&mut out, *pn, *ack, Turn(*turn_ack), turn_exec, CommandSeq(*first_seq), extras);
+    let next_exec = Turn(*turn_ack / 2);
+    put_up_header(&mut out, *pn, *ack, Turn(*turn_ack), next_exec, CommandSeq(*first_seq), extras);
     put_varint(&mut out, commands.len() as u64);
     for (turn, payload) in commands {
         let command = UpCommand { turn: Turn(*turn), payload };
@@ -194,7 +194,7 @@ fn up_round_trips() {
         prop_assert_eq!(&up.extras, extras);
         prop_assert_eq!(up.ack, *ack);
         prop_assert_eq!(up.turn_ack, Turn(*turn_ack));
-        prop_assert_eq!(up.turn_exec, Turn(*turn_ack / 2));
+        prop_assert_eq!(up.next_exec, Turn(*turn_ack / 2));
         prop_assert_eq!(up.first_seq, CommandSeq(*first_seq));
         let got: Vec<(u32, Vec<u8>)> =
             up.commands.iter().map(|c| (c.turn.0, c.payload.to_vec())).collect();

@@ -9,23 +9,27 @@
 //! 4. Drain [`Client::poll_transmit`] and [`Client::poll_event`].
 //! 5. The game calls [`Client::submit`] for its player's commands and executes
 //!    [`Client::next_turn`] bundles, in order, each exactly once.
+//!
+//! This file holds the session state, joining and the game's side (submit, next turn,
+//! reports); `link.rs` holds the network side (datagrams in and out, timers).
+
+mod link;
 
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
+use crate::budget::Usage;
 use crate::bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
-use crate::config::{ConfigError, SessionConfig};
-use crate::host::stamp;
+use crate::config::{ConfigError, SessionConfig, TURN_COST_MAX_MS};
+use crate::events::EventQueue;
 use crate::link::Link;
 use crate::pace::Pace;
-use crate::recovery::Arrival;
 use crate::stats::ClientStats;
-use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
+use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
 use crate::wire::{
-    decode_down, decode_join_reply_parts, decode_rejoin_log, put_up_command, put_up_header,
-    put_varint, up_command_len, DecodeError, JoinRefusal, JoinRequest, Limits, PauseKind,
-    UpCommand, UpExtras, UP_HEADER_BYTES_MAX,
+    decode_join_reply_parts, decode_rejoin_log, DecodeError, JoinAccept, JoinRefusal, JoinRequest,
+    Limits, PauseKind,
 };
 use crate::SubmitError;
 
@@ -111,18 +115,8 @@ struct Unacked {
 #[derive(Debug)]
 enum State {
     Joining,
-    Running { player: PlayerId, link: Box<Link> },
+    Running(PlayerId),
     Ended(EndReason),
-}
-
-/// The most events held; older ones are dropped first.
-const EVENTS_MAX: usize = 1024;
-
-fn push_bounded(events: &mut VecDeque<ClientEvent>, event: ClientEvent) {
-    if events.len() == EVENTS_MAX {
-        events.pop_front();
-    }
-    events.push_back(event);
 }
 
 /// The client side of a lockstep session. Sans-IO: see the module docs for the call order.
@@ -131,6 +125,8 @@ pub struct Client {
     config: SessionConfig,
     limits: Limits,
     state: State,
+    /// The connection to the host, from the join reply on (kept after the end for its stats).
+    link: Option<Box<Link>>,
     /// The next turn the game executes.
     next_exec: Turn,
     /// `buffered[i]` is turn `next_exec + i`, if received. At most `turns_ahead_max`.
@@ -142,10 +138,9 @@ pub struct Client {
     send_next: CommandSeq,
     /// Commands not yet seen in a bundle: seq → (stamped turn, submit time).
     in_flight: BTreeMap<CommandSeq, (Turn, u64)>,
-    /// Our budget use per stamped turn: turn → (commands, bytes).
-    usage: BTreeMap<Turn, (u16, u32)>,
-    misbehaviour: u32,
-    events: VecDeque<ClientEvent>,
+    /// Our budget use per stamped turn.
+    usage: BTreeMap<Turn, Usage>,
+    events: EventQueue<ClientEvent>,
     stats: ClientStats,
     /// The pace in force (from the join reply, then from `Pace` records).
     pace: Pace,
@@ -188,6 +183,7 @@ impl Client {
             limits: Limits::new(&config),
             config,
             state: State::Joining,
+            link: None,
             next_exec: Turn::ZERO,
             buffered: VecDeque::new(),
             next_seq: CommandSeq(0),
@@ -195,8 +191,7 @@ impl Client {
             send_next: CommandSeq(0),
             in_flight: BTreeMap::new(),
             usage: BTreeMap::new(),
-            misbehaviour: 0,
-            events: VecDeque::new(),
+            events: EventQueue::new(),
             stats: ClientStats::default(),
             pace: Pace { turn_length_ms: 0, command_delay_turns: 0 },
             hash_reports: VecDeque::new(),
@@ -227,22 +222,7 @@ impl Client {
         }
         let (accept, log) = decode_join_reply_parts(reply).map_err(ClientJoinError::Malformed)?;
         let accept = accept.map_err(ClientJoinError::Refused)?;
-        let mut config = self.config.clone();
-        config.turn_length_ms = accept.turn_length_ms;
-        config.turn_length_max_ms = config.turn_length_max_ms.max(accept.turn_length_ms);
-        config.command_delay_turns = accept.command_delay_turns;
-        config.command_delay_max_turns =
-            config.command_delay_max_turns.max(accept.command_delay_turns);
-        config.turns_ahead_max = accept.turns_ahead_max;
-        config.players_max = accept.players_max;
-        config.commands_per_turn_max = accept.commands_per_turn_max;
-        config.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
-        config.command_bytes_max = accept.command_bytes_max;
-        config.sync_interval_turns = accept.sync_interval_turns;
-        config.validate().map_err(ClientJoinError::BadParameters)?;
-        if accept.player.0 >= config.players_max {
-            return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
-        }
+        let config = self.config_from(&accept)?;
         self.limits = Limits::new(&config);
         if let Some(rejoin) = accept.rejoin {
             let bundles = decode_rejoin_log(log, rejoin.turns, &self.limits)
@@ -262,19 +242,38 @@ impl Client {
         };
         self.config = config;
         self.buffered.resize(self.config.turns_ahead_max as usize, None);
+        // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
         let mut link = Box::new(Link::new(now_ms, &self.config, self.config.turn_length_ms));
         // Say hello at once: until the host hears a datagram from us it holds our seat on the
         // join grace, and another join with our token could take it over.
-        link.keep_alive_due = true;
+        link.send_soon();
         // Commands are rare and late ones cost a whole turn of latency: repeat them on any
         // link that lost lately, whatever the threshold for the host's bundles.
-        link.repeat_loss_permille = 0;
-        self.state = State::Running {
-            player: accept.player,
-            // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
-            link,
-        };
+        link.repeat_after_any_loss();
+        self.link = Some(link);
+        self.state = State::Running(accept.player);
         Ok(accept.player)
+    }
+
+    /// Our local config with the host's turn pipeline settings, checked.
+    fn config_from(&self, accept: &JoinAccept) -> Result<SessionConfig, ClientJoinError> {
+        let mut config = self.config.clone();
+        config.turn_length_ms = accept.turn_length_ms;
+        config.turn_length_max_ms = config.turn_length_max_ms.max(accept.turn_length_ms);
+        config.command_delay_turns = accept.command_delay_turns;
+        config.command_delay_max_turns =
+            config.command_delay_max_turns.max(accept.command_delay_turns);
+        config.turns_ahead_max = accept.turns_ahead_max;
+        config.players_max = accept.players_max;
+        config.commands_per_turn_max = accept.commands_per_turn_max;
+        config.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
+        config.command_bytes_max = accept.command_bytes_max;
+        config.sync_interval_turns = accept.sync_interval_turns;
+        config.validate().map_err(ClientJoinError::BadParameters)?;
+        if accept.player.0 >= config.players_max {
+            return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
+        }
+        Ok(config)
     }
 
     /// The session config in force (the host's pipeline settings once joined).
@@ -285,7 +284,7 @@ impl Client {
     /// Our player, once joined.
     pub fn player(&self) -> Option<PlayerId> {
         match self.state {
-            State::Running { player, .. } => Some(player),
+            State::Running(player) => Some(player),
             _ => None,
         }
     }
@@ -304,7 +303,7 @@ impl Client {
     }
 
     fn push_event(&mut self, event: ClientEvent) {
-        push_bounded(&mut self.events, event);
+        self.events.push(event);
     }
 
     fn end(&mut self, reason: EndReason) {
@@ -316,14 +315,14 @@ impl Client {
 
     /// The next event, if any.
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
-        self.events.pop_front()
+        self.events.pop()
     }
 
     /// Submits a command for our player. It is stamped for the turn after the one the game is
     /// executing plus the command delay; the returned ticket names it. Refused, with nothing
     /// queued, when too large, over the stamped turn's budget, or when not running.
     pub fn submit(&mut self, now_ms: u64, payload: &[u8]) -> Result<Ticket, SubmitError> {
-        if !matches!(self.state, State::Running { .. }) {
+        if !matches!(self.state, State::Running(_)) {
             return Err(SubmitError::NotRunning);
         }
         let max = usize::from(self.config.command_bytes_max);
@@ -331,14 +330,11 @@ impl Client {
             return Err(SubmitError::TooLarge { len: payload.len(), max });
         }
         let turn = stamp(self.next_exec, self.pace.command_delay_turns);
-        let (count, bytes) = self.usage.get(&turn).copied().unwrap_or((0, 0));
-        let bytes_after = bytes + payload.len() as u32;
-        if count >= self.config.commands_per_turn_max
-            || bytes_after > u32::from(self.config.turn_bytes_per_player_max)
-        {
+        let usage = self.usage.entry(turn).or_default();
+        if !usage.admits(&self.config, payload.len()) {
             return Err(SubmitError::OverBudget { turn });
         }
-        self.usage.insert(turn, (count + 1, bytes_after));
+        usage.add(payload.len());
         let seq = self.next_seq;
         self.next_seq = CommandSeq(seq.0.wrapping_add(1));
         self.unacked.push_back(Unacked { seq, turn, payload: Bytes::copy_from_slice(payload) });
@@ -377,25 +373,18 @@ impl Client {
         self.next_exec = self.next_exec.next();
         let next_exec = self.next_exec;
         self.usage.retain(|&turn, _| turn >= next_exec);
+        self.on_executed(&bundle, now_ms);
+        Some(bundle)
+    }
+
+    /// What executing `bundle` means for the session: our commands' latency, and the records
+    /// that concern every peer (our removal, the pace, desyncs, pauses, the end).
+    fn on_executed(&mut self, bundle: &TurnBundle, now_ms: u64) {
         let player = self.player();
         for record in &bundle.records {
             match record {
                 Record::Command { player: who, seq, .. } if Some(*who) == player => {
-                    if let Some((stamped, submitted)) = self.in_flight.remove(seq) {
-                        if self.latencies_ms.len() == LATENCY_SAMPLES {
-                            self.latencies_ms.pop_front();
-                        }
-                        let latency = now_ms.saturating_sub(submitted).min(u64::from(u32::MAX));
-                        self.latencies_ms.push_back(latency as u32);
-                        if bundle.turn > stamped {
-                            self.stats.commands_late += 1;
-                            self.push_event(ClientEvent::CommandLate {
-                                seq: *seq,
-                                stamped,
-                                executed: bundle.turn,
-                            });
-                        }
-                    }
+                    self.on_own_command(*seq, bundle.turn, now_ms);
                 }
                 Record::Left(who) if Some(*who) == player => self.end(EndReason::Removed),
                 Record::Pace(pace) => {
@@ -409,191 +398,29 @@ impl Client {
                 _ => {}
             }
         }
-        Some(bundle)
     }
 
-    /// The first turn we do not hold: we hold every bundle before it.
-    fn turn_ack(&self) -> Turn {
-        let held = self.buffered.iter().take_while(|slot| slot.is_some()).count();
-        self.next_exec.saturating_add(held as u32)
-    }
-
-    /// When [`handle_timeout`](Self::handle_timeout) is next needed.
-    pub fn poll_timeout(&self) -> Option<u64> {
-        match &self.state {
-            State::Running { link, .. } => link.poll_timeout(),
-            _ => None,
+    /// One of our commands executed at `turn`: its latency, and whether it was late.
+    fn on_own_command(&mut self, seq: CommandSeq, turn: Turn, now_ms: u64) {
+        let Some((stamped, submitted)) = self.in_flight.remove(&seq) else { return };
+        if self.latencies_ms.len() == LATENCY_SAMPLES {
+            self.latencies_ms.pop_front();
         }
-    }
-
-    /// Fires due timers. Early calls are harmless no-ops.
-    pub fn handle_timeout(&mut self, now_ms: u64) {
-        let State::Running { link, .. } = &mut self.state else {
-            return;
-        };
-        link.handle_timeout(now_ms);
-        if link.timed_out {
-            self.end(EndReason::HostLost);
+        let latency = now_ms.saturating_sub(submitted).min(u64::from(u32::MAX));
+        self.latencies_ms.push_back(latency as u32);
+        if turn > stamped {
+            self.stats.commands_late += 1;
+            self.push_event(ClientEvent::CommandLate { seq, stamped, executed: turn });
         }
-    }
-
-    fn misbehaved(&mut self) {
-        self.misbehaviour += 1;
-        if self.misbehaviour > self.config.misbehaviour_max {
-            self.end(EndReason::HostMisbehaved);
-        }
-    }
-
-    /// Handles a datagram from the host. Bad input is dropped and counted; never panics.
-    pub fn handle_datagram(&mut self, now_ms: u64, datagram: &[u8]) {
-        let limits = self.limits;
-        let State::Running { link, .. } = &mut self.state else {
-            return;
-        };
-        let down = match decode_down(datagram, &limits) {
-            Ok(down) => down,
-            Err(_) => {
-                self.stats.drops.malformed += 1;
-                self.misbehaved();
-                return;
-            }
-        };
-        if link.on_received(now_ms, down.pn, datagram.len()) == Arrival::Duplicate {
-            self.stats.drops.duplicate += 1;
-            return;
-        }
-        if let Some(ack) = down.ack {
-            if link.on_ack(now_ms, ack).is_err() {
-                self.stats.drops.spoofed += 1;
-                self.misbehaved();
-                return;
-            }
-        }
-        if down.cmd_ack > self.next_seq {
-            self.stats.drops.spoofed += 1;
-            self.misbehaved();
-            return;
-        }
-        if let Some(acked) = down.extras.hash_ack {
-            while self.hash_reports.front().is_some_and(|&(turn, _)| turn <= acked) {
-                self.hash_reports.pop_front();
-            }
-        }
-        if down.extras.waiting != self.waiting {
-            let mask = down.extras.waiting & self.limits.player_mask();
-            self.waiting = down.extras.waiting;
-            let event = if mask == 0 {
-                ClientEvent::StallEnded
-            } else {
-                ClientEvent::Waiting(
-                    (0..64u8).filter(|i| mask & (1 << i) != 0).map(PlayerId).collect(),
-                )
-            };
-            push_bounded(&mut self.events, event);
-        }
-        let mut acked_any = false;
-        while self.unacked.front().is_some_and(|command| command.seq < down.cmd_ack) {
-            self.unacked.pop_front();
-            acked_any = true;
-        }
-        if acked_any {
-            link.on_data_acked(now_ms, !self.unacked.is_empty());
-        }
-        if !down.bundles.is_empty() {
-            link.on_ack_eliciting(now_ms);
-        }
-        let window = self.buffered.len();
-        for (offset, records) in down.bundles.into_iter().enumerate() {
-            let Some(turn) = down.first_turn.checked_add(offset as u32) else {
-                break;
-            };
-            if turn < self.next_exec {
-                self.stats.drops.stale += 1;
-                continue;
-            }
-            let index = turn.since(self.next_exec) as usize;
-            if index >= window {
-                self.stats.drops.future += 1;
-                continue;
-            }
-            if self.buffered[index].is_some() {
-                self.stats.drops.duplicate += 1;
-                continue;
-            }
-            self.buffered[index] = Some(TurnBundle { turn, records });
-        }
-        let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
-        self.stats.bundles_buffered_high_water = self.stats.bundles_buffered_high_water.max(held);
-        self.stats.commands_unacked = self.unacked.len();
-    }
-
-    /// Writes the next datagram for the host into `buf` (cleared first); `false` when nothing
-    /// is due.
-    pub fn poll_transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
-        let turn_ack = self.turn_ack();
-        let State::Running { link, .. } = &mut self.state else {
-            return false;
-        };
-        let has_new = self.unacked.back().is_some_and(|command| command.seq >= self.send_next);
-        let due = has_new
-            || (link.retransmit_due && !self.unacked.is_empty())
-            || link.ack_due
-            || link.keep_alive_due
-            || (link.repeat_due && !self.unacked.is_empty())
-            || self.pause_request.is_some();
-        if !due {
-            return false;
-        }
-        buf.clear();
-        let (pn, ack) = link.next_packet(now_ms);
-        let first_seq = self.unacked.front().map_or(self.next_seq, |command| command.seq);
-        let extras = UpExtras {
-            hash_report: self.hash_reports.front().copied(),
-            cost_ms: self.cost_ms.filter(|&cost| Some(cost) != self.cost_sent),
-            pause: self.pause_request.map(|(seq, kind, _)| (seq, kind)),
-        };
-        if extras.cost_ms.is_some() {
-            self.cost_sent = self.cost_ms;
-        }
-        if let Some((seq, kind, left)) = self.pause_request {
-            self.pause_request = (left > 1).then_some((seq, kind, left - 1));
-        }
-        put_up_header(buf, pn, ack, turn_ack, self.next_exec, first_seq, &extras);
-        let budget = usize::from(self.config.datagram_bytes_max);
-        let mut used = UP_HEADER_BYTES_MAX;
-        let mut count = 0;
-        let mut redundant = 0u64;
-        for command in &self.unacked {
-            let wire = UpCommand { turn: command.turn, payload: &command.payload };
-            let len = up_command_len(wire);
-            if used + len > budget {
-                break;
-            }
-            used += len;
-            count += 1;
-            if command.seq < self.send_next {
-                redundant += command.payload.len() as u64;
-            }
-        }
-        put_varint(buf, count as u64);
-        for command in self.unacked.iter().take(count) {
-            put_up_command(buf, UpCommand { turn: command.turn, payload: &command.payload });
-        }
-        if let Some(last) = self.unacked.get(count.wrapping_sub(1)) {
-            self.send_next = self.send_next.max(CommandSeq(last.seq.0.wrapping_add(1)));
-        }
-        link.stats.redundant_bytes += redundant;
-        let repeat = has_new.then_some(u64::from(self.pace.turn_length_ms) / 4);
-        link.on_sent(now_ms, pn, buf.len(), count > 0, repeat);
-        true
     }
 
     /// The client's counters, the pace, and command latency percentiles over the most recent
     /// 1024 commands.
     pub fn stats(&self) -> ClientStats {
         let mut stats = self.stats.clone();
-        if let State::Running { link, .. } = &self.state {
-            stats.link = link.stats.clone();
+        if let Some(link) = &self.link {
+            stats.link = link.stats().clone();
+            stats.drops = link.drops().clone();
         }
         stats.turn_length_ms = self.pace.turn_length_ms;
         stats.command_delay_turns = self.pace.command_delay_turns;
@@ -636,7 +463,7 @@ impl Client {
     /// Reports how long the game takes to simulate a turn (a moving average is best). The host
     /// lengthens turns for everyone when a machine cannot keep up.
     pub fn report_turn_cost(&mut self, cost_ms: u32) {
-        self.cost_ms = Some(cost_ms.min(60_000));
+        self.cost_ms = Some(cost_ms.min(TURN_COST_MAX_MS));
     }
 
     /// Asks the host to pause the game (granted while this player has pauses left).

@@ -1,0 +1,202 @@
+//! The client's network side: datagrams from the host in, datagrams to the host out, and the
+//! connection's timers. The [`Link`] does the intake, the due-ness and the bookkeeping common
+//! to both ends; this file decides what a client's datagram carries and what a host's means.
+
+use crate::bundle::{Record, TurnBundle};
+use crate::link::{repeat_delay_ms, Intake, Link, Offence, Sent};
+use crate::types::{players_in, CommandSeq, Turn};
+use crate::wire::{
+    decode_down, put_up_command, put_up_header, put_varint, up_command_len, Down, UpCommand,
+    UpExtras, UP_HEADER_BYTES_MAX,
+};
+
+use super::{Client, ClientEvent, EndReason, State};
+
+impl Client {
+    /// The link while the session runs.
+    fn live_link(&mut self) -> Option<&mut Link> {
+        match self.state {
+            State::Running(_) => self.link.as_deref_mut(),
+            _ => None,
+        }
+    }
+
+    /// The first turn we do not hold: we hold every bundle before it.
+    fn turn_ack(&self) -> Turn {
+        let held = self.buffered.iter().take_while(|slot| slot.is_some()).count();
+        self.next_exec.saturating_add(held as u32)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next needed.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self.state {
+            State::Running(_) => self.link.as_ref()?.poll_timeout(),
+            _ => None,
+        }
+    }
+
+    /// Fires due timers. Early calls are harmless no-ops.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        let Some(link) = self.live_link() else { return };
+        link.handle_timeout(now_ms);
+        if link.is_timed_out() {
+            self.end(EndReason::HostLost);
+        }
+    }
+
+    /// Handles a datagram from the host. Bad input is dropped and counted; never panics.
+    pub fn handle_datagram(&mut self, now_ms: u64, datagram: &[u8]) {
+        let decoded = decode_down(datagram, &self.limits);
+        let next_seq = self.next_seq;
+        let Some(link) = self.live_link() else { return };
+        let down = match link.intake(now_ms, datagram.len(), decoded) {
+            Intake::Accept(down) => down,
+            Intake::Drop => return,
+            Intake::Disconnect => return self.end(EndReason::HostMisbehaved),
+        };
+        if down.cmd_ack > next_seq {
+            if link.offence(Offence::Spoofed) {
+                self.end(EndReason::HostMisbehaved);
+            }
+            return;
+        }
+        self.on_down(now_ms, down);
+    }
+
+    /// A new, plausible datagram from the host: acknowledgements, the waiting notice, bundles.
+    fn on_down(&mut self, now_ms: u64, down: Down) {
+        if let Some(acked) = down.extras.hash_ack {
+            while self.hash_reports.front().is_some_and(|&(turn, _)| turn <= acked) {
+                self.hash_reports.pop_front();
+            }
+        }
+        if down.extras.waiting != self.waiting {
+            let mask = down.extras.waiting & self.limits.player_mask();
+            self.waiting = down.extras.waiting;
+            self.push_event(if mask == 0 {
+                ClientEvent::StallEnded
+            } else {
+                ClientEvent::Waiting(players_in(mask))
+            });
+        }
+        let mut acked_any = false;
+        while self.unacked.front().is_some_and(|command| command.seq < down.cmd_ack) {
+            self.unacked.pop_front();
+            acked_any = true;
+        }
+        let outstanding = !self.unacked.is_empty();
+        let Some(link) = self.link.as_deref_mut() else { return };
+        if acked_any {
+            link.on_data_acked(now_ms, outstanding);
+        }
+        if !down.bundles.is_empty() {
+            link.on_ack_eliciting(now_ms);
+        }
+        self.store_bundles(down.first_turn, down.bundles);
+        self.stats.commands_unacked = self.unacked.len();
+    }
+
+    /// Buffers the bundles of a datagram from `first_turn` on; stale, future and duplicate
+    /// ones are dropped and counted.
+    fn store_bundles(&mut self, first_turn: Turn, bundles: Vec<Vec<Record>>) {
+        let window = self.buffered.len();
+        let Some(link) = self.link.as_deref_mut() else { return };
+        for (offset, records) in bundles.into_iter().enumerate() {
+            let Some(turn) = first_turn.checked_add(offset as u32) else {
+                break;
+            };
+            if turn < self.next_exec {
+                link.drops_mut().stale += 1;
+                continue;
+            }
+            let index = turn.since(self.next_exec) as usize;
+            if index >= window {
+                link.drops_mut().future += 1;
+                continue;
+            }
+            if self.buffered[index].is_some() {
+                link.drops_mut().duplicate += 1;
+                continue;
+            }
+            self.buffered[index] = Some(TurnBundle { turn, records });
+        }
+        let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
+        self.stats.bundles_buffered_high_water = self.stats.bundles_buffered_high_water.max(held);
+    }
+
+    /// Writes the next datagram for the host into `buf` (cleared first); `false` when nothing
+    /// is due.
+    pub fn poll_transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
+        let turn_ack = self.turn_ack();
+        let next_exec = self.next_exec;
+        let has_new = self.unacked.back().is_some_and(|command| command.seq >= self.send_next);
+        let outstanding = !self.unacked.is_empty();
+        let pause_due = self.pause_request.is_some();
+        let Some(link) = self.live_link() else { return false };
+        if !(has_new || link.is_due(outstanding) || pause_due) {
+            return false;
+        }
+        buf.clear();
+        let (pn, ack) = link.next_packet(now_ms);
+        let extras = self.take_extras();
+        let first_seq = self.unacked.front().map_or(self.next_seq, |command| command.seq);
+        put_up_header(buf, pn, ack, turn_ack, next_exec, first_seq, &extras);
+        let (count, redundant_bytes) = self.put_commands(buf);
+        let sent = Sent {
+            pn,
+            len: buf.len(),
+            carries_data: count > 0,
+            redundant_bytes,
+            repeat_after_ms: has_new.then(|| repeat_delay_ms(self.pace.turn_length_ms)),
+        };
+        if let Some(link) = self.link.as_deref_mut() {
+            link.on_sent(now_ms, sent);
+        }
+        true
+    }
+
+    /// What rides in the next datagram besides commands: the oldest unacknowledged state
+    /// hash, a changed turn cost, and a pause request while it is being repeated.
+    fn take_extras(&mut self) -> UpExtras {
+        let extras = UpExtras {
+            hash_report: self.hash_reports.front().copied(),
+            cost_ms: self.cost_ms.filter(|&cost| Some(cost) != self.cost_sent),
+            pause: self.pause_request.map(|(seq, kind, _)| (seq, kind)),
+        };
+        if extras.cost_ms.is_some() {
+            self.cost_sent = self.cost_ms;
+        }
+        if let Some((seq, kind, left)) = self.pause_request {
+            self.pause_request = (left > 1).then_some((seq, kind, left - 1));
+        }
+        extras
+    }
+
+    /// Writes as many unacknowledged commands as fit the datagram, oldest first; returns how
+    /// many, and the payload bytes of those sent before.
+    fn put_commands(&mut self, buf: &mut Vec<u8>) -> (usize, u64) {
+        let budget = usize::from(self.config.datagram_bytes_max);
+        let mut used = UP_HEADER_BYTES_MAX;
+        let mut count = 0;
+        let mut redundant = 0u64;
+        for command in &self.unacked {
+            let len = up_command_len(UpCommand { turn: command.turn, payload: &command.payload });
+            if used + len > budget {
+                break;
+            }
+            used += len;
+            count += 1;
+            if command.seq < self.send_next {
+                redundant += command.payload.len() as u64;
+            }
+        }
+        put_varint(buf, count as u64);
+        for command in self.unacked.iter().take(count) {
+            put_up_command(buf, UpCommand { turn: command.turn, payload: &command.payload });
+        }
+        if let Some(last) = self.unacked.get(count.wrapping_sub(1)) {
+            self.send_next = self.send_next.max(CommandSeq(last.seq.0.wrapping_add(1)));
+        }
+        (count, redundant)
+    }
+}

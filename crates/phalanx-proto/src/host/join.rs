@@ -1,0 +1,184 @@
+//! Joins: the host's own player, new players in the lobby, players coming back after a
+//! timeout (rejoin), and a new connection taking over a seat whose first connection was never
+//! heard from.
+
+use crate::bundle::Record;
+use crate::link::Link;
+use crate::types::{CommandSeq, PlayerId, Turn};
+use crate::wire::{
+    encode_join_reply, encode_join_reply_with_log, JoinAccept, JoinRefusal, JoinRequest, Rejoin,
+};
+use crate::PROTOCOL_VERSION;
+
+use super::{refused, Host, HostEvent, JoinError, JoinResponse, LocalSeat, Peer, Seat};
+
+impl Host {
+    /// Seats the host's own player (a listen server). Before [`start`](Self::start) only.
+    pub fn add_local_player(&mut self) -> Result<PlayerId, JoinRefusal> {
+        if self.started {
+            return Err(JoinRefusal::GameStarted);
+        }
+        let player = self.free_seat().ok_or(JoinRefusal::SessionFull)?;
+        self.seats[player.0 as usize] =
+            Seat::Local(LocalSeat { next_seq: CommandSeq(0), next_exec: Turn::ZERO });
+        self.open[0].controls.push(Record::Joined(player));
+        Ok(player)
+    }
+
+    fn free_seat(&self) -> Option<PlayerId> {
+        self.seats.iter().position(|seat| matches!(seat, Seat::Free)).map(|i| PlayerId(i as u8))
+    }
+
+    /// Handles a join request from the reliable stream of a new connection. On success the
+    /// driver binds the connection to the returned player: from then on every datagram of that
+    /// connection is handed in with that id, and no id inside a message is ever trusted.
+    pub fn handle_join(&mut self, now_ms: u64, request: &[u8]) -> JoinResponse {
+        let request = match JoinRequest::decode(request) {
+            Ok(request) => request,
+            Err(error) => {
+                return JoinResponse { reply: None, result: Err(JoinError::Malformed(error)) }
+            }
+        };
+        if request.protocol_version != PROTOCOL_VERSION {
+            return refused(JoinRefusal::VersionMismatch {
+                host: PROTOCOL_VERSION,
+                client: request.protocol_version,
+            });
+        }
+        if request.game_data_hash != self.config.game_data_hash {
+            return refused(JoinRefusal::GameDataMismatch {
+                host: self.config.game_data_hash,
+                client: request.game_data_hash,
+            });
+        }
+        let Some(token) = self.tokens.iter().position(|&(token, _)| token == request.token) else {
+            return refused(JoinRefusal::BadToken);
+        };
+        match self.tokens[token].1 {
+            Some(player) => self.join_again(now_ms, player),
+            None => self.join_new(now_ms, token),
+        }
+    }
+
+    /// A first join with the unused token at `token`: the first free seat, in the lobby only.
+    fn join_new(&mut self, now_ms: u64, token: usize) -> JoinResponse {
+        if self.started {
+            return refused(JoinRefusal::GameStarted);
+        }
+        let Some(player) = self.free_seat() else {
+            return refused(JoinRefusal::SessionFull);
+        };
+        self.tokens[token].1 = Some(player);
+        self.seats[player.0 as usize] =
+            Seat::Remote(Box::new(self.new_peer(now_ms, Turn::ZERO, CommandSeq(0), 0)));
+        self.open[0].controls.push(Record::Joined(player));
+        self.push_event(HostEvent::PlayerJoined(player));
+        let accept = self.accept(player, None);
+        JoinResponse { reply: Some(encode_join_reply(&Ok(accept))), result: Ok(player) }
+    }
+
+    /// A join with a token that already took `player`'s seat.
+    fn join_again(&mut self, now_ms: u64, player: PlayerId) -> JoinResponse {
+        match self.seats[player.0 as usize] {
+            Seat::Away { since_ms, next_seq, pauses_used } => {
+                if now_ms.saturating_sub(since_ms) > u64::from(self.config.rejoin_window_ms) {
+                    refused(JoinRefusal::RejoinExpired)
+                } else if self.rejoin_log_full || self.ended {
+                    refused(JoinRefusal::RejoinUnavailable)
+                } else {
+                    self.rejoin(now_ms, player, next_seq, pauses_used)
+                }
+            }
+            Seat::Gone if self.started => refused(JoinRefusal::RejoinUnavailable),
+            // The seat's connection never sent a datagram: most likely this client's own
+            // earlier attempt, whose reply was lost or too slow. The new connection takes
+            // the seat over (with every sealed turn if the game has started).
+            Seat::Remote(ref peer) if !peer.link.heard_from() => {
+                let next_seq = peer.next_seq;
+                self.take_over(now_ms, player, next_seq)
+            }
+            _ => refused(JoinRefusal::TokenUsed),
+        }
+    }
+
+    fn new_peer(&self, now_ms: u64, from: Turn, next_seq: CommandSeq, pauses_used: u32) -> Peer {
+        let mut link = Link::new(now_ms, &self.config, self.config.ack_delay_ms);
+        // The client cannot send before our reply reaches it over the reliable stream.
+        link.await_first_datagram(now_ms + u64::from(self.config.join_grace_ms));
+        Peer {
+            link,
+            turn_ack: from,
+            next_exec: from,
+            send_next: from,
+            next_seq,
+            commands_accepted: 0,
+            cost_ms: 0,
+            hash_acked: None,
+            pause_seq: None,
+            pauses_used,
+            notify_due: false,
+        }
+    }
+
+    /// Takes a player back: the reply carries every sealed turn; live play resumes at the
+    /// next one, whose `Joined` record tells every game the player is back. The window
+    /// counts the returning player as caught up, so replaying the log is their own cost.
+    fn rejoin(
+        &mut self,
+        now_ms: u64,
+        player: PlayerId,
+        next_seq: CommandSeq,
+        pauses_used: u32,
+    ) -> JoinResponse {
+        let from = self.next_seal;
+        self.seats[player.0 as usize] =
+            Seat::Remote(Box::new(self.new_peer(now_ms, from, next_seq, pauses_used)));
+        self.open[0].controls.push(Record::Joined(player));
+        self.push_event(HostEvent::PlayerRejoined(player));
+        self.stats.rejoins += 1;
+        let accept = self.accept(player, Some(Rejoin { turns: from.0, next_seq }));
+        let reply = encode_join_reply_with_log(&Ok(accept), &self.rejoin_log);
+        JoinResponse { reply: Some(reply), result: Ok(player) }
+    }
+
+    /// A new connection replaces a seated one that was never heard from. Nothing changes for
+    /// the other players: the seat never left the game.
+    fn take_over(&mut self, now_ms: u64, player: PlayerId, next_seq: CommandSeq) -> JoinResponse {
+        if self.ended || (self.started && self.rejoin_log_full) {
+            return refused(JoinRefusal::RejoinUnavailable);
+        }
+        let from = self.next_seal;
+        self.seats[player.0 as usize] =
+            Seat::Remote(Box::new(self.new_peer(now_ms, from, next_seq, 0)));
+        self.push_event(HostEvent::PlayerRejoined(player));
+        self.stats.rejoins += 1;
+        let rejoin = (from > Turn::ZERO).then_some(Rejoin { turns: from.0, next_seq });
+        let reply = encode_join_reply_with_log(&Ok(self.accept(player, rejoin)), &self.rejoin_log);
+        JoinResponse { reply: Some(reply), result: Ok(player) }
+    }
+
+    fn accept(&self, player: PlayerId, rejoin: Option<Rejoin>) -> JoinAccept {
+        JoinAccept {
+            player,
+            turn_length_ms: self.pace.current.turn_length_ms,
+            command_delay_turns: self.pace.current.command_delay_turns,
+            turns_ahead_max: self.config.turns_ahead_max,
+            players_max: self.config.players_max,
+            commands_per_turn_max: self.config.commands_per_turn_max,
+            turn_bytes_per_player_max: self.config.turn_bytes_per_player_max,
+            command_bytes_max: self.config.command_bytes_max,
+            sync_interval_turns: self.config.sync_interval_turns,
+            rejoin,
+        }
+    }
+
+    /// The driver learned that `player`'s join reply reached the client (its transport
+    /// acknowledged every byte). Optional: until the first datagram arrives, a new player is
+    /// given `join_grace_ms`; with this call the usual idle timeout runs from delivery, so a
+    /// client that dies right after joining is noticed as fast as any other.
+    pub fn handle_join_delivered(&mut self, now_ms: u64, player: PlayerId) {
+        if let Some(peer) = self.remote_mut(player) {
+            peer.link.on_reply_delivered(now_ms);
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The host's own player (a listen server: submit, next turn, state hash, turn cost) and its
+//! operator (pause and resume, recording).
+
+use bytes::Bytes;
+
+use crate::bundle::{PauseBy, Record, TurnBundle};
+use crate::config::TURN_COST_MAX_MS;
+use crate::replay::{Recorder, Replay, REPLAY_FORMAT_VERSION};
+use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
+use crate::SubmitError;
+
+use super::{Host, HostEvent, LocalSeat, Seat};
+
+impl Host {
+    /// Pauses or resumes: the record goes into the next sealed turn. A pause takes effect
+    /// after that turn; a resume seals that turn one turn length from now.
+    pub(super) fn set_paused(&mut self, now_ms: u64, paused: bool, by: PauseBy) {
+        if self.ended {
+            return;
+        }
+        if paused {
+            if self.paused || self.pause_pending {
+                return;
+            }
+            self.open[0].controls.push(Record::Paused(by));
+            self.push_event(HostEvent::Paused(by));
+            // The pause record itself must still go out: it is sealed at the next deadline,
+            // and sealing stops after it (see `try_seal`).
+            self.pause_pending = true;
+        } else {
+            if !self.paused {
+                return;
+            }
+            self.paused = false;
+            self.open[0].controls.push(Record::Resumed(by));
+            self.push_event(HostEvent::Resumed(by));
+            self.next_seal_at_ms = now_ms + u64::from(self.pace.current.turn_length_ms);
+        }
+    }
+    /// Pauses the game after the next sealed turn (the host's operator).
+    pub fn pause(&mut self, now_ms: u64) {
+        self.set_paused(now_ms, true, PauseBy::Host);
+    }
+    /// Resumes a paused game.
+    pub fn resume(&mut self, now_ms: u64) {
+        self.set_paused(now_ms, false, PauseBy::Host);
+    }
+    /// The host's own player's state hash after executing check turn `turn` (a multiple of
+    /// `sync_interval_turns`). Ignored for other turns.
+    pub fn report_state_hash(&mut self, turn: Turn, hash: u64) {
+        if let Some(player) = self.local_player() {
+            let interval = self.config.sync_interval_turns;
+            self.sync.report(player, turn, hash, interval, self.next_seal);
+        }
+    }
+    /// How long the host's own game takes to simulate a turn (speed control input).
+    pub fn report_turn_cost(&mut self, cost_ms: u32) {
+        self.local_cost_ms = cost_ms.min(TURN_COST_MAX_MS);
+    }
+    /// Starts recording every turn sealed from now on into a [`Replay`] (at most `turns_max`
+    /// turns; past that the replay is marked truncated). `seed` is the game's own seed.
+    pub fn start_recording(&mut self, seed: u64, turns_max: usize) {
+        let first = self.pace.current;
+        self.recorder = Some(Recorder::new(
+            Replay {
+                format_version: REPLAY_FORMAT_VERSION,
+                protocol_version: crate::PROTOCOL_VERSION,
+                game_data_hash: self.config.game_data_hash,
+                seed,
+                players_max: self.config.players_max,
+                first_pace: (first.turn_length_ms, first.command_delay_turns),
+                first_turn: self.next_seal.0,
+                turns: Vec::new(),
+                checks: Vec::new(),
+                truncated: false,
+            },
+            turns_max,
+        ));
+    }
+    /// The recording so far, if recording.
+    pub fn replay(&self) -> Option<&Replay> {
+        self.recorder.as_ref().map(|recorder| &recorder.replay)
+    }
+    /// The host's own player's seat.
+    fn local_seat(&mut self) -> Option<(PlayerId, &mut LocalSeat)> {
+        self.seats.iter_mut().enumerate().find_map(|(index, seat)| match seat {
+            Seat::Local(local) => Some((PlayerId(index as u8), local)),
+            _ => None,
+        })
+    }
+
+    /// Submits a command for the host's own player. It is stamped for the turn after the one
+    /// the local game is executing plus the command delay, exactly as a client's would be.
+    pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
+        let (delay, next_seal) = (self.pace.current.command_delay_turns, self.next_seal);
+        let Some((player, local)) = self.local_seat() else {
+            return Err(SubmitError::NotRunning);
+        };
+        let (next_seq, next_exec) = (local.next_seq, local.next_exec);
+        if payload.len() > usize::from(self.config.command_bytes_max) {
+            return Err(SubmitError::TooLarge {
+                len: payload.len(),
+                max: self.config.command_bytes_max.into(),
+            });
+        }
+        let stamped = stamp(next_exec, delay).max(next_seal);
+        // The local player has no network between it and the host: over budget for the
+        // stamped turn is refused rather than spilled, as a client's would be.
+        let index = stamped.since(next_seal) as usize;
+        let usage = self
+            .open
+            .get(index)
+            .and_then(|open| open.usage.get(player.0 as usize).copied())
+            .unwrap_or_default();
+        if !usage.admits(&self.config, payload.len()) {
+            return Err(SubmitError::OverBudget { turn: stamped });
+        }
+        let turn = self
+            .place_command(player, next_seq, stamped, Bytes::copy_from_slice(payload))
+            .ok_or(SubmitError::OverBudget { turn: stamped })?;
+        if let Some((_, local)) = self.local_seat() {
+            local.next_seq = CommandSeq(next_seq.0.wrapping_add(1));
+        }
+        Ok(Ticket { seq: next_seq, turn })
+    }
+
+    /// The next sealed turn for the host's own game, in order, each exactly once.
+    pub fn next_turn(&mut self) -> Option<TurnBundle> {
+        let sealed_base = self.sealed_base;
+        let (_, local) = self.local_seat()?;
+        let index = local.next_exec.0.checked_sub(sealed_base.0)? as usize;
+        let bundle = self.sealed.get(index)?.bundle.clone();
+        if let Some((_, local)) = self.local_seat() {
+            local.next_exec = local.next_exec.next();
+        }
+        self.prune_sealed();
+        Some(bundle)
+    }
+}

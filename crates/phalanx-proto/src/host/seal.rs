@@ -1,0 +1,208 @@
+//! The turn deadline and sealing: at each deadline the host seals the next turn if the window
+//! allows (no player more than `turns_ahead_max` turns behind), announces stalls, and writes
+//! its own records (sync verdicts, the desync policy, pace changes) ahead of the commands.
+
+use crate::bundle::{EndCause, PauseBy, Record, TurnBundle};
+use crate::config::DesyncPolicy;
+use crate::types::{players_in, PlayerId, Turn};
+use crate::wire::encode_bundle;
+use bytes::Bytes;
+
+use super::{Host, HostEvent, OpenTurn, Sealed, Seat};
+
+impl Host {
+    /// Seals every due turn the window allows.
+    pub(super) fn try_seal(&mut self, now_ms: u64) {
+        while self.started && !self.paused && !self.ended && now_ms >= self.next_seal_at_ms {
+            if !self.window_allows(self.next_seal) {
+                let since = *self.stalled_since_ms.get_or_insert(now_ms);
+                if now_ms >= since + u64::from(self.config.stall_notice_ms) {
+                    self.announce_waiting(self.blocking_players(self.next_seal));
+                }
+                return;
+            }
+            if let Some(since) = self.stalled_since_ms.take() {
+                self.stats.stall_ms += now_ms - since;
+            }
+            self.announce_waiting(0);
+            let deadline = self.next_seal_at_ms;
+            self.seal();
+            if std::mem::take(&mut self.pause_pending) {
+                self.paused = true;
+            }
+            let turn_ms = u64::from(self.pace.current.turn_length_ms);
+            // Keep the cadence unless a whole turn was lost waiting; then restart it from now
+            // rather than bursting to catch up.
+            self.next_seal_at_ms =
+                if now_ms > deadline + turn_ms { now_ms + turn_ms } else { deadline + turn_ms };
+        }
+    }
+
+    /// The players whose position holds `turn` back, as a bit mask.
+    fn blocking_players(&self, turn: Turn) -> u64 {
+        let window = self.config.turns_ahead_max;
+        self.seats.iter().enumerate().fold(0, |mask, (index, seat)| {
+            let behind = seat.next_exec().is_some_and(|next_exec| turn.since(next_exec) >= window);
+            mask | (u64::from(behind) << index)
+        })
+    }
+
+    /// Whether sealing `turn` keeps every player within the window.
+    fn window_allows(&self, turn: Turn) -> bool {
+        self.blocking_players(turn) == 0
+    }
+
+    /// Tells the driver and every client who the game is waiting for (0: nobody).
+    fn announce_waiting(&mut self, mask: u64) {
+        if mask == self.waiting {
+            return;
+        }
+        let was_waiting = self.waiting != 0;
+        self.waiting = mask;
+        for seat in &mut self.seats {
+            if let Seat::Remote(peer) = seat {
+                peer.notify_due = true;
+            }
+        }
+        if mask == 0 {
+            if was_waiting {
+                self.push_event(HostEvent::StallEnded);
+            }
+        } else {
+            self.push_event(HostEvent::Waiting(players_in(mask)));
+        }
+    }
+
+    /// Seals turn `next_seal`: its control records, the host's own records, then its commands
+    /// in `(player, seq)` order.
+    fn seal(&mut self) {
+        let mut open = self.open.pop_front().unwrap_or_default();
+        self.open.push_back(OpenTurn::default());
+        open.commands.sort_unstable_by_key(|&(player, seq, _)| (player, seq));
+        self.open_commands -= open.commands.len();
+        self.stats.commands_sealed += open.commands.len() as u64;
+        let mut records = open.controls;
+        self.seal_verdicts(&mut records);
+        self.seal_pace(&mut records);
+        records.extend(open.commands.into_iter().map(|(player, seq, payload)| Record::Command {
+            player,
+            seq,
+            payload,
+        }));
+        let bundle = TurnBundle { turn: self.next_seal, records };
+        let mut encoded = Vec::with_capacity(64);
+        encode_bundle(&mut encoded, &bundle.records);
+        if let Some(recorder) = &mut self.recorder {
+            recorder.record(&bundle);
+        }
+        let encoded = Bytes::from(encoded);
+        self.log_for_rejoin(&encoded);
+        if self.sealed.is_empty() {
+            self.sealed_base = self.next_seal;
+        }
+        self.sealed.push_back(Sealed { bundle, encoded });
+        self.next_seal = self.next_seal.next();
+        self.stats.turns_sealed += 1;
+        self.stats.sealed_high_water = self.stats.sealed_high_water.max(self.sealed.len());
+        self.prune_sealed();
+    }
+
+    /// Keeps a sealed turn's encoding for rejoins, until the log outgrows
+    /// `rejoin_log_bytes_max` (then rejoin is off for the rest of the game).
+    fn log_for_rejoin(&mut self, encoded: &Bytes) {
+        if self.rejoin_log_full {
+            return;
+        }
+        self.rejoin_log_bytes += encoded.len();
+        if self.rejoin_log_bytes > self.config.rejoin_log_bytes_max as usize {
+            self.rejoin_log_full = true;
+            self.rejoin_log = Vec::new();
+            self.stats.rejoin_log_bytes = 0;
+        } else {
+            self.rejoin_log.push(encoded.clone());
+            self.stats.rejoin_log_bytes = self.rejoin_log_bytes;
+        }
+    }
+
+    /// Sync-check verdicts decided by now, and what the desync policy does about them.
+    fn seal_verdicts(&mut self, records: &mut Vec<Record>) {
+        let players = self.active_players();
+        let host_player = self.local_player();
+        let decided = self.sync.decide(
+            &players,
+            self.next_seal,
+            self.config.turns_ahead_max,
+            self.config.desync_reference,
+            host_player,
+        );
+        for verdict in decided {
+            if let (Some(recorder), Some(reference)) = (&mut self.recorder, verdict.reference) {
+                recorder.check(verdict.turn, reference);
+            }
+            let Some(report) = verdict.desync else { continue };
+            records.push(Record::Desync(report.clone()));
+            self.push_event(HostEvent::Desync(report));
+            match self.config.desync_policy {
+                DesyncPolicy::Warn => {}
+                DesyncPolicy::Pause if !self.paused => {
+                    self.paused = true;
+                    records.push(Record::Paused(PauseBy::Host));
+                    self.push_event(HostEvent::Paused(PauseBy::Host));
+                }
+                DesyncPolicy::Pause => {}
+                DesyncPolicy::End if !self.ended => {
+                    self.ended = true;
+                    records.push(Record::Ended(EndCause::Desync));
+                    self.push_event(HostEvent::Ended(EndCause::Desync));
+                }
+                DesyncPolicy::End => {}
+            }
+        }
+    }
+
+    /// Speed control: a pace change from the slowest round trip and turn cost, if due.
+    fn seal_pace(&mut self, records: &mut Vec<Record>) {
+        let need_ms =
+            self.peers().filter_map(|(_, peer)| peer.link.smoothed_rtt_ms()).max().unwrap_or(0);
+        let cost_ms = self
+            .peers()
+            .map(|(_, peer)| peer.cost_ms)
+            .chain([self.local_cost_ms])
+            .max()
+            .unwrap_or(0);
+        if let Some(pace) = self.pace.on_turn(need_ms, cost_ms) {
+            records.push(Record::Pace(pace));
+            self.push_event(HostEvent::PaceChanged(pace));
+        }
+    }
+
+    fn active_players(&self) -> Vec<PlayerId> {
+        self.seats
+            .iter()
+            .enumerate()
+            .filter(|(_, seat)| seat.is_playing())
+            .map(|(index, _)| PlayerId(index as u8))
+            .collect()
+    }
+
+    /// Forgets bundles every player has (remote: acknowledged; local: executed).
+    pub(super) fn prune_sealed(&mut self) {
+        let oldest_needed = self
+            .seats
+            .iter()
+            .filter_map(|seat| match seat {
+                Seat::Remote(peer) => Some(peer.turn_ack),
+                Seat::Local(local) => Some(local.next_exec),
+                Seat::Free | Seat::Away { .. } | Seat::Gone => None,
+            })
+            .min()
+            .unwrap_or(self.next_seal);
+        while self.sealed_base < oldest_needed && !self.sealed.is_empty() {
+            self.sealed.pop_front();
+            self.sealed_base = self.sealed_base.next();
+        }
+        if self.sealed.is_empty() {
+            self.sealed_base = self.next_seal;
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Datagrams to players. Each one acknowledges the player's packets and commands, carries the
+//! riders (state hash acknowledgement, the waiting notice), and repeats the sealed bundles the
+//! player has not acknowledged as far as they fit: the newest always, the `redundant_turns`
+//! before it, and all of them when the retransmit timer fired.
+
+use std::collections::VecDeque;
+
+use crate::link::{repeat_delay_ms, Sent};
+use crate::types::{PlayerId, Turn};
+use crate::wire::{put_down_header, DownExtras, DOWN_HEADER_BYTES_MAX};
+
+use super::{Host, Sealed, Seat};
+
+impl Host {
+    /// Writes the next datagram to send into `buf` (cleared first) and returns the player to
+    /// send it to, or `None` when nothing is due.
+    pub fn poll_transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> Option<PlayerId> {
+        let seats = self.seats.len();
+        for step in 0..seats {
+            let index = (self.send_cursor + step) % seats;
+            if self.transmit_to(now_ms, index, buf) {
+                self.send_cursor = (index + 1) % seats;
+                return Some(PlayerId(index as u8));
+            }
+        }
+        None
+    }
+
+    fn transmit_to(&mut self, now_ms: u64, index: usize, buf: &mut Vec<u8>) -> bool {
+        let latest = self.next_seal;
+        let Seat::Remote(peer) = &mut self.seats[index] else {
+            return false;
+        };
+        let has_new = peer.send_next < latest;
+        let has_unacked = peer.turn_ack < latest;
+        if !(has_new || peer.link.is_due(has_unacked) || peer.notify_due) {
+            return false;
+        }
+        buf.clear();
+        let (pn, ack) = peer.link.next_packet(now_ms);
+        // Redundancy: a datagram with a new bundle also repeats the `redundant_turns` bundles
+        // before it that are still unacknowledged; the retransmit timer resends all of them.
+        let oldest_unacked = peer.turn_ack.max(self.sealed_base);
+        let first = if peer.link.is_retransmitting() {
+            oldest_unacked
+        } else {
+            let sent_before = Turn(peer.send_next.0.saturating_sub(self.config.redundant_turns));
+            oldest_unacked.max(sent_before)
+        };
+        // A datagram sent only to acknowledge or keep the line alive carries no bundles: a new
+        // bundle goes out every turn anyway and repeats whatever is unacknowledged, so
+        // repeating it in between would only add bytes.
+        let carry = has_new || peer.link.resend_due(has_unacked);
+        let bundles = Bundles {
+            sealed: &self.sealed,
+            skip: first.since(self.sealed_base) as usize,
+            take: if carry { self.sealed.len() } else { 0 },
+            send_next: peer.send_next,
+            budget: usize::from(self.config.datagram_bytes_max),
+        };
+        let (body, count, redundant_bytes) = bundles.fill();
+        let extras = DownExtras { hash_ack: peer.hash_acked, waiting: self.waiting };
+        peer.notify_due = false;
+        put_down_header(buf, pn, ack, peer.next_seq, &extras, first, count);
+        buf.extend_from_slice(&body);
+        if count > 0 {
+            peer.send_next = peer.send_next.max(first.saturating_add(count as u32));
+        }
+        let sent = Sent {
+            pn,
+            len: buf.len(),
+            carries_data: count > 0,
+            redundant_bytes,
+            repeat_after_ms: has_new.then(|| repeat_delay_ms(self.pace.current.turn_length_ms)),
+        };
+        peer.link.on_sent(now_ms, sent);
+        true
+    }
+}
+
+/// The sealed bundles a datagram may carry.
+struct Bundles<'a> {
+    sealed: &'a VecDeque<Sealed>,
+    /// Bundles before the first one to send.
+    skip: usize,
+    /// Bundles considered from the front (0: carry none).
+    take: usize,
+    /// The first turn never sent to this player: earlier ones count as redundant bytes.
+    send_next: Turn,
+    /// The datagram's size limit.
+    budget: usize,
+}
+
+impl Bundles<'_> {
+    /// As many bundles as fit after the header, in turn order: their bytes, how many, and how
+    /// many of those bytes were sent before.
+    fn fill(&self) -> (Vec<u8>, usize, u64) {
+        let mut body = Vec::new();
+        let (mut count, mut redundant) = (0usize, 0u64);
+        for sealed in self.sealed.iter().take(self.take).skip(self.skip) {
+            // Header bound: count as a varint of at most 2 bytes for a window of <= 256.
+            if DOWN_HEADER_BYTES_MAX + body.len() + sealed.encoded.len() > self.budget {
+                break;
+            }
+            if sealed.bundle.turn < self.send_next {
+                redundant += sealed.encoded.len() as u64;
+            }
+            body.extend_from_slice(&sealed.encoded);
+            count += 1;
+        }
+        (body, count, redundant)
+    }
+}
