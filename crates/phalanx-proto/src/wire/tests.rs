@@ -9,7 +9,11 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
 use super::*;
-use crate::bundle::{DesyncReport, EndCause, PauseBy};
+use crate::bundle::{DesyncReport, EndCause, PauseBy, Record};
+use crate::pace::Pace;
+use crate::types::{CommandSeq, PlayerId, Turn};
+use crate::PROTOCOL_VERSION;
+use bytes::Bytes;
 
 fn run_seeded<S: Strategy>(
     test_name: &str,

@@ -1,0 +1,303 @@
+//! The join messages of the reliable stream: the request, and the reply — accepted with the
+//! session's parameters (and, for a rejoin, every sealed turn), or refused with a cause.
+
+use bytes::{BufMut, Bytes};
+
+use crate::bundle::Record;
+use crate::types::{CommandSeq, PlayerId};
+use crate::PROTOCOL_VERSION;
+
+use super::records::decode_bundle;
+use super::{put_varint, DecodeError, Limits, Reader, KIND_JOIN, KIND_REPLY};
+
+/// A join request, sent by a client on the reliable stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinRequest {
+    /// The protocol version the client speaks.
+    pub protocol_version: u8,
+    /// The client's hash of the game's rules and data.
+    pub game_data_hash: u64,
+    /// The seat token the lobby handed this player.
+    pub token: u64,
+}
+
+impl JoinRequest {
+    /// The request's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(18);
+        out.put_u8(self.protocol_version);
+        out.put_u8(KIND_JOIN);
+        out.put_u64_le(self.game_data_hash);
+        out.put_u64_le(self.token);
+        out
+    }
+
+    /// Parses a request. A different protocol version is *not* an error here: the host must
+    /// read it to refuse the join with both versions named. Only its first byte is then
+    /// trusted.
+    pub fn decode(bytes: &[u8]) -> Result<JoinRequest, DecodeError> {
+        let mut reader = Reader::new(bytes);
+        let protocol_version = reader.u8()?;
+        if protocol_version != PROTOCOL_VERSION {
+            return Ok(JoinRequest { protocol_version, game_data_hash: 0, token: 0 });
+        }
+        match reader.u8()? {
+            KIND_JOIN => {}
+            kind => return Err(DecodeError::UnknownKind(kind)),
+        }
+        let game_data_hash = reader.u64_le()?;
+        let token = reader.u64_le()?;
+        reader.finish()?;
+        Ok(JoinRequest { protocol_version, game_data_hash, token })
+    }
+}
+
+/// Why the host refused a join. Sent to the client on the reliable stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JoinRefusal {
+    /// The two sides speak different protocol versions: upgrade the older one.
+    VersionMismatch {
+        /// The host's version.
+        host: u8,
+        /// The client's version.
+        client: u8,
+    },
+    /// The two sides run different game data (rules, maps, balance): they would desync.
+    GameDataMismatch {
+        /// The host's game-data hash.
+        host: u64,
+        /// The client's game-data hash.
+        client: u64,
+    },
+    /// The token is not one the host was given for this session.
+    BadToken,
+    /// The token was already used by a player who joined.
+    TokenUsed,
+    /// Every seat is taken.
+    SessionFull,
+    /// The game has started and this token's seat was never taken: a new player cannot
+    /// join mid-game. (A player who held the seat and dropped out can rejoin.)
+    GameStarted,
+    /// The player this token seated timed out longer ago than `rejoin_window_ms`: the seat
+    /// is closed for good.
+    RejoinExpired,
+    /// Rejoin is off, or the game outgrew `rejoin_log_bytes_max`, or the player was removed
+    /// for misbehaving: no catch-up is possible.
+    RejoinUnavailable,
+}
+
+impl std::fmt::Display for JoinRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinRefusal::VersionMismatch { host, client } => {
+                write!(f, "protocol version mismatch: host {host}, client {client}")
+            }
+            JoinRefusal::GameDataMismatch { host, client } => {
+                write!(f, "game data mismatch: host {host:#018x}, client {client:#018x}")
+            }
+            JoinRefusal::BadToken => write!(f, "unknown join token"),
+            JoinRefusal::TokenUsed => write!(f, "join token already used"),
+            JoinRefusal::SessionFull => write!(f, "session is full"),
+            JoinRefusal::GameStarted => write!(f, "game already started"),
+            JoinRefusal::RejoinExpired => write!(f, "rejoin window closed"),
+            JoinRefusal::RejoinUnavailable => write!(f, "rejoin unavailable"),
+        }
+    }
+}
+
+impl std::error::Error for JoinRefusal {}
+
+/// What a client needs to play, from the host's join reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinAccept {
+    /// The seat the client plays.
+    pub player: PlayerId,
+    /// The session's turn length.
+    pub turn_length_ms: u32,
+    /// The session's command delay.
+    pub command_delay_turns: u32,
+    /// The session's window.
+    pub turns_ahead_max: u32,
+    /// Seats in the session.
+    pub players_max: u8,
+    /// Per-player per-turn command budget.
+    pub commands_per_turn_max: u16,
+    /// Per-player per-turn byte budget.
+    pub turn_bytes_per_player_max: u16,
+    /// Largest command payload.
+    pub command_bytes_max: u16,
+    /// The session's sync-check interval (0: off); clients report hashes on this schedule.
+    pub sync_interval_turns: u32,
+    /// Set when this join takes back a seat the player dropped out of: the reply then also
+    /// carries every sealed turn so far, for the game to replay from its start.
+    pub rejoin: Option<Rejoin>,
+}
+
+/// A rejoin's catch-up: what the returning player needs besides the turns themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rejoin {
+    /// Sealed turns carried in the reply: turns `0..turns`. Live play resumes at `turns`.
+    pub turns: u32,
+    /// The next command sequence the host expects from this player.
+    pub next_seq: CommandSeq,
+}
+
+/// The host's answer to a join request.
+pub type JoinReply = Result<JoinAccept, JoinRefusal>;
+
+const REFUSAL_VERSION: u8 = 0;
+const REFUSAL_GAME_DATA: u8 = 1;
+const REFUSAL_BAD_TOKEN: u8 = 2;
+const REFUSAL_TOKEN_USED: u8 = 3;
+const REFUSAL_FULL: u8 = 4;
+const REFUSAL_STARTED: u8 = 5;
+const REFUSAL_REJOIN_EXPIRED: u8 = 6;
+const REFUSAL_REJOIN_UNAVAILABLE: u8 = 7;
+
+/// The bytes of a join reply. A rejoin's reply also needs its turns:
+/// see [`Host::handle_join`](crate::Host::handle_join), which writes them.
+pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
+    encode_join_reply_with_log(reply, &[])
+}
+
+/// A join reply followed, for a rejoin, by the encoded bundles of turns `0..log.len()`.
+pub(crate) fn encode_join_reply_with_log(reply: &JoinReply, log: &[Bytes]) -> Vec<u8> {
+    let log_bytes: usize = log.iter().map(Bytes::len).sum();
+    let mut out = Vec::with_capacity(48 + log_bytes);
+    out.put_u8(PROTOCOL_VERSION);
+    out.put_u8(KIND_REPLY);
+    match reply {
+        Ok(accept) => {
+            out.put_u8(0);
+            out.put_u8(accept.player.0);
+            put_varint(&mut out, accept.turn_length_ms.into());
+            put_varint(&mut out, accept.command_delay_turns.into());
+            put_varint(&mut out, accept.turns_ahead_max.into());
+            out.put_u8(accept.players_max);
+            put_varint(&mut out, accept.commands_per_turn_max.into());
+            put_varint(&mut out, accept.turn_bytes_per_player_max.into());
+            put_varint(&mut out, accept.command_bytes_max.into());
+            put_varint(&mut out, accept.sync_interval_turns.into());
+            match accept.rejoin {
+                None => out.put_u8(0),
+                Some(rejoin) => {
+                    out.put_u8(1);
+                    put_varint(&mut out, rejoin.next_seq.0.into());
+                    put_varint(&mut out, rejoin.turns.into());
+                    for bundle in log.iter().take(rejoin.turns as usize) {
+                        out.extend_from_slice(bundle);
+                    }
+                }
+            }
+        }
+        Err(refusal) => {
+            out.put_u8(1);
+            match *refusal {
+                JoinRefusal::VersionMismatch { host, client } => {
+                    out.put_u8(REFUSAL_VERSION);
+                    out.put_u8(host);
+                    out.put_u8(client);
+                }
+                JoinRefusal::GameDataMismatch { host, client } => {
+                    out.put_u8(REFUSAL_GAME_DATA);
+                    out.put_u64_le(host);
+                    out.put_u64_le(client);
+                }
+                JoinRefusal::BadToken => out.put_u8(REFUSAL_BAD_TOKEN),
+                JoinRefusal::TokenUsed => out.put_u8(REFUSAL_TOKEN_USED),
+                JoinRefusal::SessionFull => out.put_u8(REFUSAL_FULL),
+                JoinRefusal::GameStarted => out.put_u8(REFUSAL_STARTED),
+                JoinRefusal::RejoinExpired => out.put_u8(REFUSAL_REJOIN_EXPIRED),
+                JoinRefusal::RejoinUnavailable => out.put_u8(REFUSAL_REJOIN_UNAVAILABLE),
+            }
+        }
+    }
+    out
+}
+
+fn u16_field(reader: &mut Reader<'_>, field: &'static str) -> Result<u16, DecodeError> {
+    let value = reader.varint()?;
+    u16::try_from(value).map_err(|_| DecodeError::TooLarge { field, value, max: u16::MAX.into() })
+}
+
+/// Parses a join reply. The version byte is checked first, so a client facing a host of
+/// another version learns it from [`DecodeError::Version`]. A rejoin's turns are not
+/// decoded here (they need the session's limits); [`Client`](crate::Client) reads them.
+pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
+    decode_join_reply_parts(bytes).map(|(reply, _)| reply)
+}
+
+/// A join reply and the bytes of a rejoin's turns (empty otherwise); see [`decode_rejoin_log`].
+pub(crate) fn decode_join_reply_parts(bytes: &[u8]) -> Result<(JoinReply, &[u8]), DecodeError> {
+    let mut reader = Reader::new(bytes);
+    match reader.header()? {
+        KIND_REPLY => {}
+        kind => return Err(DecodeError::UnknownKind(kind)),
+    }
+    let reply = match reader.u8()? {
+        0 => Ok(JoinAccept {
+            player: PlayerId(reader.u8()?),
+            turn_length_ms: reader.varint_u32()?,
+            command_delay_turns: reader.varint_u32()?,
+            turns_ahead_max: reader.varint_u32()?,
+            players_max: reader.u8()?,
+            commands_per_turn_max: u16_field(&mut reader, "commands_per_turn_max")?,
+            turn_bytes_per_player_max: u16_field(&mut reader, "turn_bytes_per_player_max")?,
+            command_bytes_max: u16_field(&mut reader, "command_bytes_max")?,
+            sync_interval_turns: reader.varint_u32()?,
+            rejoin: match reader.u8()? {
+                0 => None,
+                1 => Some(Rejoin {
+                    next_seq: CommandSeq(reader.varint_u32()?),
+                    turns: reader.varint_u32()?,
+                }),
+                tag => return Err(DecodeError::UnknownTag(tag)),
+            },
+        }),
+        1 => Err(match reader.u8()? {
+            REFUSAL_VERSION => {
+                JoinRefusal::VersionMismatch { host: reader.u8()?, client: reader.u8()? }
+            }
+            REFUSAL_GAME_DATA => {
+                JoinRefusal::GameDataMismatch { host: reader.u64_le()?, client: reader.u64_le()? }
+            }
+            REFUSAL_BAD_TOKEN => JoinRefusal::BadToken,
+            REFUSAL_TOKEN_USED => JoinRefusal::TokenUsed,
+            REFUSAL_FULL => JoinRefusal::SessionFull,
+            REFUSAL_STARTED => JoinRefusal::GameStarted,
+            REFUSAL_REJOIN_EXPIRED => JoinRefusal::RejoinExpired,
+            REFUSAL_REJOIN_UNAVAILABLE => JoinRefusal::RejoinUnavailable,
+            tag => return Err(DecodeError::UnknownTag(tag)),
+        }),
+        tag => return Err(DecodeError::UnknownTag(tag)),
+    };
+    let log = reader.bytes;
+    if !matches!(reply, Ok(JoinAccept { rejoin: Some(_), .. })) {
+        reader.finish()?;
+    }
+    Ok((reply, log))
+}
+
+/// Decodes a rejoin's `turns` bundles: all the bytes, nothing left over. Allocation is bounded
+/// by the bytes (every bundle is at least one byte) and `limits`.
+pub(crate) fn decode_rejoin_log(
+    bytes: &[u8],
+    turns: u32,
+    limits: &Limits,
+) -> Result<Vec<Vec<Record>>, DecodeError> {
+    let mut reader = Reader::new(bytes);
+    if turns as usize > reader.remaining() {
+        return Err(DecodeError::TooLarge {
+            field: "rejoin turns",
+            value: turns.into(),
+            max: reader.remaining() as u64,
+        });
+    }
+    let mut bundles = Vec::with_capacity(turns as usize);
+    for _ in 0..turns {
+        bundles.push(decode_bundle(&mut reader, limits)?);
+    }
+    reader.finish()?;
+    Ok(bundles)
+}
