@@ -8,7 +8,7 @@
 //!
 //! # The model
 //!
-//! - Time is cut into communication turns ([`Turn`], default 200 ms). A command submitted
+//! - Time is cut into communication turns ([`Turn`], default 100 ms). A command submitted
 //!   while the game executes turn `t` is stamped for `t + command_delay_turns` (default 2).
 //! - A [`Host`] collects commands, and at each turn's deadline *seals* the turn: a
 //!   [`TurnBundle`] of control records, then every command for the turn in `(player, seq)`
@@ -37,6 +37,19 @@
 //! is total (every prefix, trailing bytes, huge lengths are rejected), every count is checked
 //! against an explicit maximum and the bytes remaining. Dropped input is counted by cause in
 //! [`DropCounters`]; a peer that sends more than `misbehaviour_max` bad datagrams is removed.
+//!
+//! # Layout
+//!
+//! - `link.rs`: one end of a connection, shared by both sides — packet numbers, acks, RTT and
+//!   loss, the intake of arriving datagrams (malformed, duplicate, impossible ack: dropped,
+//!   counted, offences past the limit disconnect), when a packet is due, send bookkeeping,
+//!   and the connection's five timers in its own small `HashedWheel`. `recovery.rs` holds its
+//!   ack ranges, sent log and RTT estimator.
+//! - `host/`: the host, one concern a file (joins, intake, sealing, transmit, its own player);
+//!   `client/`: the client's state and game side, and its network side.
+//! - `wire/`: the wire format (datagrams, bundle records, join messages) and its total decoder.
+//! - `budget.rs`, `events.rs`, `pace.rs`, `sync.rs`, `replay.rs`, `typed.rs`: a player's per-turn
+//!   budget, the bounded event queue, speed control, sync checks, replays, typed commands.
 #![forbid(unsafe_code)]
 
 mod budget;
