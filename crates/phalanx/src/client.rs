@@ -1,5 +1,6 @@
-//! The client over QUIC: connect, join on a stream, then one driver task that owns the sans-IO
-//! [`phalanx_proto::Client`] and feeds it the connection's datagrams and timers.
+//! The client over QUIC: connect, join on a stream, then one driver task (see `driver.rs`)
+//! that owns the sans-IO [`phalanx_proto::Client`] and feeds it the connection's datagrams and
+//! timers; [`ClientSide`] is what the driver needs to know of the client.
 
 use std::marker::PhantomData;
 use std::net::SocketAddr;
@@ -8,16 +9,17 @@ use std::sync::Arc;
 use bytes::Bytes;
 use phalanx_proto::{
     ClientEvent, ClientStats, CommandCodec, DefaultCodec, EndReason, PlayerId, SessionConfig,
-    Ticket, Turn, TurnBundle, TypedTurn,
+    SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::driver::{self, Datagrams, Handle, Side};
 use crate::tls::{client_tls, HostVerification};
 use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{ask, tell, Clock, ConnectError, SessionError, EVENTS_MAX};
+use crate::{Clock, ConnectError, SessionError};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -56,9 +58,8 @@ impl ClientOptions {
     }
 }
 
+/// The client's own commands (besides submitting and reporting hashes).
 enum Command {
-    Submit(Vec<u8>, oneshot::Sender<Result<Ticket, phalanx_proto::SubmitError>>),
-    ReportHash(Turn, u64),
     ReportCost(u32),
     Pause(bool),
     Stats(oneshot::Sender<ClientStats>),
@@ -81,9 +82,7 @@ pub struct Client<C, K: CommandCodec = DefaultCodec> {
     endpoint: quinn::Endpoint,
     connection: quinn::Connection,
     player: PlayerId,
-    commands: mpsc::Sender<Command>,
-    turns: mpsc::Receiver<TurnBundle>,
-    events: mpsc::Receiver<ClientEvent>,
+    handle: Handle<Command, ClientEvent>,
     ended: tokio::sync::watch::Receiver<Option<EndReason>>,
     driver: JoinHandle<()>,
     _types: PhantomData<fn(C) -> (C, K)>,
@@ -156,26 +155,15 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             }
         };
         let window = client.config().turns_ahead_max as usize;
-        let (command_tx, command_rx) = mpsc::channel(256);
-        let (turn_tx, turn_rx) = mpsc::channel(window);
-        let (event_tx, event_rx) = mpsc::channel(EVENTS_MAX);
         let (ended_tx, ended_rx) = tokio::sync::watch::channel(None);
-        let driver = tokio::spawn(drive(
-            client,
-            clock,
-            connection.clone(),
-            command_rx,
-            turn_tx,
-            event_tx,
-            ended_tx,
-        ));
+        let side = ClientSide { client, connection: connection.clone(), ended: ended_tx };
+        let inputs = Datagrams(connection.clone());
+        let (handle, driver) = driver::spawn(side, move || clock, inputs, window);
         Ok(Client {
             endpoint,
             connection,
             player,
-            commands: command_tx,
-            turns: turn_rx,
-            events: event_rx,
+            handle,
             ended: ended_rx,
             driver,
             _types: PhantomData,
@@ -194,30 +182,27 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
 
     /// Submits a command for our player.
     pub async fn submit(&self, command: &C) -> Result<Ticket, SessionError> {
-        let bytes = K::encode(command).map_err(SessionError::Codec)?;
-        ask(&self.commands, |reply| Command::Submit(bytes, reply))
-            .await?
-            .map_err(SessionError::Submit)
+        self.handle.submit::<C, K>(command).await
     }
 
     /// The next turn to execute, in order; `None` once the session is over.
     pub async fn next_turn(&mut self) -> Option<TypedTurn<C>> {
-        self.turns.recv().await.map(TypedTurn::decode::<K>)
+        self.handle.next_turn::<C, K>().await
     }
 
     /// Reports the game's state hash after a check turn.
     pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
-        tell(&self.commands, Command::ReportHash(turn, hash)).await
+        self.handle.report_state_hash(turn, hash).await
     }
 
     /// Reports how long the game takes to simulate a turn (speed control input).
     pub async fn report_turn_cost(&self, cost_ms: u32) -> Result<(), SessionError> {
-        tell(&self.commands, Command::ReportCost(cost_ms)).await
+        self.handle.tell(Command::ReportCost(cost_ms)).await
     }
 
     /// Asks the host to pause (`true`) or resume (`false`).
     pub async fn request_pause(&self, pause: bool) -> Result<(), SessionError> {
-        tell(&self.commands, Command::Pause(pause)).await
+        self.handle.tell(Command::Pause(pause)).await
     }
 
     /// A handle that sends arbitrary bytes as datagrams on this authenticated connection,
@@ -229,12 +214,12 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
 
     /// The next event, if one is waiting.
     pub fn try_event(&mut self) -> Option<ClientEvent> {
-        self.events.try_recv().ok()
+        self.handle.try_event()
     }
 
     /// The client's counters.
     pub async fn stats(&self) -> Result<ClientStats, SessionError> {
-        ask(&self.commands, Command::Stats).await
+        self.handle.ask(Command::Stats).await
     }
 
     /// Leaves: closes the connection and stops the driver.
@@ -246,66 +231,78 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     }
 }
 
-async fn drive(
-    mut client: phalanx_proto::Client,
-    clock: Clock,
+/// The client as its driver sees it: the sans-IO client, its connection to send on, and where
+/// the end of the session is published for [`Client::ended`].
+struct ClientSide {
+    client: phalanx_proto::Client,
     connection: quinn::Connection,
-    mut commands: mpsc::Receiver<Command>,
-    turns: mpsc::Sender<TurnBundle>,
-    events: mpsc::Sender<ClientEvent>,
     ended: tokio::sync::watch::Sender<Option<EndReason>>,
-) {
-    let mut buf = Vec::with_capacity(usize::from(client.config().datagram_bytes_max));
-    let mut connection_open = true;
-    // The first datagram (the hello) goes out before waiting for anything.
-    while client.poll_transmit(clock.now_ms(), &mut buf) {
-        let _ = connection.send_datagram(Bytes::copy_from_slice(&buf));
+}
+
+impl Side for ClientSide {
+    type Command = Command;
+    type Inputs = Datagrams;
+    type Event = ClientEvent;
+    // A lost connection does not stop the driver: the session's idle timer ends it shortly
+    // with a typed outcome (HostLost).
+    const STOPS_WHEN_INPUTS_END: bool = false;
+
+    fn datagram_bytes_max(&self) -> usize {
+        usize::from(self.client.config().datagram_bytes_max)
     }
-    loop {
-        let wake = clock.instant(client.poll_timeout().unwrap_or(clock.now_ms() + 60_000));
-        tokio::select! {
-            biased;
-            command = commands.recv() => match command {
-                None => break,
-                Some(Command::Submit(bytes, reply)) => {
-                    let _ = reply.send(client.submit(clock.now_ms(), &bytes));
-                }
-                Some(Command::ReportHash(turn, hash)) => client.report_state_hash(turn, hash),
-                Some(Command::ReportCost(cost)) => client.report_turn_cost(cost),
-                Some(Command::Pause(true)) => client.request_pause(),
-                Some(Command::Pause(false)) => client.request_resume(),
-                Some(Command::Stats(reply)) => {
-                    let _ = reply.send(client.stats());
-                }
-            },
-            datagram = connection.read_datagram(), if connection_open => match datagram {
-                Ok(bytes) => client.handle_datagram(clock.now_ms(), &bytes),
-                // The connection is gone; the session's idle timer ends it with a typed
-                // outcome (HostLost) shortly.
-                Err(_) => connection_open = false,
-            },
-            () = tokio::time::sleep_until(wake) => {}
-        }
-        let now = clock.now_ms();
-        client.handle_timeout(now);
-        while client.poll_transmit(now, &mut buf) {
-            let _ = connection.send_datagram(Bytes::copy_from_slice(&buf));
-        }
-        while let Some(event) = client.poll_event() {
-            if let ClientEvent::Ended(reason) = event {
-                let _ = ended.send(Some(reason));
-            }
-            let _ = events.try_send(event);
-        }
-        while turns.capacity() > 0 {
-            let Some(bundle) = client.next_turn(now) else { break };
-            if turns.try_send(bundle).is_err() {
-                break;
+
+    fn poll_timeout(&self) -> Option<u64> {
+        self.client.poll_timeout()
+    }
+
+    fn submit(&mut self, now_ms: u64, bytes: &[u8]) -> Result<Ticket, SubmitError> {
+        self.client.submit(now_ms, bytes)
+    }
+
+    fn report_state_hash(&mut self, turn: Turn, hash: u64) {
+        self.client.report_state_hash(turn, hash);
+    }
+
+    fn handle_command(&mut self, _now_ms: u64, command: Command) {
+        match command {
+            Command::ReportCost(cost) => self.client.report_turn_cost(cost),
+            Command::Pause(true) => self.client.request_pause(),
+            Command::Pause(false) => self.client.request_resume(),
+            Command::Stats(reply) => {
+                let _ = reply.send(self.client.stats());
             }
         }
-        if client.ended().is_some() {
-            // Hand over what is left, then stop: next_turn returns None after the last turn.
-            break;
+    }
+
+    fn handle_input(&mut self, now_ms: u64, datagram: Bytes) {
+        self.client.handle_datagram(now_ms, &datagram);
+    }
+
+    fn handle_timeout(&mut self, now_ms: u64) {
+        self.client.handle_timeout(now_ms);
+    }
+
+    fn transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
+        if !self.client.poll_transmit(now_ms, buf) {
+            return false;
         }
+        let _ = self.connection.send_datagram(Bytes::copy_from_slice(buf));
+        true
+    }
+
+    fn poll_event(&mut self) -> Option<ClientEvent> {
+        let event = self.client.poll_event()?;
+        if let ClientEvent::Ended(reason) = event {
+            let _ = self.ended.send(Some(reason));
+        }
+        Some(event)
+    }
+
+    fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {
+        self.client.next_turn(now_ms)
+    }
+
+    fn is_over(&self) -> bool {
+        self.client.ended().is_some()
     }
 }

@@ -1,6 +1,6 @@
 //! The host over QUIC: an accept loop, one task per connection for its join and datagrams, and
-//! one driver task that owns the sans-IO [`phalanx_proto::Host`] and is the only thing that
-//! touches it (quinn's own pattern: feed inputs, fire due timers, drain every `poll_*`).
+//! one driver task (see `driver.rs`) that owns the sans-IO [`phalanx_proto::Host`] and is the
+//! only thing that touches it; [`HostSide`] is what the driver needs to know of the host.
 
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -10,16 +10,17 @@ use std::sync::Arc;
 use bytes::Bytes;
 use phalanx_proto::{
     CommandCodec, DefaultCodec, HostEvent, HostStats, JoinResponse, PeerStats, PlayerId,
-    SessionConfig, Ticket, Turn, TurnBundle, TypedTurn,
+    SessionConfig, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{ask, tell, Clock, HostError, SessionError, EVENTS_MAX};
+use crate::{Clock, HostError, SessionError};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
 pub const CLOSE_REMOVED: u32 = 1;
@@ -67,6 +68,10 @@ impl HostOptions {
     }
 }
 
+/// Inputs from the connection tasks waiting for the driver before those tasks wait too.
+const INPUTS_MAX: usize = 4 * 1024;
+
+/// What the connection tasks tell the driver.
 enum Input {
     Join {
         conn: quinn::Connection,
@@ -81,10 +86,9 @@ enum Input {
     Delivered(PlayerId, usize),
 }
 
+/// The host's own commands (besides submitting and reporting hashes).
 enum Command {
     Start,
-    Submit(Vec<u8>, oneshot::Sender<Result<Ticket, phalanx_proto::SubmitError>>),
-    ReportHash(Turn, u64),
     Stats(oneshot::Sender<(HostStats, Vec<(PlayerId, PeerStats)>)>),
 }
 
@@ -93,9 +97,7 @@ pub struct Host<C, K: CommandCodec = DefaultCodec> {
     endpoint: quinn::Endpoint,
     fingerprint: Fingerprint,
     local_player: Option<PlayerId>,
-    commands: mpsc::Sender<Command>,
-    turns: mpsc::Receiver<TurnBundle>,
-    events: mpsc::Receiver<HostEvent>,
+    handle: Handle<Command, HostEvent>,
     driver: JoinHandle<()>,
     accept: JoinHandle<()>,
     _types: PhantomData<fn(C) -> (C, K)>,
@@ -145,20 +147,16 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         }
         .map_err(HostError::Bind)?;
 
+        let (input_tx, input_rx) = mpsc::channel(INPUTS_MAX);
+        let side = HostSide { host, conns: BTreeMap::new() };
         let window = session.turns_ahead_max as usize;
-        let (input_tx, input_rx) = mpsc::channel(4 * 1024);
-        let (command_tx, command_rx) = mpsc::channel(256);
-        let (turn_tx, turn_rx) = mpsc::channel(window);
-        let (event_tx, event_rx) = mpsc::channel(EVENTS_MAX);
-        let driver = tokio::spawn(drive(host, input_rx, command_rx, turn_tx, event_tx));
+        let (handle, driver) = driver::spawn(side, Clock::new, input_rx, window);
         let accept = tokio::spawn(accept_loop(endpoint.clone(), input_tx));
         Ok(Host {
             endpoint,
             fingerprint: identity.fingerprint(),
             local_player,
-            commands: command_tx,
-            turns: turn_rx,
-            events: event_rx,
+            handle,
             driver,
             accept,
             _types: PhantomData,
@@ -182,36 +180,33 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 
     /// Starts the game: turn 0 is sealed one turn from now; no more joins.
     pub async fn start(&self) -> Result<(), SessionError> {
-        tell(&self.commands, Command::Start).await
+        self.handle.tell(Command::Start).await
     }
 
     /// Submits a command for the host's own player.
     pub async fn submit(&self, command: &C) -> Result<Ticket, SessionError> {
-        let bytes = K::encode(command).map_err(SessionError::Codec)?;
-        ask(&self.commands, |reply| Command::Submit(bytes, reply))
-            .await?
-            .map_err(SessionError::Submit)
+        self.handle.submit::<C, K>(command).await
     }
 
     /// The next turn for the host's own game, in order; `None` once the session is over. A game
     /// that stops calling this holds the session back (the window), as a slow client would.
     pub async fn next_turn(&mut self) -> Option<TypedTurn<C>> {
-        self.turns.recv().await.map(TypedTurn::decode::<K>)
+        self.handle.next_turn::<C, K>().await
     }
 
     /// The host's own game's state hash after a check turn (see sync checks).
     pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
-        tell(&self.commands, Command::ReportHash(turn, hash)).await
+        self.handle.report_state_hash(turn, hash).await
     }
 
     /// The next event, if one is waiting.
     pub fn try_event(&mut self) -> Option<HostEvent> {
-        self.events.try_recv().ok()
+        self.handle.try_event()
     }
 
     /// Session counters and every connected player's.
     pub async fn stats(&self) -> Result<(HostStats, Vec<(PlayerId, PeerStats)>), SessionError> {
-        ask(&self.commands, Command::Stats).await
+        self.handle.ask(Command::Stats).await
     }
 
     /// Closes every connection and stops the tasks.
@@ -292,87 +287,110 @@ async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>
     }
 }
 
-/// The driver: the only owner of the sans-IO host.
-async fn drive(
-    mut host: phalanx_proto::Host,
-    mut inputs: mpsc::Receiver<Input>,
-    mut commands: mpsc::Receiver<Command>,
-    turns: mpsc::Sender<TurnBundle>,
-    events: mpsc::Sender<HostEvent>,
-) {
-    let clock = Clock::new();
-    let mut conns: BTreeMap<PlayerId, quinn::Connection> = BTreeMap::new();
-    let mut buf = Vec::with_capacity(usize::from(host.config().datagram_bytes_max));
-    loop {
-        let wake = clock.instant(host.poll_timeout().unwrap_or(clock.now_ms() + 60_000));
-        tokio::select! {
-            biased;
-            command = commands.recv() => match command {
-                None => break,
-                Some(Command::Start) => host.start(clock.now_ms()),
-                Some(Command::Submit(bytes, reply)) => {
-                    let _ = reply.send(host.submit(&bytes));
-                }
-                Some(Command::ReportHash(turn, hash)) => host.report_state_hash(turn, hash),
-                Some(Command::Stats(reply)) => {
-                    let peers = conns.keys().filter_map(|&p| host.peer_stats(p).map(|s| (p, s)));
-                    let _ = reply.send((host.stats().clone(), peers.collect()));
-                }
-            },
-            input = inputs.recv() => match input {
-                None => break,
-                Some(Input::Join { conn, request, reply }) => {
-                    let response = host.handle_join(clock.now_ms(), &request);
-                    if let Ok(player) = response.result {
-                        if let Some(old) = conns.insert(player, conn) {
-                            old.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"rejoined");
-                        }
-                    }
-                    let _ = reply.send(response);
-                }
-                Some(Input::Datagram(player, id, bytes)) => {
-                    if conns.get(&player).is_some_and(|conn| conn.stable_id() == id) {
-                        host.handle_datagram(clock.now_ms(), player, &bytes);
-                    }
-                }
-                Some(Input::Delivered(player, id)) => {
-                    if conns.get(&player).is_some_and(|conn| conn.stable_id() == id) {
-                        host.handle_join_delivered(clock.now_ms(), player);
-                    }
-                }
-                Some(Input::Closed(player, id)) => {
-                    if conns.get(&player).is_some_and(|conn| conn.stable_id() == id) {
-                        conns.remove(&player);
-                    }
-                }
-            },
-            () = tokio::time::sleep_until(wake) => {}
-        }
-        let now = clock.now_ms();
-        host.handle_timeout(now);
-        while let Some(player) = host.poll_transmit(now, &mut buf) {
-            if let Some(conn) = conns.get(&player) {
-                // A full send buffer drops the oldest datagram: loss, which the session repairs.
-                let _ = conn.send_datagram(Bytes::copy_from_slice(&buf));
+/// The host as its driver sees it: the sans-IO host and each seated player's connection.
+struct HostSide {
+    host: phalanx_proto::Host,
+    conns: BTreeMap<PlayerId, quinn::Connection>,
+}
+
+impl HostSide {
+    /// Whether the connection with `stable_id` is `player`'s current one (after a rejoin the
+    /// old connection may still deliver: only the current one counts).
+    fn is_current(&self, player: PlayerId, stable_id: usize) -> bool {
+        self.conns.get(&player).is_some_and(|conn| conn.stable_id() == stable_id)
+    }
+}
+
+impl Side for HostSide {
+    type Command = Command;
+    type Inputs = mpsc::Receiver<Input>;
+    type Event = HostEvent;
+    const STOPS_WHEN_INPUTS_END: bool = true;
+
+    fn datagram_bytes_max(&self) -> usize {
+        usize::from(self.host.config().datagram_bytes_max)
+    }
+
+    fn poll_timeout(&self) -> Option<u64> {
+        self.host.poll_timeout()
+    }
+
+    fn submit(&mut self, _now_ms: u64, bytes: &[u8]) -> Result<Ticket, SubmitError> {
+        self.host.submit(bytes)
+    }
+
+    fn report_state_hash(&mut self, turn: Turn, hash: u64) {
+        self.host.report_state_hash(turn, hash);
+    }
+
+    fn handle_command(&mut self, now_ms: u64, command: Command) {
+        match command {
+            Command::Start => self.host.start(now_ms),
+            Command::Stats(reply) => {
+                let host = &self.host;
+                let peers = self.conns.keys().filter_map(|&p| host.peer_stats(p).map(|s| (p, s)));
+                let _ = reply.send((host.stats().clone(), peers.collect()));
             }
         }
-        while let Some(event) = host.poll_event() {
-            if let HostEvent::PlayerTimedOut(player) | HostEvent::PlayerMisbehaved(player) = event {
-                if let Some(conn) = conns.remove(&player) {
-                    conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"removed");
+    }
+
+    fn handle_input(&mut self, now_ms: u64, input: Input) {
+        match input {
+            Input::Join { conn, request, reply } => {
+                let response = self.host.handle_join(now_ms, &request);
+                if let Ok(player) = response.result {
+                    if let Some(old) = self.conns.insert(player, conn) {
+                        old.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"rejoined");
+                    }
+                }
+                let _ = reply.send(response);
+            }
+            Input::Datagram(player, id, bytes) => {
+                if self.is_current(player, id) {
+                    self.host.handle_datagram(now_ms, player, &bytes);
                 }
             }
-            // Events beyond the channel's room are dropped: the state they describe is in
-            // the bundles and stats either way.
-            let _ = events.try_send(event);
-        }
-        // Only take a turn when the game has room for it: a game that falls behind holds the
-        // session back through the window instead of queueing without bound.
-        while turns.capacity() > 0 {
-            let Some(bundle) = host.next_turn() else { break };
-            if turns.try_send(bundle).is_err() {
-                break;
+            Input::Delivered(player, id) => {
+                if self.is_current(player, id) {
+                    self.host.handle_join_delivered(now_ms, player);
+                }
+            }
+            Input::Closed(player, id) => {
+                if self.is_current(player, id) {
+                    self.conns.remove(&player);
+                }
             }
         }
+    }
+
+    fn handle_timeout(&mut self, now_ms: u64) {
+        self.host.handle_timeout(now_ms);
+    }
+
+    fn transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
+        let Some(player) = self.host.poll_transmit(now_ms, buf) else { return false };
+        if let Some(conn) = self.conns.get(&player) {
+            // A full send buffer drops the oldest datagram: loss, which the session repairs.
+            let _ = conn.send_datagram(Bytes::copy_from_slice(buf));
+        }
+        true
+    }
+
+    fn poll_event(&mut self) -> Option<HostEvent> {
+        let event = self.host.poll_event()?;
+        if let HostEvent::PlayerTimedOut(player) | HostEvent::PlayerMisbehaved(player) = event {
+            if let Some(conn) = self.conns.remove(&player) {
+                conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"removed");
+            }
+        }
+        Some(event)
+    }
+
+    fn next_turn(&mut self, _now_ms: u64) -> Option<TurnBundle> {
+        self.host.next_turn()
+    }
+
+    fn is_over(&self) -> bool {
+        false
     }
 }

@@ -30,12 +30,16 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Each end runs one driver task that owns its sans-IO endpoint (`driver.rs`: one loop for
+//! both, the ends differing only in where inputs come from and where datagrams go).
+//!
 //! quinn is configured for games, not bulk transfer (see `transport.rs`): one stream, small
 //! windows, bounded datagram buffers, QUIC idle timeout just behind phalanx's own, and
 //! **0-RTT off** (early data is replayable). Crypto is rustls with ring, TLS 1.3.
 #![forbid(unsafe_code)]
 
 mod client;
+mod driver;
 mod host;
 mod tls;
 mod transport;
@@ -109,27 +113,6 @@ impl quinn::ConnectionIdGenerator for SeededCids {
         None
     }
 }
-
-/// Sends a message to a driver task; `Closed` once the driver has stopped.
-pub(crate) async fn tell<M>(
-    driver: &tokio::sync::mpsc::Sender<M>,
-    message: M,
-) -> Result<(), SessionError> {
-    driver.send(message).await.map_err(|_| SessionError::Closed)
-}
-
-/// Sends a message carrying a reply channel to a driver task and waits for the answer.
-pub(crate) async fn ask<M, T>(
-    driver: &tokio::sync::mpsc::Sender<M>,
-    message: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> M,
-) -> Result<T, SessionError> {
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    tell(driver, message(reply)).await?;
-    answer.await.map_err(|_| SessionError::Closed)
-}
-
-/// Events kept for the application before the oldest are dropped.
-pub(crate) const EVENTS_MAX: usize = 1_024;
 
 /// Local time for the sans-IO core: milliseconds since the driver started (monotonic).
 #[derive(Clone, Copy, Debug)]

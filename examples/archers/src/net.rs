@@ -34,8 +34,7 @@ impl Match {
     /// The session config: default timing and speed control, `players` seats, and a game-data
     /// hash over the match parameters.
     pub fn session(&self) -> SessionConfig {
-        let mut session = SessionConfig::default();
-        tune(&mut session);
+        let mut session = demo_session();
         session.players_max = self.players as u8;
         let mut hash = 0xcbf2_9ce4_8422_2325u64;
         for word in [self.players as u64, self.units as u64, self.seed, u64::from(self.turns)] {
@@ -54,6 +53,14 @@ impl Match {
 /// per player over seeds 1–3) with p95 latency still under 240 ms, for a little more stall.
 pub fn tune(session: &mut SessionConfig) {
     session.repeat_loss_permille = 5;
+}
+
+/// The demo's session before a match is folded in: the default with [`tune`] applied. Its
+/// turn length is what a match's length in minutes is counted in.
+pub fn demo_session() -> SessionConfig {
+    let mut session = SessionConfig::default();
+    tune(&mut session);
+    session
 }
 
 /// Unpredictable seat tokens, one per player (std's randomly keyed SipHash: enough for a

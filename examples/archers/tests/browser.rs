@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 fn chromium() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PHALANX_CHROMIUM") {
         return Some(PathBuf::from(path));
@@ -22,14 +24,6 @@ fn chromium() -> Option<PathBuf> {
         .iter()
         .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
         .find(|candidate| candidate.is_file())
-}
-
-fn field<'a>(json: &'a str, name: &str) -> &'a str {
-    let key = format!("\"{name}\":");
-    let start = json.find(&key).unwrap_or_else(|| panic!("{name} in {json}")) + key.len();
-    let rest = &json[start..];
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    rest[..end].trim_matches('"')
 }
 
 /// The DOM of `page` after its scripts ran, from headless Chromium (killed at 60 s).
@@ -101,9 +95,9 @@ fn report_renders_its_plots_in_headless_chromium() {
         .expect("the demo runs");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout).expect("utf-8");
-    let json = stdout.lines().last().expect("a JSON line");
-    let commands: usize = field(json, "commands_executed").parse().unwrap();
-    let seconds = field(json, "sim_seconds").parse::<f64>().unwrap();
+    let json = common::json(stdout.lines().last().expect("a JSON line"));
+    let commands = json["commands_executed"].as_u64().expect("commands_executed") as usize;
+    let seconds = json["sim_seconds"].as_f64().expect("sim_seconds");
 
     let dom = dump_dom(&browser, &report, &dir.join("profile"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -11,13 +11,16 @@ use std::process::{Command, Output};
 use archers::replay::ReplayFile;
 use archers::world::Order;
 use phalanx_proto::{CommandCodec, DefaultCodec, ReplayRecord};
+use serde_json::{json, Value};
+
+mod common;
 
 fn archers(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_archers")).args(args).output().expect("the demo runs")
 }
 
-/// A short match; returns the JSON line.
-fn run(seed: u64, extra: &[&str]) -> String {
+/// A short match; returns its JSON summary.
+fn run(seed: u64, extra: &[&str]) -> Value {
     let seed = seed.to_string();
     let mut args = vec!["--minutes", "0.4", "--units", "600", "--partition", "0", "--json"];
     args.extend(["--no-report", "--seed", &seed]);
@@ -30,15 +33,7 @@ fn run(seed: u64, extra: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     let stdout = String::from_utf8(output.stdout).expect("utf-8");
-    stdout.lines().last().expect("a JSON line").to_owned()
-}
-
-fn field<'a>(json: &'a str, name: &str) -> &'a str {
-    let key = format!("\"{name}\":");
-    let start = json.find(&key).unwrap_or_else(|| panic!("{name} in {json}")) + key.len();
-    let rest = &json[start..];
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    rest[..end].trim_matches('"')
+    common::json(stdout.lines().last().expect("a JSON line"))
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -52,14 +47,14 @@ fn demo_is_deterministic_and_agrees() {
     let first = run(7, &[]);
     let again = run(7, &[]);
     let other = run(8, &[]);
-    assert_eq!(field(&first, "hashes_agree"), "true", "{first}");
-    assert_eq!(field(&first, "desyncs"), "[]", "{first}");
-    assert_eq!(field(&first, "commands_submitted"), field(&first, "commands_executed"), "{first}");
-    assert!(field(&first, "commands_submitted").parse::<u64>().unwrap() > 20, "{first}");
-    assert_eq!(field(&first, "final_state_hash"), field(&again, "final_state_hash"));
-    assert_eq!(field(&first, "trace_digest"), field(&again, "trace_digest"));
-    assert_ne!(field(&first, "trace_digest"), field(&other, "trace_digest"));
-    assert_ne!(field(&first, "final_state_hash"), field(&other, "final_state_hash"));
+    assert_eq!(first["hashes_agree"], true, "{first}");
+    assert_eq!(first["desyncs"], json!([]), "{first}");
+    assert_eq!(first["commands_submitted"], first["commands_executed"], "{first}");
+    assert!(first["commands_submitted"].as_u64().unwrap() > 20, "{first}");
+    assert_eq!(first["final_state_hash"], again["final_state_hash"]);
+    assert_eq!(first["trace_digest"], again["trace_digest"]);
+    assert_ne!(first["trace_digest"], other["trace_digest"]);
+    assert_ne!(first["final_state_hash"], other["final_state_hash"]);
 }
 
 #[test]
@@ -69,10 +64,9 @@ fn injected_desync_is_reported_at_the_next_check_naming_the_player() {
     let at = 3 * interval + interval / 2 - 2;
     let expected = at.div_ceil(interval) * interval;
     let json = run(11, &["--inject-desync", &at.to_string(), "--desync-player", "2"]);
-    assert_eq!(field(&json, "hashes_agree"), "false", "{json}");
-    let first = json.find("\"desyncs\":[{").map(|i| &json[i..]).expect("a desync report");
-    let want = format!("\"desyncs\":[{{\"turn\":{expected},\"players\":[2]}}");
-    assert!(first.starts_with(&want), "want {want} in {json}");
+    assert_eq!(json["hashes_agree"], false, "{json}");
+    let first = &json["desyncs"][0];
+    assert_eq!(*first, json!({ "turn": expected, "players": [2] }), "the first report in {json}");
 }
 
 #[test]
@@ -80,17 +74,17 @@ fn replay_verifies_and_a_tampered_one_fails() {
     let dir = scratch("replay");
     let path = dir.join("match.replay");
     let json = run(5, &["--replay-out", path.to_str().unwrap()]);
-    let turns: u64 = field(&json, "turns").parse().unwrap();
+    let turns = json["turns"].as_u64().expect("turns");
 
     let output = archers(&["replay", path.to_str().unwrap(), "--json"]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    let last = stdout.lines().last().unwrap();
-    assert_eq!(field(last, "verified"), "true");
-    assert_eq!(field(last, "turns").parse::<u64>().unwrap(), turns, "{last}");
+    let last = common::json(stdout.lines().last().unwrap());
+    assert_eq!(last["verified"], true, "{last}");
+    assert_eq!(last["turns"], turns, "{last}");
     // Every turn's hash was compared, and the last is the match's final state.
-    assert_eq!(field(last, "hashes_matched").parse::<u64>().unwrap(), turns, "{last}");
-    assert_eq!(field(last, "final_state_hash"), field(&json, "final_state_hash"));
+    assert_eq!(last["hashes_matched"], turns, "{last}");
+    assert_eq!(last["final_state_hash"], json["final_state_hash"]);
 
     // Move one order's target: the re-simulation must diverge at exactly that turn.
     let bytes = std::fs::read(&path).unwrap();

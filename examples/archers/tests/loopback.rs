@@ -8,7 +8,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
+mod common;
+
 const PLAYERS: usize = 3;
+/// How a client's `--json` line starts (the player comes first).
+const CLIENT_JSON: &str = "{\"player\":";
 const MATCH: [&str; 8] = ["--players", "3", "--units", "300", "--minutes", "0.1", "--seed", "5"];
 
 /// A child whose stdout lines arrive on a channel (a reader thread does the blocking reads, so
@@ -80,14 +86,6 @@ impl Drop for Node {
     }
 }
 
-fn field<'a>(json: &'a str, name: &str) -> &'a str {
-    let key = format!("\"{name}\":");
-    let start = json.find(&key).unwrap_or_else(|| panic!("{name} in {json}")) + key.len();
-    let rest = &json[start..];
-    let end = rest.find([',', '}']).unwrap_or(rest.len());
-    rest[..end].trim_matches('"')
-}
-
 #[test]
 fn host_and_three_client_processes_agree_over_loopback() {
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -127,25 +125,29 @@ fn host_and_three_client_processes_agree_over_loopback() {
         })
         .collect();
     let results: Vec<Option<String>> =
-        clients.iter().map(|client| client.line("{\"player\":", deadline)).collect();
+        clients.iter().map(|client| client.line(CLIENT_JSON, deadline)).collect();
     let outcomes: Vec<(bool, String)> = clients.into_iter().map(|c| c.finish(deadline)).collect();
     let (host_ok, host_stderr) = host.finish(deadline);
     for (result, (ok, stderr)) in results.iter().zip(&outcomes) {
         assert!(*ok && result.is_some(), "a client failed: {result:?}\n{stderr}");
     }
     assert!(host_ok, "the host failed:\n{host_stderr}");
-    let lines: Vec<&String> = results.iter().flatten().collect();
-    let mut players: Vec<&str> = lines.iter().map(|l| l.split(',').next().unwrap()).collect();
+    let lines: Vec<Value> = results
+        .iter()
+        .flatten()
+        .map(|rest| common::json(&format!("{CLIENT_JSON}{rest}")))
+        .collect();
+    let mut players: Vec<u64> = lines.iter().map(|l| l["player"].as_u64().unwrap()).collect();
     players.sort_unstable();
-    assert_eq!(players, ["0", "1", "2"], "three distinct players");
+    assert_eq!(players, [0, 1, 2], "three distinct players");
     for line in &lines {
-        assert_eq!(field(line, "turns"), "60", "{line}");
-        assert_eq!(field(line, "desyncs"), "[]", "{line}");
-        assert_eq!(field(line, "final_state_hash"), field(lines[0], "final_state_hash"));
+        assert_eq!(line["turns"], 60, "{line}");
+        assert_eq!(line["desyncs"], serde_json::json!([]), "{line}");
+        assert_eq!(line["final_state_hash"], lines[0]["final_state_hash"]);
     }
-    let executed: Vec<&str> = lines.iter().map(|l| field(l, "commands_executed")).collect();
+    let executed: Vec<u64> =
+        lines.iter().map(|l| l["commands_executed"].as_u64().unwrap()).collect();
     assert!(executed.iter().all(|e| *e == executed[0]), "{executed:?}");
-    let submitted: u64 =
-        lines.iter().map(|l| field(l, "commands_submitted").parse::<u64>().unwrap()).sum();
-    assert!(submitted > 0 && executed[0].parse::<u64>().unwrap() == submitted, "{lines:?}");
+    let submitted: u64 = lines.iter().map(|l| l["commands_submitted"].as_u64().unwrap()).sum();
+    assert!(submitted > 0 && executed[0] == submitted, "{lines:?}");
 }

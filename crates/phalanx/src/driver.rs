@@ -1,0 +1,261 @@
+//! One driver loop for both ends of a session. A driver task is the only owner of a sans-IO
+//! endpoint ([`phalanx_proto::Host`] or [`phalanx_proto::Client`]) and runs quinn's own
+//! pattern (quinn `src/connection.rs`, `drive_timer`): wait for the first of an application
+//! command, a network input or the endpoint's next timer; feed it in; fire due timers; drain
+//! every datagram to send and every event; hand the game the turns it has room for.
+//!
+//! The two ends differ only in what a [`Side`] says: where an input comes from and what it
+//! means, where a datagram goes, what an event does besides reaching the application, and
+//! when the session is over. The application talks to a driver through a [`Handle`].
+
+use bytes::Bytes;
+use phalanx_proto::{CommandCodec, SubmitError, Ticket, Turn, TurnBundle, TypedTurn};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::{Clock, SessionError};
+
+/// Events kept for the application; see [`EventQueue`] for what happens past it.
+const EVENTS_MAX: usize = 1_024;
+
+/// Application commands waiting for the driver before `submit` and friends wait too.
+const COMMANDS_MAX: usize = 256;
+
+/// How long a driver sleeps when its endpoint has no timer armed, in milliseconds (a command
+/// or an input wakes it sooner).
+const IDLE_WAKE_MS: u64 = 60_000;
+
+/// A message from the application to a driver: the commands both ends take, and `Own`, the
+/// ones only this end takes.
+pub(crate) enum Command<Own> {
+    /// An encoded game command for our player; the reply is its ticket or why it was refused.
+    Submit(Vec<u8>, oneshot::Sender<Result<Ticket, SubmitError>>),
+    /// The game's state hash after a check turn.
+    ReportHash(Turn, u64),
+    /// A command of this end only.
+    Own(Own),
+}
+
+/// Where a driver's network inputs come from (the host: its connection tasks; a client: its
+/// one connection).
+pub(crate) trait Inputs: Send {
+    /// One input.
+    type Item: Send;
+    /// The next input; `None` once the source has ended (it is not asked again).
+    fn next(&mut self) -> impl std::future::Future<Output = Option<Self::Item>> + Send;
+}
+
+impl<T: Send> Inputs for mpsc::Receiver<T> {
+    type Item = T;
+
+    async fn next(&mut self) -> Option<T> {
+        self.recv().await
+    }
+}
+
+/// The datagrams of one QUIC connection; ends when the connection does.
+pub(crate) struct Datagrams(pub(crate) quinn::Connection);
+
+impl Inputs for Datagrams {
+    type Item = Bytes;
+
+    async fn next(&mut self) -> Option<Bytes> {
+        self.0.read_datagram().await.ok()
+    }
+}
+
+/// One end of a session, as its driver sees it: the sans-IO endpoint and the connections it
+/// sends on. Times are the driver's [`Clock`] milliseconds.
+pub(crate) trait Side: Send + 'static {
+    /// The commands only this end takes.
+    type Command: Send;
+    /// The network inputs it handles.
+    type Inputs: Inputs;
+    /// What it tells the application.
+    type Event: Send;
+    /// Whether the driver stops when its inputs end (the host: its accept side is gone).
+    /// Otherwise the session's own timers end it (a client's idle timer: `HostLost`).
+    const STOPS_WHEN_INPUTS_END: bool;
+
+    /// The datagram buffer's capacity: the session's largest datagram.
+    fn datagram_bytes_max(&self) -> usize;
+    /// When the endpoint next needs [`handle_timeout`](Self::handle_timeout), if ever.
+    fn poll_timeout(&self) -> Option<u64>;
+    /// Submits an encoded game command for our player.
+    fn submit(&mut self, now_ms: u64, bytes: &[u8]) -> Result<Ticket, SubmitError>;
+    /// Takes the game's state hash after a check turn.
+    fn report_state_hash(&mut self, turn: Turn, hash: u64);
+    /// Handles a command of this end only.
+    fn handle_command(&mut self, now_ms: u64, command: Self::Command);
+    /// Handles one network input.
+    fn handle_input(&mut self, now_ms: u64, input: <Self::Inputs as Inputs>::Item);
+    /// Fires the timers due at `now_ms` (a no-op when none is).
+    fn handle_timeout(&mut self, now_ms: u64);
+    /// Sends the next datagram due, if one is (using `buf`); `false` when none is.
+    fn transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool;
+    /// The next event, after acting on it (closing a removed player's connection, publishing
+    /// the end of the session).
+    fn poll_event(&mut self) -> Option<Self::Event>;
+    /// The next turn the game may execute.
+    fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle>;
+    /// Whether the session is over: the driver hands over what is left and stops.
+    fn is_over(&self) -> bool;
+}
+
+/// The bounded queue of events for the application. Overflow policy: when it holds
+/// [`EVENTS_MAX`] events, newer ones are dropped — the state they describe is in the turn
+/// bundles and stats either way, and a game that never drains events must not grow the host.
+struct EventQueue<E>(mpsc::Sender<E>);
+
+impl<E> EventQueue<E> {
+    /// The queue, and the application's end of it.
+    fn new() -> (EventQueue<E>, mpsc::Receiver<E>) {
+        let (sender, receiver) = mpsc::channel(EVENTS_MAX);
+        (EventQueue(sender), receiver)
+    }
+
+    /// Queues `event`, or drops it when the queue is full (see the overflow policy).
+    fn push(&self, event: E) {
+        let _ = self.0.try_send(event);
+    }
+}
+
+/// The application's end of a driver task: commands in, turns and events out.
+pub(crate) struct Handle<Own, Event> {
+    commands: mpsc::Sender<Command<Own>>,
+    turns: mpsc::Receiver<TurnBundle>,
+    events: mpsc::Receiver<Event>,
+}
+
+/// Spawns the driver of `side`, fed by `inputs`, with room for `turns_max` turns the game has
+/// not taken yet. `clock` is called first thing in the task: the driver's time starts there.
+pub(crate) fn spawn<S: Side>(
+    side: S,
+    clock: impl FnOnce() -> Clock + Send + 'static,
+    inputs: S::Inputs,
+    turns_max: usize,
+) -> (Handle<S::Command, S::Event>, JoinHandle<()>) {
+    let (command_tx, command_rx) = mpsc::channel(COMMANDS_MAX);
+    let (turn_tx, turn_rx) = mpsc::channel(turns_max);
+    let (events, event_rx) = EventQueue::new();
+    let driver = tokio::spawn(async move {
+        let channels = Channels { commands: command_rx, inputs, turns: turn_tx, events };
+        drive(side, clock(), channels).await;
+    });
+    (Handle { commands: command_tx, turns: turn_rx, events: event_rx }, driver)
+}
+
+/// A driver's ends of its channels.
+struct Channels<S: Side> {
+    commands: mpsc::Receiver<Command<S::Command>>,
+    inputs: S::Inputs,
+    turns: mpsc::Sender<TurnBundle>,
+    events: EventQueue<S::Event>,
+}
+
+/// The driver loop. `biased;` keeps the order of the branches fixed (commands, then inputs,
+/// then the timer), so a seeded simulation replays exactly.
+async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
+    let mut buf = Vec::with_capacity(side.datagram_bytes_max());
+    let mut inputs_open = true;
+    // The first datagrams (a client's hello) go out before waiting for anything.
+    while side.transmit(clock.now_ms(), &mut buf) {}
+    loop {
+        let wake = clock.instant(side.poll_timeout().unwrap_or(clock.now_ms() + IDLE_WAKE_MS));
+        tokio::select! {
+            biased;
+            command = channels.commands.recv() => match command {
+                None => break,
+                Some(Command::Submit(bytes, reply)) => {
+                    let _ = reply.send(side.submit(clock.now_ms(), &bytes));
+                }
+                Some(Command::ReportHash(turn, hash)) => side.report_state_hash(turn, hash),
+                Some(Command::Own(command)) => side.handle_command(clock.now_ms(), command),
+            },
+            input = channels.inputs.next(), if inputs_open => match input {
+                Some(input) => side.handle_input(clock.now_ms(), input),
+                None if S::STOPS_WHEN_INPUTS_END => break,
+                None => inputs_open = false,
+            },
+            () = tokio::time::sleep_until(wake) => {}
+        }
+        let now = clock.now_ms();
+        side.handle_timeout(now);
+        while side.transmit(now, &mut buf) {}
+        while let Some(event) = side.poll_event() {
+            channels.events.push(event);
+        }
+        // Only take a turn when the game has room for it: a game that falls behind holds the
+        // session back through the window instead of queueing without bound.
+        while channels.turns.capacity() > 0 {
+            let Some(bundle) = side.next_turn(now) else { break };
+            if channels.turns.try_send(bundle).is_err() {
+                break;
+            }
+        }
+        if side.is_over() {
+            // What is left was handed over; next_turn returns None after the last turn.
+            break;
+        }
+    }
+}
+
+impl<Own, Event> Handle<Own, Event> {
+    /// Encodes and submits a game command for our player.
+    pub(crate) async fn submit<C: Serialize, K: CommandCodec>(
+        &self,
+        command: &C,
+    ) -> Result<Ticket, SessionError> {
+        let bytes = K::encode(command).map_err(SessionError::Codec)?;
+        self.ask_with(|reply| Command::Submit(bytes, reply)).await?.map_err(SessionError::Submit)
+    }
+
+    /// The next turn, decoded; `None` once the session is over.
+    pub(crate) async fn next_turn<C: DeserializeOwned, K: CommandCodec>(
+        &mut self,
+    ) -> Option<TypedTurn<C>> {
+        self.turns.recv().await.map(TypedTurn::decode::<K>)
+    }
+
+    /// Reports the game's state hash after a check turn.
+    pub(crate) async fn report_state_hash(
+        &self,
+        turn: Turn,
+        hash: u64,
+    ) -> Result<(), SessionError> {
+        self.send(Command::ReportHash(turn, hash)).await
+    }
+
+    /// The next event, if one is waiting.
+    pub(crate) fn try_event(&mut self) -> Option<Event> {
+        self.events.try_recv().ok()
+    }
+
+    /// Sends a command of this end only.
+    pub(crate) async fn tell(&self, command: Own) -> Result<(), SessionError> {
+        self.send(Command::Own(command)).await
+    }
+
+    /// Sends a command of this end only that carries a reply channel, and waits for the answer.
+    pub(crate) async fn ask<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<T>) -> Own,
+    ) -> Result<T, SessionError> {
+        self.ask_with(|reply| Command::Own(command(reply))).await
+    }
+
+    async fn send(&self, command: Command<Own>) -> Result<(), SessionError> {
+        self.commands.send(command).await.map_err(|_| SessionError::Closed)
+    }
+
+    async fn ask_with<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<T>) -> Command<Own>,
+    ) -> Result<T, SessionError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(command(reply)).await?;
+        answer.await.map_err(|_| SessionError::Closed)
+    }
+}

@@ -1,0 +1,38 @@
+//! The `--json` lines: each mode's summary is a `#[derive(Serialize)]` struct written with
+//! serde_json as one line, the last of stdout. Hashes are hex strings (`0x` and 16 digits);
+//! rates keep the few decimals the text summary shows.
+
+use serde::{Serialize, Serializer};
+
+/// One desync report as the JSON lines list it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub(crate) struct Desync {
+    /// The check turn whose hashes differed.
+    pub(crate) turn: u32,
+    /// The players whose state diverged from the majority.
+    pub(crate) players: Vec<u8>,
+}
+
+/// Prints `value` as one JSON line on stdout.
+pub(crate) fn print_line(value: &impl Serialize) {
+    match serde_json::to_string(value) {
+        Ok(line) => println!("{line}"),
+        // The summaries are plain structs of numbers and strings: this cannot fail.
+        Err(error) => eprintln!("error: cannot write the JSON summary: {error}"),
+    }
+}
+
+/// A 64-bit hash as `"0x"` and 16 hex digits.
+pub(crate) fn hex<S: Serializer>(hash: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&format_args!("{hash:#018x}"))
+}
+
+/// `value` rounded to `PLACES` decimals as `format!` rounds it (so the JSON shows the value
+/// the text summary shows).
+pub(crate) fn decimals<const PLACES: usize, S: Serializer>(
+    value: &f64,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    let rounded = format!("{value:.PLACES$}").parse().unwrap_or(*value);
+    serializer.serialize_f64(rounded)
+}

@@ -1,0 +1,405 @@
+//! `archers simulate` (the default): the whole match over real QUIC under phalanx-sim's
+//! simulated network, in named steps — configure the simulation, run it with a progress bar,
+//! measure the report into a [`Summary`], write the replay and the HTML report, print the
+//! summary (and its JSON line), and judge the run.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use archers::game::{Archers, Observed, Observer, Setup};
+use archers::net;
+use archers::replay::{ReplayFile, MAGIC};
+use archers::report::{self, ReportInput, UDP_IP_BYTES};
+use phalanx_proto::{Replay, REPLAY_FORMAT_VERSION};
+use phalanx_sim::{run_with, SimConfig, SimReport, Step};
+use serde::Serialize;
+
+use super::json::{self, Desync};
+use super::progress::Progress;
+use super::SimulateArgs;
+
+/// One row of the printed summary (and of the report's summary table): label, value.
+type Line = (String, String);
+
+/// What the run measured; also the `--json` line, field for field.
+#[derive(Debug, Serialize)]
+struct Summary {
+    players: usize,
+    units: usize,
+    turns: usize,
+    seed: u64,
+    hashes_agree: bool,
+    #[serde(serialize_with = "json::hex")]
+    final_state_hash: u64,
+    desyncs: Vec<Desync>,
+    commands_submitted: u64,
+    commands_executed: u64,
+    latency_ms_p50: u32,
+    latency_ms_p95: u32,
+    latency_ms_max: u32,
+    stall_ms: u64,
+    #[serde(serialize_with = "json::decimals::<3, _>")]
+    wire_kbps_up_per_player: f64,
+    #[serde(serialize_with = "json::decimals::<3, _>")]
+    wire_kbps_down_per_player: f64,
+    #[serde(serialize_with = "json::decimals::<1, _>")]
+    app_bytes_per_turn_up: f64,
+    #[serde(serialize_with = "json::decimals::<1, _>")]
+    app_bytes_per_turn_down: f64,
+    #[serde(serialize_with = "json::decimals::<1, _>")]
+    sim_seconds: f64,
+    #[serde(serialize_with = "json::decimals::<2, _>")]
+    wall_seconds: f64,
+    #[serde(serialize_with = "json::hex")]
+    trace_digest: u64,
+    /// Seconds of play the executed turns stand for (text only).
+    #[serde(skip)]
+    seconds_played: f64,
+}
+
+/// Runs the simulated match; success when every player agreed (or, with `--inject-desync`,
+/// when the desync was caught as promised).
+pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
+    let (config, markers) = configure(args);
+    let partition = !config.timeline.is_empty();
+    eprintln!(
+        "archers: {}{}",
+        scenario(args, partition),
+        args.inject_desync.map_or(String::new(), |t| format!(
+            ", one bit of player {}'s state flipped after turn {t}",
+            args.desync_player
+        )),
+    );
+    eprintln!("simulating over real QUIC under phalanx-sim…");
+    let observer = Arc::new(Observer::new((config.turns / 24).max(1), config.turns - 1));
+    let started = Instant::now();
+    let report = match play(args, &config, &observer) {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let turn_ms = u64::from(config.session.turn_length_ms);
+    let summary = measure(args, &report, turn_ms, started.elapsed().as_secs_f64());
+    let finished =
+        Finished { args, config: &config, report: &report, observed: observer.observed() };
+    let mut lines = summary.lines(args.game.seed);
+    if finished.write_replay(&mut lines).is_err()
+        || finished.write_report(&summary, markers, partition, &mut lines).is_err()
+    {
+        return ExitCode::FAILURE;
+    }
+    println!();
+    for (label, value) in &lines {
+        println!("  {label:<24}{value}");
+    }
+    if args.json {
+        json::print_line(&summary);
+    }
+    if succeeded(args, &config, &summary) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// A finished simulation, for the files it writes.
+struct Finished<'a> {
+    args: &'a SimulateArgs,
+    config: &'a SimConfig,
+    report: &'a SimReport,
+    observed: Observed,
+}
+
+impl Finished<'_> {
+    /// With `--replay-out`: writes the replay and adds a line saying where it went.
+    fn write_replay(&self, lines: &mut Vec<Line>) -> Result<(), ()> {
+        let Some(path) = &self.args.replay_out else { return Ok(()) };
+        let file = replay_file(self.args, self.config, &self.observed, &agreed_hashes(self.report));
+        write(path, &file.to_bytes(), "replay")?;
+        lines.push((
+            "replay".into(),
+            format!(
+                "{} ({} turns; check with: archers replay FILE)",
+                path.display(),
+                file.replay.turns.len()
+            ),
+        ));
+        Ok(())
+    }
+
+    /// Unless `--no-report`: writes the HTML report (its summary table is `lines`) and adds a
+    /// line saying where it went.
+    fn write_report(
+        &self,
+        summary: &Summary,
+        mut markers: Vec<(u64, String)>,
+        partition: bool,
+        lines: &mut Vec<Line>,
+    ) -> Result<(), ()> {
+        let Some(path) = self.args.report_path() else { return Ok(()) };
+        let report = self.report;
+        if let Some(first) = summary.desyncs.first() {
+            // Place the report at the time the reporting turn executed.
+            let at =
+                report.samples.iter().flatten().find(|s| s.turn >= first.turn).map(|s| s.at_ms);
+            if let Some(at) = at {
+                markers.push((at, format!("desync at turn {}", first.turn)));
+            }
+        }
+        let input = ReportInput {
+            subtitle: scenario(self.args, partition),
+            summary: lines.clone(),
+            samples: &report.samples,
+            latencies: &report.command_latencies,
+            snapshots: &self.observed.snapshots,
+            markers,
+        };
+        let html = report::html(&input);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        write(path, html.as_bytes(), "report")?;
+        lines.push((
+            "report".into(),
+            format!("{} ({} kB)", path.display(), html.len().div_ceil(1024)),
+        ));
+        Ok(())
+    }
+}
+
+/// The simulation's config for these flags, and the report's markers for the partition.
+fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
+    let (game, network) = (&args.game, &args.network);
+    let mut config = SimConfig::new(game.seed, game.players);
+    net::tune(&mut config.session);
+    config.latency_ms = network.rtt_ms / 2;
+    config.faults.loss_permille = (network.loss_percent * 10.0).round() as u32;
+    config.faults.jitter_ms = network.jitter_ms;
+    config.samples_every_ms = 1_000;
+    config.turns = game.turns(config.session.turn_length_ms);
+    config.limit_ms = (game.minutes * 60_000.0) as u64 * 3 + 60_000;
+    let mut markers = Vec::new();
+    if network.partition_s > 0 && game.players > 3 {
+        let (from, to) = (20_000, 20_000 + network.partition_s * 1_000);
+        config.timeline =
+            vec![Step::Partition { at_ms: from, player: 3 }, Step::Repair { at_ms: to, player: 3 }];
+        markers.push((from, "player 3 cut off".to_owned()));
+        markers.push((to, "reconnected".to_owned()));
+    }
+    (config, markers)
+}
+
+/// Runs the simulation, with a progress bar on a terminal.
+fn play(
+    args: &SimulateArgs,
+    config: &SimConfig,
+    observer: &Arc<Observer>,
+) -> Result<SimReport, phalanx_sim::SimError> {
+    let mut setup = Setup::new(args.game.players, args.game.units, config.turns);
+    setup.desync = args.inject_desync.map(|turn| (args.desync_player, turn));
+    setup.observer = Some(observer.clone());
+    let progress = Progress::start(observer.clone(), config.turns);
+    let result = run_with::<Archers>(config.clone(), setup);
+    progress.finish();
+    result
+}
+
+/// The summary of a finished run that took `wall` seconds of real time.
+fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> Summary {
+    let players = args.game.players;
+    let agree = report.check_agreement();
+    let finals: Vec<u64> = report.hashes.iter().filter_map(|h| h.last().copied()).collect();
+    let hashes_agree = agree.is_ok() && finals.windows(2).all(|w| w[0] == w[1]);
+    let turns = report.hashes.iter().map(Vec::len).max().unwrap_or(0);
+    let seconds = (turns as u64 * turn_ms) as f64 / 1e3;
+    let per_player = |pick: fn(&(u64, u64)) -> u64, datagrams: fn(&(u64, u64)) -> u64| {
+        let total: u64 = report.wire_bytes.iter().map(pick).sum::<u64>()
+            + UDP_IP_BYTES * report.wire_datagrams.iter().map(datagrams).sum::<u64>();
+        total as f64 * 8.0 / 1e3 / seconds.max(1e-9) / players as f64
+    };
+    let app_per_turn = |pick: fn(&(u64, u64)) -> u64| {
+        report.app_bytes.iter().map(pick).sum::<u64>() as f64 / (turns.max(1) * players) as f64
+    };
+    let latencies: Vec<(u32, u32, u32)> = report.latency_ms.iter().flatten().copied().collect();
+    // Every player meets each report once; list each (turn, diverged players) once.
+    let desyncs: BTreeSet<Desync> = report
+        .desyncs
+        .iter()
+        .map(|(_, turn, players)| Desync { turn: *turn, players: players.clone() })
+        .collect();
+    Summary {
+        players,
+        units: args.game.units,
+        turns,
+        seed: args.game.seed,
+        hashes_agree,
+        final_state_hash: agreed_hashes(report).last().copied().unwrap_or(0),
+        desyncs: desyncs.into_iter().collect(),
+        commands_submitted: report.submitted.iter().sum(),
+        commands_executed: report.executed.iter().copied().min().unwrap_or(0),
+        latency_ms_p50: latencies.iter().map(|l| l.0).max().unwrap_or(0),
+        latency_ms_p95: latencies.iter().map(|l| l.1).max().unwrap_or(0),
+        latency_ms_max: latencies.iter().map(|l| l.2).max().unwrap_or(0),
+        stall_ms: report.stall_ms.iter().copied().max().unwrap_or(0),
+        wire_kbps_up_per_player: per_player(|b| b.0, |d| d.0),
+        wire_kbps_down_per_player: per_player(|b| b.1, |d| d.1),
+        app_bytes_per_turn_up: app_per_turn(|b| b.0),
+        app_bytes_per_turn_down: app_per_turn(|b| b.1),
+        sim_seconds: report.sim_ms as f64 / 1e3,
+        wall_seconds: wall,
+        trace_digest: report.trace_digest,
+        seconds_played: seconds,
+    }
+}
+
+impl Summary {
+    /// The printed summary, one labelled line each.
+    fn lines(&self, seed: u64) -> Vec<Line> {
+        let (up, down) = (self.wire_kbps_up_per_player, self.wire_kbps_down_per_player);
+        let desyncs = match self.desyncs.first() {
+            None => "0".into(),
+            Some(Desync { turn, players }) => {
+                format!("{} (first at turn {turn}, naming players {players:?})", self.desyncs.len())
+            }
+        };
+        let line = |label: &str, value: String| (label.to_owned(), value);
+        vec![
+            line("players", self.players.to_string()),
+            line("archers", self.units.to_string()),
+            line(
+                "turns executed",
+                format!("{} ({:.0} s of play)", self.turns, self.seconds_played),
+            ),
+            line("every player agrees", if self.hashes_agree { "yes" } else { "NO" }.into()),
+            line("final state hash", format!("{:#018x} (majority)", self.final_state_hash)),
+            line("desync reports", desyncs),
+            line(
+                "commands",
+                format!(
+                    "{} submitted, {} executed",
+                    self.commands_submitted, self.commands_executed
+                ),
+            ),
+            line(
+                "command latency",
+                format!(
+                    "p50 {} ms, p95 {} ms, max {} ms (worst player)",
+                    self.latency_ms_p50, self.latency_ms_p95, self.latency_ms_max
+                ),
+            ),
+            line("longest stall total", format!("{} ms (worst player)", self.stall_ms)),
+            line(
+                "wire per player",
+                format!("{up:.2} kbit/s up, {down:.2} kbit/s down (QUIC + UDP/IP)"),
+            ),
+            line("28.8 kbit/s modem share", format!("{:.0} %", (up + down) / 28.8 * 100.0)),
+            line(
+                "app bytes per turn",
+                format!(
+                    "{:.1} up, {:.1} down (phalanx, before QUIC)",
+                    self.app_bytes_per_turn_up, self.app_bytes_per_turn_down
+                ),
+            ),
+            line(
+                "simulated / wall time",
+                format!("{:.1} s / {:.1} s", self.sim_seconds, self.wall_seconds),
+            ),
+            line("trace digest", format!("{:#018x} (rerun with --seed {seed})", self.trace_digest)),
+        ]
+    }
+}
+
+/// Whether the run did what it promised: every player agreed; or, with `--inject-desync`, the
+/// injected divergence was caught at the first check turn at or after it, naming exactly the
+/// flipped player.
+fn succeeded(args: &SimulateArgs, config: &SimConfig, summary: &Summary) -> bool {
+    match args.inject_desync {
+        None => summary.hashes_agree,
+        Some(turn) => {
+            let interval = config.session.sync_interval_turns.max(1);
+            let expected = turn.div_ceil(interval) * interval;
+            summary.desyncs.first()
+                == Some(&Desync { turn: expected, players: vec![args.desync_player] })
+        }
+    }
+}
+
+/// Writes `bytes` to `path`, saying on stderr what failed.
+fn write(path: &Path, bytes: &[u8], what: &str) -> Result<(), ()> {
+    std::fs::write(path, bytes).map_err(|error| {
+        eprintln!("error: cannot write the {what} to {}: {error}", path.display());
+    })
+}
+
+/// The state hash most players had after each turn (the host's reference is the majority).
+fn agreed_hashes(report: &SimReport) -> Vec<u64> {
+    let longest = report.hashes.iter().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .map(|turn| {
+            let mut counts = std::collections::BTreeMap::new();
+            for hash in report.hashes.iter().filter_map(|h| h.get(turn)) {
+                *counts.entry(*hash).or_insert(0u32) += 1;
+            }
+            counts
+                .into_iter()
+                .max_by_key(|&(hash, n)| (n, std::cmp::Reverse(hash)))
+                .map_or(0, |x| x.0)
+        })
+        .collect()
+}
+
+/// The replay of the observed match, checked against the agreed hashes.
+fn replay_file(
+    args: &SimulateArgs,
+    config: &SimConfig,
+    observed: &Observed,
+    hashes: &[u64],
+) -> ReplayFile {
+    let session = &config.session;
+    let checks = (0..observed.turns.len().min(hashes.len()))
+        .map(|k| (observed.first_turn + k as u32, hashes[k]))
+        .collect();
+    ReplayFile {
+        magic: MAGIC,
+        players: args.game.players as u8,
+        units: args.game.units as u32,
+        replay: Replay {
+            format_version: REPLAY_FORMAT_VERSION,
+            protocol_version: phalanx_proto::PROTOCOL_VERSION,
+            game_data_hash: session.game_data_hash,
+            seed: args.game.seed,
+            players_max: args.game.players as u8,
+            first_pace: (session.turn_length_ms, session.command_delay_turns),
+            first_turn: observed.first_turn,
+            turns: observed.turns.clone(),
+            checks,
+            truncated: false,
+        },
+    }
+}
+
+/// The match and its simulated network, in words (for stderr and the report's subtitle).
+fn scenario(args: &SimulateArgs, partition: bool) -> String {
+    let (game, network) = (&args.game, &args.network);
+    format!(
+        "{} players, {} archers, {:.1} min, seed {}; simulated network: RTT {} ms, {:.1} % loss, \
+         jitter {} ms{}",
+        game.players,
+        game.units,
+        game.minutes,
+        game.seed,
+        network.rtt_ms,
+        network.loss_percent,
+        network.jitter_ms,
+        if partition {
+            format!(", player 3 cut off for {} s at 0:20", network.partition_s)
+        } else {
+            String::new()
+        },
+    )
+}
