@@ -65,10 +65,31 @@ trait Timers {
     fn advance(&mut self, now: u64) -> usize;
 }
 
+/// The `Timers` methods of a wrapper around either wheel: both start, cancel and drain alike.
+macro_rules! wheel_timers {
+    () => {
+        type Handle = TimerHandle;
+        fn start(&mut self, deadline: u64, value: u32) -> TimerHandle {
+            self.0.insert(deadline, value).expect("future deadline")
+        }
+        fn cancel(&mut self, handle: TimerHandle) -> bool {
+            self.0.cancel(handle).is_some()
+        }
+        fn advance(&mut self, now: u64) -> usize {
+            let mut fired = 0;
+            for expired in self.0.drain(now) {
+                black_box(expired.value);
+                fired += 1;
+            }
+            fired
+        }
+    };
+}
+
 struct Hashed(HashedWheel<u32>);
 
 impl Timers for Hashed {
-    type Handle = TimerHandle;
+    wheel_timers!();
     const NAME: &'static str = "hashed";
     fn with_capacity(n: usize, horizon: u64) -> Self {
         let slots = (horizon as usize).next_power_of_two();
@@ -76,45 +97,17 @@ impl Timers for Hashed {
         wheel.reserve(n);
         Hashed(wheel)
     }
-    fn start(&mut self, deadline: u64, value: u32) -> TimerHandle {
-        self.0.insert(deadline, value).expect("future deadline")
-    }
-    fn cancel(&mut self, handle: TimerHandle) -> bool {
-        self.0.cancel(handle).is_some()
-    }
-    fn advance(&mut self, now: u64) -> usize {
-        let mut fired = 0;
-        for expired in self.0.drain(now) {
-            black_box(expired.value);
-            fired += 1;
-        }
-        fired
-    }
 }
 
 struct Hierarchical(HierarchicalWheel<u32>);
 
 impl Timers for Hierarchical {
-    type Handle = TimerHandle;
+    wheel_timers!();
     const NAME: &'static str = "hierarchical";
     fn with_capacity(n: usize, _horizon: u64) -> Self {
         let mut wheel = HierarchicalWheel::new(0);
         wheel.reserve(n);
         Hierarchical(wheel)
-    }
-    fn start(&mut self, deadline: u64, value: u32) -> TimerHandle {
-        self.0.insert(deadline, value).expect("future deadline")
-    }
-    fn cancel(&mut self, handle: TimerHandle) -> bool {
-        self.0.cancel(handle).is_some()
-    }
-    fn advance(&mut self, now: u64) -> usize {
-        let mut fired = 0;
-        for expired in self.0.drain(now) {
-            black_box(expired.value);
-            fired += 1;
-        }
-        fired
     }
 }
 

@@ -2,29 +2,32 @@
 
 use std::fmt;
 
-/// A communication turn: the unit of lockstep time. Turn `t`'s commands execute on every peer
-/// when it executes turn `t`. Logical time — never derived from a clock.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-pub struct Turn(pub u32);
+/// Declares a public newtype over an integer: `Copy`, compared, ordered and hashed as the
+/// integer, and serialized as serde's newtype of it. Attributes (its docs, any extra derives)
+/// go before the name.
+macro_rules! newtype {
+    ($(#[$attr:meta])* $name:ident($inner:ty)) => {
+        $(#[$attr])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub struct $name(pub $inner);
+    };
+}
+
+newtype! {
+    /// A communication turn: the unit of lockstep time. Turn `t`'s commands execute on every
+    /// peer when it executes turn `t`. Logical time — never derived from a clock.
+    #[derive(Default)]
+    Turn(u32)
+}
 
 impl Turn {
     /// The first turn of a session.
     pub const ZERO: Turn = Turn(0);
 
-    /// The turn `turns` later, or `None` past `u32::MAX` (a session would have to run for 27
-    /// years of 200 ms turns to get there; a peer claiming it is classified as far-future).
+    /// The turn `turns` later, or `None` past `u32::MAX` (a session would have to run for 13
+    /// years of the default 100 ms turns to get there; a peer claiming it is classified as
+    /// far-future).
     pub fn checked_add(self, turns: u32) -> Option<Turn> {
         self.0.checked_add(turns).map(Turn)
     }
@@ -51,12 +54,11 @@ impl fmt::Display for Turn {
     }
 }
 
-/// A player's seat in the session, `0..players_max`. Bound to a connection at join; a player id
-/// inside a later message from a peer is never trusted.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-pub struct PlayerId(pub u8);
+newtype! {
+    /// A player's seat in the session, `0..players_max`. Bound to a connection at join; a
+    /// player id inside a later message from a peer is never trusted.
+    PlayerId(u8)
+}
 
 impl fmt::Display for PlayerId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -64,22 +66,12 @@ impl fmt::Display for PlayerId {
     }
 }
 
-/// A command's sequence number, per player, from 0. With the player it names a command
-/// uniquely: `(player, seq)` is the canonical order within a turn and the duplicate key.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-pub struct CommandSeq(pub u32);
+newtype! {
+    /// A command's sequence number, per player, from 0. With the player it names a command
+    /// uniquely: `(player, seq)` is the canonical order within a turn and the duplicate key.
+    #[derive(Default)]
+    CommandSeq(u32)
+}
 
 /// What [`Client::submit`](crate::Client::submit) returns for an accepted command: its
 /// sequence number and the turn it was stamped for. The command may still execute later than

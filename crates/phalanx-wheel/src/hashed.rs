@@ -8,9 +8,15 @@
 //!
 //! Time only moves inside [`HashedWheel::poll`]. Entries due at the wheel's current tick sit in
 //! a separate *ready* list until they are handed out.
+//!
+//! This module holds what is particular to Scheme 6: the table, where a deadline is filed,
+//! `next_deadline` and how the clock steps to the next due slot. The methods both wheels share
+//! (`insert`, `cancel`, `reset`, `get`, `deadline`, `poll`, `drain`, …) are generated from one
+//! definition in `shared.rs`.
 
+use crate::shared::wheel_api;
 use crate::store::{Store, NIL};
-use crate::{Expired, InsertError, ResetError, SlotCountError, TimerHandle};
+use crate::SlotCountError;
 
 /// The largest table [`HashedWheel::new`] accepts: 2^24 slots (16 Mi lists, 128 MiB of heads).
 pub const HASHED_SLOTS_MAX: usize = 1 << 24;
@@ -73,44 +79,9 @@ impl<T> HashedWheel<T> {
         self.slot_count as u32
     }
 
-    /// The wheel's current tick: the latest tick handed to [`poll`](Self::poll), or while a
-    /// drain is under way, the tick whose entries are being handed out.
-    pub fn now(&self) -> u64 {
-        self.now
-    }
-
     /// The number of slots in the table.
     pub fn slot_count(&self) -> usize {
         self.slot_count
-    }
-
-    /// How many timers are pending (including due ones not yet handed out).
-    pub fn len(&self) -> usize {
-        self.store.len()
-    }
-
-    /// Whether no timer is pending.
-    pub fn is_empty(&self) -> bool {
-        self.store.len() == 0
-    }
-
-    /// Makes room for `additional` more timers without allocating later.
-    pub fn reserve(&mut self, additional: usize) {
-        self.store.reserve(additional);
-    }
-
-    /// Starts a timer due at tick `deadline`.
-    ///
-    /// A deadline equal to [`now`](Self::now) is due at once: the next `poll` hands it out,
-    /// after every entry already due at this tick. A deadline before `now` is refused with
-    /// [`InsertError::DeadlineElapsed`] and nothing is stored.
-    pub fn insert(&mut self, deadline: u64, value: T) -> Result<TimerHandle, InsertError> {
-        if deadline < self.now {
-            return Err(InsertError::DeadlineElapsed { deadline, now: self.now });
-        }
-        let index = self.store.alloc(deadline, value).ok_or(InsertError::Full)?;
-        self.place(index, deadline);
-        Ok(self.store.handle(index))
     }
 
     fn place(&mut self, index: u32, deadline: u64) {
@@ -118,44 +89,6 @@ impl<T> HashedWheel<T> {
         let list =
             if deadline == self.now { self.ready_list() } else { (deadline & self.mask) as u32 };
         self.store.push_back(list, index);
-    }
-
-    /// Stops a timer and returns its value, or `None` if the handle is stale (the timer
-    /// already fired or was cancelled). A stale handle never touches another timer.
-    pub fn cancel(&mut self, handle: TimerHandle) -> Option<T> {
-        let index = self.store.resolve(handle)?;
-        Some(self.store.release(index).value)
-    }
-
-    /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer counts
-    /// as newly started: it takes a fresh start sequence. O(1); when the new deadline maps to
-    /// the same slot the entry just moves to that slot's tail.
-    pub fn reset(&mut self, handle: TimerHandle, deadline: u64) -> Result<(), ResetError> {
-        let index = self.store.resolve(handle).ok_or(ResetError::NotFound)?;
-        if deadline < self.now {
-            return Err(ResetError::DeadlineElapsed { deadline, now: self.now });
-        }
-        self.store.unlink(index);
-        self.store.renew_seq(index);
-        self.store.node_mut(index).deadline = deadline;
-        self.place(index, deadline);
-        Ok(())
-    }
-
-    /// The value of a pending timer.
-    pub fn get(&self, handle: TimerHandle) -> Option<&T> {
-        self.store.resolve(handle).map(|index| &self.store.node(index).value)
-    }
-
-    /// The value of a pending timer, mutably.
-    pub fn get_mut(&mut self, handle: TimerHandle) -> Option<&mut T> {
-        let index = self.store.resolve(handle)?;
-        Some(&mut self.store.node_mut(index).value)
-    }
-
-    /// The deadline of a pending timer.
-    pub fn deadline(&self, handle: TimerHandle) -> Option<u64> {
-        self.store.resolve(handle).map(|index| self.store.node(index).deadline)
     }
 
     /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).
@@ -205,35 +138,6 @@ impl<T> HashedWheel<T> {
             }
         }
         None
-    }
-
-    /// Hands out the next timer due at or before `until`, advancing the wheel's clock as far
-    /// as needed, or returns `None` once nothing more is due by `until` (the clock then reads
-    /// `until`). Entries come out in `(deadline, start sequence)` order.
-    ///
-    /// An `until` before [`now`](Self::now) does not move the clock back; it only hands out
-    /// entries already due.
-    #[inline]
-    pub fn poll(&mut self, until: u64) -> Option<Expired<T>> {
-        loop {
-            if let Some(expired) = self.store.pop_front(self.ready_list()) {
-                return Some(expired);
-            }
-            if self.now >= until {
-                return None;
-            }
-            if self.horizon > until {
-                // Nothing can be due by `until`: the common empty tick, in O(1).
-                self.now = until;
-                return None;
-            }
-            self.step(until);
-        }
-    }
-
-    /// An iterator of [`poll`](Self::poll)`(until)`: every timer due by `until`, in order.
-    pub fn drain(&mut self, until: u64) -> Drain<'_, T> {
-        Drain { wheel: self, until }
     }
 
     /// Moves the clock forward to the next tick with due entries (moving them to the ready
@@ -288,6 +192,8 @@ impl<T> HashedWheel<T> {
     }
 }
 
+wheel_api!(HashedWheel);
+
 impl<T> std::fmt::Debug for HashedWheel<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HashedWheel")
@@ -295,20 +201,5 @@ impl<T> std::fmt::Debug for HashedWheel<T> {
             .field("slot_count", &self.slot_count)
             .field("len", &self.len())
             .finish_non_exhaustive()
-    }
-}
-
-/// The iterator returned by [`HashedWheel::drain`].
-#[derive(Debug)]
-pub struct Drain<'a, T> {
-    wheel: &'a mut HashedWheel<T>,
-    until: u64,
-}
-
-impl<T> Iterator for Drain<'_, T> {
-    type Item = Expired<T>;
-
-    fn next(&mut self) -> Option<Expired<T>> {
-        self.wheel.poll(self.until)
     }
 }

@@ -66,6 +66,7 @@ mod hashed;
 mod hierarchical;
 #[cfg(feature = "serde")]
 mod serde_impl;
+mod shared;
 mod store;
 
 pub use hashed::{Drain as HashedDrain, HashedWheel, HASHED_SLOTS_MAX};

@@ -1,5 +1,6 @@
 //! The entry store both wheels share: a slab of timer entries with a free list, and intrusive
-//! doubly linked lists that thread the entries into wheel slots.
+//! doubly linked lists that thread the entries into wheel slots. (The public methods the
+//! wheels share on top of it are in `shared.rs`.)
 //!
 //! Everything is addressed by `u32` indices so a handle stays small and `Copy`. A slot's list is
 //! always kept in *start sequence* order (entries are only ever appended at the tail, and a

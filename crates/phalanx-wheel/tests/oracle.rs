@@ -5,8 +5,9 @@
 //! and at the end of `u64`, with stale handles and deadlines in the past, each wheel fires
 //! exactly the oracle's entries in exactly the oracle's order, and agrees with it on every
 //! result, on `now()`, `len()` and `next_deadline()` after every step. For the hierarchical
-//! wheel a serialize–restore is one of the steps: the restored wheel carries on identically,
-//! with the old handles still valid, and re-serializes to the same bytes.
+//! wheel with feature `serde` (`--all-features`), a serialize–restore is one of the steps: the
+//! restored wheel carries on identically, with the old handles still valid, and re-serializes
+//! to the same bytes.
 //!
 //! Seeded: `PHALANX_SEED=<u64>` picks the run, `PHALANX_CASES=<n>` the number of cases
 //! (default 1000). A failure prints the seed, the shrunk case and the command to rerun it.
@@ -52,7 +53,7 @@ enum Op {
         delta: u64,
         count: usize,
     },
-    /// Serialize and restore (hierarchical wheel only; a no-op for the hashed one).
+    /// Serialize and restore (hierarchical wheel with feature `serde` only; a no-op otherwise).
     Restore,
 }
 
@@ -137,6 +138,7 @@ impl Wheel for HashedWheel<u64> {
 
 impl Wheel for HierarchicalWheel<u64> {
     impl_wheel!(HierarchicalWheel<u64>);
+    #[cfg(feature = "serde")]
     fn restore(&mut self) -> Result<(), TestCaseError> {
         let bytes = postcard::to_allocvec(self).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let restored: HierarchicalWheel<u64> =
@@ -144,6 +146,11 @@ impl Wheel for HierarchicalWheel<u64> {
         let again = postcard::to_allocvec(&restored).expect("serialize restored");
         prop_assert_eq!(&bytes, &again, "a restored wheel must re-serialize identically");
         *self = restored;
+        Ok(())
+    }
+    /// Without the `serde` feature the wheel does not serialize: nothing to restore through.
+    #[cfg(not(feature = "serde"))]
+    fn restore(&mut self) -> Result<(), TestCaseError> {
         Ok(())
     }
 }
@@ -204,80 +211,103 @@ impl Oracle {
     }
 }
 
-/// Runs `ops` on `wheel` and the oracle side by side, failing on the first disagreement.
-fn check<W: Wheel>(mut wheel: W, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
-    let mut oracle = Oracle { now: start, ..Oracle::default() };
-    let mut handles: Vec<(TimerHandle, u64)> = Vec::new();
-    let mut next_id = 0u64;
-    let mut fired = Vec::new();
-    for op in ops {
+/// A wheel and the oracle side by side, with every handle issued and every entry fired.
+struct Run<W> {
+    wheel: W,
+    oracle: Oracle,
+    /// Every handle ever issued, live or stale, with the id it was started with.
+    handles: Vec<(TimerHandle, u64)>,
+    next_id: u64,
+    fired: Vec<(u64, u64, TimerHandle)>,
+}
+
+impl<W: Wheel> Run<W> {
+    /// The issued handle `which` picks (modulo how many there are), if any.
+    fn pick(&self, which: usize) -> Option<(TimerHandle, u64)> {
+        self.handles.get(which % self.handles.len().max(1)).copied()
+    }
+
+    /// Applies `op` to both, failing on the first disagreement in what they return.
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
         match *op {
             Op::Insert { delta } => {
-                let deadline = wheel.now().saturating_add(delta);
-                let handle = wheel.insert(deadline, next_id).expect("future deadline");
-                oracle.insert(deadline, next_id).expect("future deadline");
-                prop_assert_eq!(wheel.deadline(handle), Some(deadline));
-                handles.push((handle, next_id));
-                next_id += 1;
+                let deadline = self.wheel.now().saturating_add(delta);
+                let handle = self.wheel.insert(deadline, self.next_id).expect("future deadline");
+                self.oracle.insert(deadline, self.next_id).expect("future deadline");
+                prop_assert_eq!(self.wheel.deadline(handle), Some(deadline));
+                self.handles.push((handle, self.next_id));
+                self.next_id += 1;
             }
             Op::InsertPast { back } => {
-                let deadline = wheel.now().saturating_sub(back);
-                let got = wheel.insert(deadline, next_id);
-                let want = oracle.insert(deadline, next_id);
+                let deadline = self.wheel.now().saturating_sub(back);
+                let got = self.wheel.insert(deadline, self.next_id);
+                let want = self.oracle.insert(deadline, self.next_id);
                 prop_assert_eq!(got.is_ok(), want.is_ok());
                 if let Ok(handle) = got {
-                    handles.push((handle, next_id));
-                    next_id += 1;
+                    self.handles.push((handle, self.next_id));
+                    self.next_id += 1;
                 } else {
                     prop_assert_eq!(got.unwrap_err(), want.unwrap_err());
                 }
             }
             Op::Cancel { which } => {
-                if let Some(&(handle, id)) = handles.get(which % handles.len().max(1)) {
-                    prop_assert_eq!(wheel.cancel(handle), oracle.cancel(id));
+                if let Some((handle, id)) = self.pick(which) {
+                    prop_assert_eq!(self.wheel.cancel(handle), self.oracle.cancel(id));
                 }
             }
             Op::Reset { which, delta } => {
-                if let Some(&(handle, id)) = handles.get(which % handles.len().max(1)) {
-                    let deadline = wheel.now().saturating_add(delta);
-                    prop_assert_eq!(wheel.reset(handle, deadline), oracle.reset(id, deadline));
+                if let Some((handle, id)) = self.pick(which) {
+                    let deadline = self.wheel.now().saturating_add(delta);
+                    let want = self.oracle.reset(id, deadline);
+                    prop_assert_eq!(self.wheel.reset(handle, deadline), want);
                 }
             }
             Op::ResetPast { which, back } => {
-                if let Some(&(handle, id)) = handles.get(which % handles.len().max(1)) {
-                    let deadline = wheel.now().saturating_sub(back);
-                    prop_assert_eq!(wheel.reset(handle, deadline), oracle.reset(id, deadline));
+                if let Some((handle, id)) = self.pick(which) {
+                    let deadline = self.wheel.now().saturating_sub(back);
+                    let want = self.oracle.reset(id, deadline);
+                    prop_assert_eq!(self.wheel.reset(handle, deadline), want);
                 }
             }
             Op::Advance { delta } => {
-                let until = wheel.now().saturating_add(delta);
-                loop {
-                    let got = wheel.poll(until);
-                    let want = oracle.poll(until);
-                    prop_assert_eq!(got.map(|(d, id, _)| (d, id)), want);
-                    match got {
-                        Some(entry) => fired.push(entry),
-                        None => break,
-                    }
-                }
+                let until = self.wheel.now().saturating_add(delta);
+                while self.poll(until)? {}
             }
             Op::PollSome { delta, count } => {
-                let until = wheel.now().saturating_add(delta);
+                let until = self.wheel.now().saturating_add(delta);
                 for _ in 0..count {
-                    let got = wheel.poll(until);
-                    prop_assert_eq!(got.map(|(d, id, _)| (d, id)), oracle.poll(until));
-                    if let Some(entry) = got {
-                        fired.push(entry);
-                    }
+                    self.poll(until)?;
                 }
             }
-            Op::Restore => wheel.restore()?,
+            Op::Restore => self.wheel.restore()?,
         }
+        Ok(())
+    }
+
+    /// Polls both once with `until`; whether the wheel handed out an entry.
+    fn poll(&mut self, until: u64) -> Result<bool, TestCaseError> {
+        let got = self.wheel.poll(until);
+        prop_assert_eq!(got.map(|(d, id, _)| (d, id)), self.oracle.poll(until));
+        if let Some(entry) = got {
+            self.fired.push(entry);
+        }
+        Ok(got.is_some())
+    }
+}
+
+/// Runs `ops` on `wheel` and the oracle side by side, failing on the first disagreement.
+fn check<W: Wheel>(wheel: W, start: u64, ops: &[Op]) -> Result<(), TestCaseError> {
+    let oracle = Oracle { now: start, ..Oracle::default() };
+    let mut run = Run { wheel, oracle, handles: Vec::new(), next_id: 0, fired: Vec::new() };
+    for op in ops {
+        run.apply(op)?;
+        let Run { wheel, oracle, .. } = &run;
         prop_assert_eq!(wheel.now(), oracle.now, "now after {:?}", op);
         prop_assert_eq!(wheel.len(), oracle.queue.len(), "len after {:?}", op);
         let want_next = oracle.queue.first_key_value().map(|(&(deadline, _), _)| deadline);
         prop_assert_eq!(wheel.next_deadline(), want_next, "next_deadline after {:?}", op);
     }
+    let Run { mut wheel, mut oracle, fired, .. } = run;
     // A fired handle is stale for good.
     for &(_, _, handle) in &fired {
         prop_assert_eq!(wheel.cancel(handle), None);

@@ -1,0 +1,162 @@
+//! The part of the public API both wheels share, written once.
+//!
+//! The two wheels differ only in where a deadline is filed and in how the clock moves to the
+//! next slot with due entries. Everything else — the clock and size queries, starting,
+//! cancelling, re-arming and looking up a timer, the poll loop and the drain iterator — is the
+//! same code over the shared [`Store`](crate::store::Store), and [`wheel_api!`] generates it as
+//! inherent methods (with their docs) of each wheel, so callers need no trait in scope and
+//! every call is as direct as a hand-written method.
+
+/// Generates the shared inherent methods of `$wheel<T>` and its `Drain` iterator, in the
+/// invoking module.
+///
+/// `$wheel<T>` must have the fields
+/// - `store: Store<T>`, holding its timers;
+/// - `now: u64`, the clock;
+/// - `horizon: u64`, a lower bound on every deadline not yet in the ready list: while it is
+///   past `until`, `poll(until)` can move the clock to `until` without looking at any slot;
+///
+/// and the methods
+/// - `fn ready_list(&self) -> u32`, the list of entries due at `now` not yet handed out;
+/// - `fn place(&mut self, index: u32, deadline: u64)`, linking a detached node with
+///   `deadline >= now` into the list it belongs in (the ready list when it is due at `now`)
+///   and lowering `horizon` as needed;
+/// - `fn step(&mut self, until: u64)`, called with the ready list empty and `now < until`:
+///   moving the clock forward, never past `until`, to the next tick that may have due entries
+///   (leaving those due at the new `now` in the ready list) and keeping `horizon` a lower
+///   bound. `poll` calls it until something is due or the clock reads `until`.
+macro_rules! wheel_api {
+    ($wheel:ident) => {
+        impl<T> $wheel<T> {
+            /// The wheel's current tick: the latest tick handed to [`poll`](Self::poll), or
+            /// while a drain is under way, the tick whose entries are being handed out.
+            pub fn now(&self) -> u64 {
+                self.now
+            }
+
+            /// How many timers are pending (including due ones not yet handed out).
+            pub fn len(&self) -> usize {
+                self.store.len()
+            }
+
+            /// Whether no timer is pending.
+            pub fn is_empty(&self) -> bool {
+                self.store.len() == 0
+            }
+
+            /// Makes room for `additional` more timers without allocating later.
+            pub fn reserve(&mut self, additional: usize) {
+                self.store.reserve(additional);
+            }
+
+            /// Starts a timer due at tick `deadline` (any `u64`).
+            ///
+            /// A deadline equal to [`now`](Self::now) is due at once: the next `poll` hands it
+            /// out, after every entry already due at this tick. A deadline before `now` is
+            /// refused with [`InsertError::DeadlineElapsed`](crate::InsertError::DeadlineElapsed)
+            /// and nothing is stored.
+            pub fn insert(
+                &mut self,
+                deadline: u64,
+                value: T,
+            ) -> Result<$crate::TimerHandle, $crate::InsertError> {
+                if deadline < self.now {
+                    return Err($crate::InsertError::DeadlineElapsed { deadline, now: self.now });
+                }
+                let index = self.store.alloc(deadline, value).ok_or($crate::InsertError::Full)?;
+                self.place(index, deadline);
+                Ok(self.store.handle(index))
+            }
+
+            /// Stops a timer and returns its value, or `None` if the handle is stale (the timer
+            /// already fired or was cancelled). A stale handle never touches another timer.
+            pub fn cancel(&mut self, handle: $crate::TimerHandle) -> Option<T> {
+                let index = self.store.resolve(handle)?;
+                Some(self.store.release(index).value)
+            }
+
+            /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer
+            /// counts as newly started: it takes a fresh start sequence. O(1); when the new
+            /// deadline maps to the same slot the entry just moves to that slot's tail.
+            pub fn reset(
+                &mut self,
+                handle: $crate::TimerHandle,
+                deadline: u64,
+            ) -> Result<(), $crate::ResetError> {
+                let index = self.store.resolve(handle).ok_or($crate::ResetError::NotFound)?;
+                if deadline < self.now {
+                    return Err($crate::ResetError::DeadlineElapsed { deadline, now: self.now });
+                }
+                self.store.unlink(index);
+                self.store.renew_seq(index);
+                self.store.node_mut(index).deadline = deadline;
+                self.place(index, deadline);
+                Ok(())
+            }
+
+            /// The value of a pending timer.
+            pub fn get(&self, handle: $crate::TimerHandle) -> Option<&T> {
+                self.store.resolve(handle).map(|index| &self.store.node(index).value)
+            }
+
+            /// The value of a pending timer, mutably.
+            pub fn get_mut(&mut self, handle: $crate::TimerHandle) -> Option<&mut T> {
+                let index = self.store.resolve(handle)?;
+                Some(&mut self.store.node_mut(index).value)
+            }
+
+            /// The deadline of a pending timer.
+            pub fn deadline(&self, handle: $crate::TimerHandle) -> Option<u64> {
+                self.store.resolve(handle).map(|index| self.store.node(index).deadline)
+            }
+
+            /// Hands out the next timer due at or before `until`, advancing the wheel's clock
+            /// as far as needed, or returns `None` once nothing more is due by `until` (the
+            /// clock then reads `until`). Entries come out in `(deadline, start sequence)`
+            /// order.
+            ///
+            /// An `until` before [`now`](Self::now) does not move the clock back; it only hands
+            /// out entries already due.
+            #[inline]
+            pub fn poll(&mut self, until: u64) -> Option<$crate::Expired<T>> {
+                loop {
+                    if let Some(expired) = self.store.pop_front(self.ready_list()) {
+                        return Some(expired);
+                    }
+                    if self.now >= until {
+                        return None;
+                    }
+                    if self.horizon > until {
+                        // Nothing can be due by `until`: the common empty tick, in O(1).
+                        self.now = until;
+                        return None;
+                    }
+                    self.step(until);
+                }
+            }
+
+            /// An iterator of [`poll`](Self::poll)`(until)`: every timer due by `until`, in
+            /// order.
+            pub fn drain(&mut self, until: u64) -> Drain<'_, T> {
+                Drain { wheel: self, until }
+            }
+        }
+
+        #[doc = concat!("The iterator returned by [`", stringify!($wheel), "::drain`].")]
+        #[derive(Debug)]
+        pub struct Drain<'a, T> {
+            wheel: &'a mut $wheel<T>,
+            until: u64,
+        }
+
+        impl<T> Iterator for Drain<'_, T> {
+            type Item = $crate::Expired<T>;
+
+            fn next(&mut self) -> Option<$crate::Expired<T>> {
+                self.wheel.poll(self.until)
+            }
+        }
+    };
+}
+
+pub(crate) use wheel_api;
