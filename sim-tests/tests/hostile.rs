@@ -12,10 +12,7 @@ use std::sync::Mutex;
 
 use phalanx::{PlayerId, Turn, TypedRecord, TypedTurn};
 use phalanx_sim::{run_with, SimConfig, SimGame, SimReport};
-
-fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
-    sim_tests::for_each_seed("hostile", name, count, check);
-}
+use phalanx_testkit::{for_each_seed, seeded_test};
 
 const TURNS: u32 = 120;
 const PLAYERS: usize = 4;
@@ -113,7 +110,7 @@ fn run(seed: u64, factor: u32) -> Result<SimReport, String> {
 /// honest players finish within 5 % of the time they take without the flood.
 #[test]
 fn impostor_and_flood_change_nothing_for_the_others() {
-    for_each_seed("impostor_and_flood_change_nothing_for_the_others", 3, |seed| {
+    for_each_seed(seeded_test!("impostor_and_flood_change_nothing_for_the_others"), 3, |seed| {
         let baseline = run(seed, 0)?;
         let window_budget = 16 * 4;
         for factor in [1u32, 10, 100, 1_000] {

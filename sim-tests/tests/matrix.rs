@@ -3,19 +3,16 @@
 //! Row 10 (crash and rejoin) is in `rejoin.rs`.
 
 use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
+use phalanx_testkit::{for_each_seed, seeded_test};
 
 /// The reference game: a hash chain over every record, a command every 4 turns per player.
 const EVERY: u32 = 4;
-
-fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
-    sim_tests::for_each_seed("matrix", name, count, check);
-}
 
 /// A clean network: every player executes the same 100 turns with the same states, and every
 /// command submitted is executed by everyone.
 #[test]
 fn clean_network_agrees() {
-    for_each_seed("clean_network_agrees", 10, |seed| {
+    for_each_seed(seeded_test!("clean_network_agrees"), 10, |seed| {
         let report =
             run_with::<ChainGame>(SimConfig::new(seed, 4), EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
@@ -35,7 +32,7 @@ fn clean_network_agrees() {
 /// another trace.
 #[test]
 fn same_seed_same_trace() {
-    for_each_seed("same_seed_same_trace", 5, |seed| {
+    for_each_seed(seeded_test!("same_seed_same_trace"), 5, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.faults = LinkFaults::default();
         config.faults.loss_permille = 30;
@@ -61,7 +58,7 @@ fn same_seed_same_trace() {
 /// Row 1 at L2: 5 % loss each way on every link — agreement holds and every player finishes.
 #[test]
 fn loss_five_percent_agrees() {
-    for_each_seed("loss_five_percent_agrees", 20, |seed| {
+    for_each_seed(seeded_test!("loss_five_percent_agrees"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.loss_permille = 50;
         config.latency_ms = 50;
@@ -79,7 +76,7 @@ fn loss_five_percent_agrees() {
 /// and agree; the cut-off player's session ends with a typed outcome.
 #[test]
 fn long_partition_removes_the_player() {
-    for_each_seed("long_partition_removes_the_player", 10, |seed| {
+    for_each_seed(seeded_test!("long_partition_removes_the_player"), 10, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 120;
         config.timeline = vec![
@@ -122,7 +119,7 @@ fn run_agreeing(config: SimConfig, finishers: &[usize]) -> Result<phalanx_sim::S
 /// Row 2 at L2: Gilbert–Elliott bursts on every link — agreement, everyone finishes.
 #[test]
 fn burst_loss_agrees() {
-    for_each_seed("burst_loss_agrees", 20, |seed| {
+    for_each_seed(seeded_test!("burst_loss_agrees"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.burst = Some(phalanx_sim::Burst {
             enter_permille: 20,
@@ -137,7 +134,7 @@ fn burst_loss_agrees() {
 /// them; agreement holds and every command executes once.
 #[test]
 fn duplicates_and_replays_are_harmless() {
-    for_each_seed("duplicates_and_replays_are_harmless", 20, |seed| {
+    for_each_seed(seeded_test!("duplicates_and_replays_are_harmless"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.duplicate_permille = 300;
         config.faults.replay_delay_ms = 3_000;
@@ -152,7 +149,7 @@ fn duplicates_and_replays_are_harmless() {
 /// Row 4 at L2: jitter up to 300 ms per datagram reorders everything — agreement holds.
 #[test]
 fn reordering_agrees() {
-    for_each_seed("reordering_agrees", 20, |seed| {
+    for_each_seed(seeded_test!("reordering_agrees"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.jitter_ms = 300;
         run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
@@ -163,7 +160,7 @@ fn reordering_agrees() {
 #[test]
 fn latency_agrees() {
     for latency in [0u64, 150, 300] {
-        for_each_seed(&format!("latency_agrees_{latency}"), 10, |seed| {
+        for_each_seed(seeded_test!(format!("latency_agrees_{latency}")), 10, |seed| {
             let mut config = SimConfig::new(seed, 4);
             config.latency_ms = latency;
             run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
@@ -175,7 +172,7 @@ fn latency_agrees() {
 /// player catches up and agrees.
 #[test]
 fn short_partition_heals() {
-    for_each_seed("short_partition_heals", 20, |seed| {
+    for_each_seed(seeded_test!("short_partition_heals"), 20, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.timeline = vec![
             Step::Partition { at_ms: 2_000, player: 2 },
@@ -193,7 +190,7 @@ fn short_partition_heals() {
 /// within the idle timeout (the simulation would hit its time limit otherwise).
 #[test]
 fn host_crash_ends_every_client_with_host_lost() {
-    for_each_seed("host_crash_ends_every_client_with_host_lost", 20, |seed| {
+    for_each_seed(seeded_test!("host_crash_ends_every_client_with_host_lost"), 20, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.timeline = vec![Step::CrashHost { at_ms: 4_000 }];
         config.limit_ms = 20_000;
@@ -212,7 +209,7 @@ fn host_crash_ends_every_client_with_host_lost() {
 /// report names check turn 40 and exactly that player.
 #[test]
 fn desync_is_reported_at_l2() {
-    for_each_seed("desync_is_reported_at_l2", 20, |seed| {
+    for_each_seed(seeded_test!("desync_is_reported_at_l2"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.desync_at = Some((2, 33));
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
@@ -233,7 +230,7 @@ fn desync_is_reported_at_l2() {
 /// authentication before phalanx sees them; the game is unaffected.
 #[test]
 fn corruption_below_quic_is_discarded() {
-    for_each_seed("corruption_below_quic_is_discarded", 20, |seed| {
+    for_each_seed(seeded_test!("corruption_below_quic_is_discarded"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.corrupt_permille = 50;
         run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
@@ -244,7 +241,7 @@ fn corruption_below_quic_is_discarded() {
 /// unaffected.
 #[test]
 fn join_flood_is_refused() {
-    for_each_seed("join_flood_is_refused", 3, |seed| {
+    for_each_seed(seeded_test!("join_flood_is_refused"), 3, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.flood_joins = 1_000;
         config.turns = 150;
@@ -263,7 +260,7 @@ fn join_flood_is_refused() {
 /// player that was not dropped — or that rejoined — finishes all its turns.
 #[test]
 fn swarm() {
-    for_each_seed("swarm", 40, |seed| {
+    for_each_seed(seeded_test!("swarm"), 40, |seed| {
         let mut rng = phalanx_sim::Rng::new(seed);
         let mut config = SimConfig::new(seed, 4);
         config.faults.loss_permille = rng.below(300) as u32;
@@ -314,7 +311,7 @@ fn swarm() {
 /// shorter than the idle timeout: nobody is dropped, everyone finishes and agrees.
 #[test]
 fn swizzle_clog_heals() {
-    for_each_seed("swizzle_clog_heals", 10, |seed| {
+    for_each_seed(seeded_test!("swizzle_clog_heals"), 10, |seed| {
         let mut rng = phalanx_sim::Rng::new(seed);
         let mut config = SimConfig::new(seed, 4);
         let mut steps = Vec::new();
@@ -342,7 +339,7 @@ fn swizzle_clog_heals() {
 /// and the half-open player's session ends with a typed outcome.
 #[test]
 fn half_open_player_is_removed() {
-    for_each_seed("half_open_player_is_removed", 10, |seed| {
+    for_each_seed(seeded_test!("half_open_player_is_removed"), 10, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 120;
         config.timeline = vec![Step::PartitionUp { at_ms: 3_000, player: 1 }];
@@ -363,7 +360,7 @@ fn half_open_player_is_removed() {
 #[test]
 fn hostile_player_is_removed_and_others_unaffected() {
     for mode in [phalanx_sim::Hostile::Garbage, phalanx_sim::Hostile::SpoofedTurns] {
-        for_each_seed(&format!("hostile_{mode:?}"), 5, |seed| {
+        for_each_seed(seeded_test!(format!("hostile_{mode:?}")), 5, |seed| {
             let mut config = SimConfig::new(seed, 4);
             config.hostile = Some(mode);
             let report = run_agreeing(config, &[0, 1, 2])?;

@@ -5,13 +5,10 @@
 
 use phalanx::JoinRefusal;
 use phalanx_sim::{run_with, ChainGame, Rng, SimConfig, SimReport, Step};
+use phalanx_testkit::{for_each_seed, seeded_test};
 
 const EVERY: u32 = 4;
 const TURNS: u32 = 150;
-
-fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
-    sim_tests::for_each_seed("rejoin", name, count, check);
-}
 
 /// Three players, a little loss and jitter; player 1 crashes between 3 and 6 s.
 fn scenario(seed: u64, window_ms: u32, restart_after_ms: u64) -> SimConfig {
@@ -35,7 +32,7 @@ fn events(report: &SimReport, what: &str) -> usize {
 
 #[test]
 fn crashed_client_rejoins_within_the_window() {
-    for_each_seed("crashed_client_rejoins_within_the_window", 8, |seed| {
+    for_each_seed(seeded_test!("crashed_client_rejoins_within_the_window"), 8, |seed| {
         // The host notices the silence after the idle timeout (3 s); come back after that.
         let config = scenario(seed, 30_000, 4_500);
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
@@ -66,7 +63,7 @@ fn crashed_client_rejoins_within_the_window() {
 
 #[test]
 fn crashed_client_is_refused_after_the_window() {
-    for_each_seed("crashed_client_is_refused_after_the_window", 5, |seed| {
+    for_each_seed(seeded_test!("crashed_client_is_refused_after_the_window"), 5, |seed| {
         // Timed out after 3 s, window 2 s: back after 6.5 s is too late.
         let config = scenario(seed, 2_000, 6_500);
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;

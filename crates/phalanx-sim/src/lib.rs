@@ -43,43 +43,9 @@ use serde::Serialize;
 
 pub use socket::SimSocket;
 
-/// The seeded generator of every fault draw (re-exported from phalanx-proto).
-pub use phalanx_proto::SplitMix64 as Rng;
-
-/// Gilbert–Elliott burst loss, stepped once per datagram.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Burst {
-    /// Chance per datagram of entering the bad state.
-    pub enter_permille: u32,
-    /// Chance per datagram of leaving it.
-    pub leave_permille: u32,
-    /// Loss in the bad state.
-    pub loss_permille: u32,
-}
-
-/// Outbound faults of one node (applied to everything it sends).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LinkFaults {
-    /// Independent loss.
-    pub loss_permille: u32,
-    /// Burst loss on top.
-    pub burst: Option<Burst>,
-    /// Chance of a duplicate (delayed by up to `jitter_ms + 50`).
-    pub duplicate_permille: u32,
-    /// Extra delay, uniform in `0..=jitter_ms`, per datagram: reorders.
-    pub jitter_ms: u64,
-    /// Datagrams larger than this are dropped.
-    pub mtu_bytes: Option<usize>,
-    /// Chance a datagram has one byte flipped on the way (below QUIC: its authentication must
-    /// discard it).
-    pub corrupt_permille: u32,
-    /// Duplicates arrive up to this much later than the original (replays).
-    pub replay_delay_ms: u64,
-    /// The faults stop at this simulated time and the link is clean afterwards (`None`:
-    /// never): a safety phase with faults, then a liveness phase without.
-    pub until_ms: Option<u64>,
-}
+/// The fault model, shared with phalanx-mesh (re-exported from phalanx-testkit). Here a
+/// node's [`LinkFaults`] apply to everything it sends, on top of [`SimConfig::latency_ms`].
+pub use phalanx_testkit::{Burst, LinkFaults, Rng};
 
 /// A timeline step, on simulated time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
