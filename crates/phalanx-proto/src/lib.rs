@@ -50,6 +50,7 @@ mod replay;
 mod rng;
 mod stats;
 mod sync;
+pub mod testing;
 mod typed;
 mod types;
 mod wire;

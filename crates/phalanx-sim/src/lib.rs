@@ -491,17 +491,7 @@ fn hostile_datagram(mode: Hostile, rng: &mut Rng, pn: u64) -> Vec<u8> {
             bytes
         }
         Hostile::SpoofedTurns => {
-            // version 1, kind Up, pn, no ack, turn_ack u32::MAX, turn_exec 0, first_seq 0,
-            // no extras, no commands — varints written out by hand.
-            let mut bytes = vec![phalanx_proto::PROTOCOL_VERSION, 1];
-            let mut value = pn;
-            while value >= 0x80 {
-                bytes.push((value as u8 & 0x7f) | 0x80);
-                value >>= 7;
-            }
-            bytes.push(value as u8);
-            bytes.extend_from_slice(&[0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0]);
-            bytes
+            phalanx_proto::testing::up_datagram_claiming(pn, phalanx_proto::Turn(u32::MAX))
         }
     }
 }
