@@ -2,11 +2,27 @@
 //! a failure names the seed (`PHALANX_SEED` reruns one, `PHALANX_SEEDS` sets the count).
 //! Row 10 (crash and rejoin) is in `rejoin.rs`.
 
-use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
+use phalanx::PlayerId;
+use phalanx_sim::{run_with, ChainGame, LinkFaults, PlayerReport, SimConfig, SimReport, Step};
 use phalanx_testkit::{for_each_seed, seeded_test};
 
 /// The reference game: a hash chain over every record, a command every 4 turns per player.
 const EVERY: u32 = 4;
+
+/// Turns each player executed, in seat order.
+fn turns(report: &SimReport) -> Vec<usize> {
+    report.players.iter().map(|player| player.hashes.len()).collect()
+}
+
+/// The report of the player in seat `seat`.
+fn seat(report: &SimReport, seat: u8) -> Result<&PlayerReport, String> {
+    report.player(PlayerId(seat)).ok_or_else(|| format!("nobody took seat {seat}"))
+}
+
+/// Every player's state hashes, in seat order.
+fn turn_hashes(report: &SimReport) -> Vec<&[u64]> {
+    report.players.iter().map(|player| player.hashes.as_slice()).collect()
+}
 
 /// A clean network: every player executes the same 100 turns with the same states, and every
 /// command submitted is executed by everyone.
@@ -16,13 +32,14 @@ fn clean_network_agrees() {
         let report =
             run_with::<ChainGame>(SimConfig::new(seed, 4), EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+        let turns = turns(&report);
         if turns.iter().any(|&t| t != 100) {
             return Err(format!("turns executed {turns:?}"));
         }
-        let submitted: u64 = report.submitted.iter().sum();
-        if report.executed.iter().any(|&e| e < submitted.saturating_sub(8)) || submitted < 80 {
-            return Err(format!("submitted {submitted}, executed {:?}", report.executed));
+        let submitted: u64 = report.players.iter().map(|player| player.submitted).sum();
+        let executed: Vec<u64> = report.players.iter().map(|player| player.executed).collect();
+        if executed.iter().any(|&e| e < submitted.saturating_sub(8)) || submitted < 80 {
+            return Err(format!("submitted {submitted}, executed {executed:?}"));
         }
         Ok(())
     });
@@ -42,7 +59,7 @@ fn same_seed_same_trace() {
         let b = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
         config.seed += 1;
         let c = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
-        if a.trace_digest != b.trace_digest || a.hashes != b.hashes {
+        if a.trace_digest != b.trace_digest || turn_hashes(&a) != turn_hashes(&b) {
             return Err(format!(
                 "same seed, different runs: {:#x} vs {:#x}",
                 a.trace_digest, b.trace_digest
@@ -64,7 +81,7 @@ fn loss_five_percent_agrees() {
         config.latency_ms = 50;
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+        let turns = turns(&report);
         if turns.iter().any(|&t| t != 100) {
             return Err(format!("turns executed {turns:?}"));
         }
@@ -80,18 +97,15 @@ fn long_partition_removes_the_player() {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 120;
         config.timeline = vec![
-            Step::Partition { at_ms: 3_000, player: 1 },
-            Step::Repair { at_ms: 9_000, player: 1 },
+            Step::Partition { at_ms: 3_000, player: PlayerId(1) },
+            Step::Repair { at_ms: 9_000, player: PlayerId(1) },
         ];
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        if report.hashes[0].len() != 120 || report.hashes[2].len() != 120 {
-            return Err(format!(
-                "the others did not finish: {:?}",
-                report.hashes.iter().map(Vec::len).collect::<Vec<_>>()
-            ));
+        if seat(&report, 0)?.hashes.len() != 120 || seat(&report, 2)?.hashes.len() != 120 {
+            return Err(format!("the others did not finish: {:?}", turns(&report)));
         }
-        if report.ended[1].is_none() {
+        if seat(&report, 1)?.ended.is_none() {
             return Err("the cut-off player has no end reason".into());
         }
         if !report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
@@ -103,14 +117,13 @@ fn long_partition_removes_the_player() {
 
 /// Runs `config` and checks agreement and that the players named in `finishers` executed every
 /// turn of the scenario.
-fn run_agreeing(config: SimConfig, finishers: &[usize]) -> Result<phalanx_sim::SimReport, String> {
+fn run_agreeing(config: SimConfig, finishers: &[u8]) -> Result<SimReport, String> {
     let turns = config.turns as usize;
     let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
     report.check_agreement()?;
     for &player in finishers {
-        if report.hashes[player].len() != turns {
-            let got: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
-            return Err(format!("player {player} did not finish: {got:?}"));
+        if seat(&report, player)?.hashes.len() != turns {
+            return Err(format!("player {player} did not finish: {:?}", self::turns(&report)));
         }
     }
     Ok(report)
@@ -175,8 +188,8 @@ fn short_partition_heals() {
     for_each_seed(seeded_test!("short_partition_heals"), 20, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.timeline = vec![
-            Step::Partition { at_ms: 2_000, player: 2 },
-            Step::Repair { at_ms: 3_500, player: 2 },
+            Step::Partition { at_ms: 2_000, player: PlayerId(2) },
+            Step::Repair { at_ms: 3_500, player: PlayerId(2) },
         ];
         let report = run_agreeing(config, &[0, 1, 2])?;
         if report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
@@ -196,9 +209,9 @@ fn host_crash_ends_every_client_with_host_lost() {
         config.limit_ms = 20_000;
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        for (player, ended) in report.ended.iter().enumerate() {
-            if *ended != Some(phalanx::EndReason::HostLost) {
-                return Err(format!("player {player} ended with {ended:?}"));
+        for player in &report.players {
+            if player.ended != Some(phalanx::EndReason::HostLost) {
+                return Err(format!("{} ended with {:?}", player.name(), player.ended));
             }
         }
         Ok(())
@@ -211,15 +224,15 @@ fn host_crash_ends_every_client_with_host_lost() {
 fn desync_is_reported_at_l2() {
     for_each_seed(seeded_test!("desync_is_reported_at_l2"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
-        config.desync_at = Some((2, 33));
+        config.desync_at = Some((PlayerId(2), 33));
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
-        for player in 0..4 {
+        for player in (0..4).map(PlayerId) {
             let first = report.desyncs.iter().find(|(p, _, _)| *p == player);
             let Some((_, turn, diverged)) = first else {
-                return Err(format!("player {player} saw no desync"));
+                return Err(format!("{player:?} saw no desync"));
             };
             if *turn != 40 || diverged.len() != 1 {
-                return Err(format!("player {player}: turn {turn}, diverged {diverged:?}"));
+                return Err(format!("{player:?}: turn {turn}, diverged {diverged:?}"));
             }
         }
         Ok(())
@@ -270,18 +283,18 @@ fn swarm() {
         config.latency_ms = rng.below(120);
         config.turns = 160;
         let at_ms = 2_000 + rng.below(4_000);
-        let player = rng.below(4) as usize;
+        let player = rng.below(4) as u8;
         config.timeline = vec![
-            Step::Partition { at_ms, player },
-            Step::Repair { at_ms: at_ms + rng.below(5_000), player },
+            Step::Partition { at_ms, player: PlayerId(player) },
+            Step::Repair { at_ms: at_ms + rng.below(5_000), player: PlayerId(player) },
         ];
         let crashed = rng.chance(500).then(|| {
-            let crashed = (player + 1 + rng.below(3) as usize) % 4;
+            let crashed = (player + 1 + rng.below(3) as u8) % 4;
             let restart = rng.chance(700).then(|| 4_000 + rng.below(3_000));
             let at_ms = 2_000 + rng.below(5_000);
             config.timeline.push(Step::CrashClient {
                 at_ms,
-                player: crashed,
+                player: PlayerId(crashed),
                 restart_after_ms: restart,
             });
             (crashed, restart.is_some())
@@ -292,13 +305,13 @@ fn swarm() {
             p != player && crashed.is_none_or(|(who, restarted)| p != who || restarted)
         });
         for other in finishers {
-            if report.hashes[other].len() != 160 {
+            if seat(&report, other)?.hashes.len() != 160 {
                 return Err(format!(
                     "player {other} did not finish (cut player {player}, crashed {crashed:?}): \
                      turns {:?}, ended {:?}, join errors {:?}, host events {:?}",
-                    report.hashes.iter().map(Vec::len).collect::<Vec<_>>(),
-                    report.ended,
-                    report.join_errors,
+                    turns(&report),
+                    report.players.iter().map(|p| p.ended).collect::<Vec<_>>(),
+                    report.players.iter().map(|p| p.join_error.clone()).collect::<Vec<_>>(),
                     report.host_events
                 ));
             }
@@ -318,12 +331,12 @@ fn swizzle_clog_heals() {
         let mut at = 2_000;
         for player in 0..3 {
             at += rng.below(300);
-            steps.push(Step::Partition { at_ms: at, player });
+            steps.push(Step::Partition { at_ms: at, player: PlayerId(player) });
         }
         // Restore in reverse order, all within 1.5 s of the first cut.
         for player in (0..3).rev() {
             at += rng.below(300);
-            steps.push(Step::Repair { at_ms: at, player });
+            steps.push(Step::Repair { at_ms: at, player: PlayerId(player) });
         }
         config.timeline = steps;
         let report = run_agreeing(config, &[0, 1, 2, 3])?;
@@ -342,12 +355,12 @@ fn half_open_player_is_removed() {
     for_each_seed(seeded_test!("half_open_player_is_removed"), 10, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 120;
-        config.timeline = vec![Step::PartitionUp { at_ms: 3_000, player: 1 }];
+        config.timeline = vec![Step::PartitionUp { at_ms: 3_000, player: PlayerId(1) }];
         let report = run_agreeing(config, &[0, 2])?;
         if !report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
             return Err("the half-open player was not removed".into());
         }
-        if report.ended[1].is_none() {
+        if seat(&report, 1)?.ended.is_none() {
             return Err("the half-open player's session has no end reason".into());
         }
         Ok(())
@@ -362,12 +375,13 @@ fn hostile_player_is_removed_and_others_unaffected() {
     for mode in [phalanx_sim::Hostile::Garbage, phalanx_sim::Hostile::SpoofedTurns] {
         for_each_seed(seeded_test!(format!("hostile_{mode:?}")), 5, |seed| {
             let mut config = SimConfig::new(seed, 4);
-            config.hostile = Some(mode);
+            config.hostile = Some((PlayerId(3), mode));
             let report = run_agreeing(config, &[0, 1, 2])?;
             if !report.host_events.iter().any(|(_, e)| e.contains("PlayerMisbehaved")) {
                 return Err(format!(
                     "{mode:?}: the hostile player was never removed: {:?} {:?}",
-                    report.host_events, report.ended
+                    report.host_events,
+                    report.players.iter().map(|p| p.ended).collect::<Vec<_>>()
                 ));
             }
             Ok(())

@@ -19,7 +19,8 @@ use quinn::{AsyncUdpSocket, UdpPoller};
 
 use phalanx_testkit::BurstState;
 
-use crate::{LinkFaults, Rng, Trace};
+use crate::trace::Trace;
+use crate::{LinkFaults, Rng};
 
 type Readable = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 

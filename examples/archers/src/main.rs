@@ -23,7 +23,7 @@ use archers::game::{Archers, Observed, Observer, Setup};
 use archers::net::{self, Match};
 use archers::replay::{ReplayFile, MAGIC};
 use archers::report::{self, ReportInput, UDP_IP_BYTES};
-use phalanx::Fingerprint;
+use phalanx::{Fingerprint, PlayerId};
 use phalanx_proto::{Replay, REPLAY_FORMAT_VERSION};
 use phalanx_sim::{run_with, SimConfig, SimReport, Step};
 
@@ -250,11 +250,11 @@ impl Progress {
 
 /// The state hash most players had after each turn (the host's reference is the majority).
 fn agreed_hashes(report: &SimReport) -> Vec<u64> {
-    let longest = report.hashes.iter().map(Vec::len).max().unwrap_or(0);
+    let longest = report.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
     (0..longest)
         .map(|turn| {
             let mut counts = std::collections::BTreeMap::new();
-            for hash in report.hashes.iter().filter_map(|h| h.get(turn)) {
+            for hash in report.players.iter().filter_map(|p| p.hashes.get(turn)) {
                 *counts.entry(*hash).or_insert(0u32) += 1;
             }
             counts
@@ -327,8 +327,10 @@ fn simulate(options: &Options) -> ExitCode {
     let mut markers = Vec::new();
     if options.partition_s > 0 && options.players > 3 {
         let (from, to) = (20_000, 20_000 + options.partition_s * 1_000);
-        config.timeline =
-            vec![Step::Partition { at_ms: from, player: 3 }, Step::Repair { at_ms: to, player: 3 }];
+        config.timeline = vec![
+            Step::Partition { at_ms: from, player: PlayerId(3) },
+            Step::Repair { at_ms: to, player: PlayerId(3) },
+        ];
         markers.push((from, "player 3 cut off".to_owned()));
         markers.push((to, "reconnected".to_owned()));
     }
@@ -359,33 +361,38 @@ fn simulate(options: &Options) -> ExitCode {
     };
     let wall = started.elapsed().as_secs_f64();
     let agree = report.check_agreement();
-    let finals: Vec<u64> = report.hashes.iter().filter_map(|h| h.last().copied()).collect();
+    let finals: Vec<u64> = report.players.iter().filter_map(|p| p.hashes.last().copied()).collect();
     let hashes_agree = agree.is_ok() && finals.windows(2).all(|w| w[0] == w[1]);
-    let turns = report.hashes.iter().map(Vec::len).max().unwrap_or(0);
-    let submitted: u64 = report.submitted.iter().sum();
-    let executed = report.executed.iter().copied().min().unwrap_or(0);
+    let turns = report.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
+    let submitted: u64 = report.players.iter().map(|p| p.submitted).sum();
+    let executed = report.players.iter().map(|p| p.executed).min().unwrap_or(0);
     let sim_s = report.sim_ms as f64 / 1e3;
     let seconds = (turns as u64 * turn_ms) as f64 / 1e3;
     let per_player = |pick: fn(&(u64, u64)) -> u64, datagrams: fn(&(u64, u64)) -> u64| {
-        let total: u64 = report.wire_bytes.iter().map(pick).sum::<u64>()
-            + UDP_IP_BYTES * report.wire_datagrams.iter().map(datagrams).sum::<u64>();
+        let total: u64 = report.players.iter().map(|p| pick(&p.wire_bytes)).sum::<u64>()
+            + UDP_IP_BYTES
+                * report.players.iter().map(|p| datagrams(&p.wire_datagrams)).sum::<u64>();
         total as f64 * 8.0 / 1e3 / seconds.max(1e-9) / options.players as f64
     };
     let up_kbps = per_player(|b| b.0, |d| d.0);
     let down_kbps = per_player(|b| b.1, |d| d.1);
-    let app_up = report.app_bytes.iter().map(|b| b.0).sum::<u64>() as f64
+    let app_up = report.players.iter().map(|p| p.app_bytes.0).sum::<u64>() as f64
         / (turns.max(1) * options.players) as f64;
-    let app_down = report.app_bytes.iter().map(|b| b.1).sum::<u64>() as f64
+    let app_down = report.players.iter().map(|p| p.app_bytes.1).sum::<u64>() as f64
         / (turns.max(1) * options.players) as f64;
-    let latencies: Vec<(u32, u32, u32)> = report.latency_ms.iter().flatten().copied().collect();
+    let latencies: Vec<(u32, u32, u32)> =
+        report.players.iter().filter_map(|p| p.latency_ms).collect();
     let p50 = latencies.iter().map(|l| l.0).max().unwrap_or(0);
     let p95 = latencies.iter().map(|l| l.1).max().unwrap_or(0);
     let max = latencies.iter().map(|l| l.2).max().unwrap_or(0);
-    let stall = report.stall_ms.iter().copied().max().unwrap_or(0);
+    let stall = report.players.iter().map(|p| p.stall_ms).max().unwrap_or(0);
     let final_hash = agreed_hashes(&report).last().copied().unwrap_or(0);
     // Every player meets each report once; list each (turn, diverged players) once.
-    let desyncs: BTreeSet<(u32, Vec<u8>)> =
-        report.desyncs.iter().map(|(_, turn, players)| (*turn, players.clone())).collect();
+    let desyncs: BTreeSet<(u32, Vec<u8>)> = report
+        .desyncs
+        .iter()
+        .map(|(_, turn, players)| (*turn, players.iter().map(|p| p.0).collect()))
+        .collect();
     let observed = observer.observed();
 
     let mut summary: Vec<(String, String)> = vec![
@@ -451,7 +458,12 @@ fn simulate(options: &Options) -> ExitCode {
     if let Some(path) = &options.report {
         if let Some((turn, _)) = first_desync {
             // Place the report at the time the reporting turn executed.
-            let at = report.samples.iter().flatten().find(|s| s.turn >= *turn).map(|s| s.at_ms);
+            let at = report
+                .players
+                .iter()
+                .flat_map(|p| &p.samples)
+                .find(|s| s.turn >= *turn)
+                .map(|s| s.at_ms);
             if let Some(at) = at {
                 markers.push((at, format!("desync at turn {turn}")));
             }
@@ -459,8 +471,7 @@ fn simulate(options: &Options) -> ExitCode {
         let input = ReportInput {
             subtitle: scenario(options, partition),
             summary: summary.clone(),
-            samples: &report.samples,
-            latencies: &report.command_latencies,
+            players: &report.players,
             snapshots: &observed.snapshots,
             markers,
         };
