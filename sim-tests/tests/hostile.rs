@@ -12,10 +12,7 @@ use std::sync::Mutex;
 
 use phalanx::{PlayerId, Turn, TypedRecord, TypedTurn};
 use phalanx_sim::{run_with, SimConfig, SimGame, SimReport};
-
-fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
-    sim_tests::for_each_seed("hostile", name, count, check);
-}
+use phalanx_testkit::{for_each_seed, seeded_test};
 
 const TURNS: u32 = 120;
 const PLAYERS: usize = 4;
@@ -99,7 +96,7 @@ fn run(seed: u64, factor: u32) -> Result<SimReport, String> {
     config.faults.loss_permille = 10;
     let report = run_with::<Impostor>(config, factor).map_err(|e| e.to_string())?;
     report.check_agreement()?;
-    let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+    let turns: Vec<usize> = report.players.iter().map(|p| p.hashes.len()).collect();
     if turns.iter().any(|&t| t != TURNS as usize) {
         return Err(format!("factor {factor}: turns executed {turns:?}"));
     }
@@ -113,7 +110,7 @@ fn run(seed: u64, factor: u32) -> Result<SimReport, String> {
 /// honest players finish within 5 % of the time they take without the flood.
 #[test]
 fn impostor_and_flood_change_nothing_for_the_others() {
-    for_each_seed("impostor_and_flood_change_nothing_for_the_others", 3, |seed| {
+    for_each_seed(seeded_test!("impostor_and_flood_change_nothing_for_the_others"), 3, |seed| {
         let baseline = run(seed, 0)?;
         let window_budget = 16 * 4;
         for factor in [1u32, 10, 100, 1_000] {
@@ -124,37 +121,44 @@ fn impostor_and_flood_change_nothing_for_the_others() {
                 .get(&(seed, factor))
                 .copied()
                 .ok_or("no game")?;
-            let attacker = usize::from(ATTACKER);
-            if seen[0] != report.submitted[0] || seen[attacker] != report.submitted[attacker] {
+            let seat = |seat: u8| {
+                report.player(PlayerId(seat)).ok_or_else(|| format!("nobody took seat {seat}"))
+            };
+            let (victim, attacker) = (seat(0)?, seat(ATTACKER)?);
+            let a = usize::from(ATTACKER);
+            if seen[0] != victim.submitted || seen[a] != attacker.submitted {
                 return Err(format!(
                     "factor {factor}: executed per seat {seen:?}, submitted {:?}",
-                    report.submitted
+                    report.players.iter().map(|p| (p.player, p.submitted)).collect::<Vec<_>>()
                 ));
             }
-            if claimed_wrongly != report.submitted[attacker] || claimed_wrongly == 0 {
+            if claimed_wrongly != attacker.submitted || claimed_wrongly == 0 {
                 return Err(format!(
                     "factor {factor}: {claimed_wrongly} impostor orders executed, attacker submitted {}",
-                    report.submitted[attacker]
+                    attacker.submitted
                 ));
             }
             let tried = 80 * 4 * u64::from(factor);
-            if report.submitted[attacker] + report.submit_refused[attacker] != tried
-                || (factor > 1 && report.submit_refused[attacker] < tried / 2)
+            if attacker.submitted + attacker.submit_refused != tried
+                || (factor > 1 && attacker.submit_refused < tried / 2)
             {
                 return Err(format!(
                     "factor {factor}: tried {tried}, accepted {}, refused {}",
-                    report.submitted[attacker], report.submit_refused[attacker]
+                    attacker.submitted, attacker.submit_refused
                 ));
             }
-            if report.unacked_high_water[attacker] > window_budget {
+            if attacker.unacked_high_water > window_budget {
                 return Err(format!(
                     "factor {factor}: {} commands queued unacknowledged",
-                    report.unacked_high_water[attacker]
+                    attacker.unacked_high_water
                 ));
             }
-            for honest in 0..attacker {
-                let with = report.finished_ms[honest].ok_or("never finished")?;
-                let without = baseline.finished_ms[honest].ok_or("never finished")?;
+            for honest in 0..ATTACKER {
+                let with = seat(honest)?.finished_ms.ok_or("never finished")?;
+                let without = baseline
+                    .player(PlayerId(honest))
+                    .and_then(|p| p.finished_ms)
+                    .ok_or("never finished")?;
                 if with * 100 > without * 105 {
                     return Err(format!(
                         "factor {factor}: player {honest} took {with} ms, {without} without the flood"

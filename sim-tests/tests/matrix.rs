@@ -2,30 +2,44 @@
 //! a failure names the seed (`PHALANX_SEED` reruns one, `PHALANX_SEEDS` sets the count).
 //! Row 10 (crash and rejoin) is in `rejoin.rs`.
 
-use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
+use phalanx::PlayerId;
+use phalanx_sim::{run_with, ChainGame, LinkFaults, PlayerReport, SimConfig, SimReport, Step};
+use phalanx_testkit::{for_each_seed, seeded_test};
 
 /// The reference game: a hash chain over every record, a command every 4 turns per player.
 const EVERY: u32 = 4;
 
-fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
-    sim_tests::for_each_seed("matrix", name, count, check);
+/// Turns each player executed, in seat order.
+fn turns(report: &SimReport) -> Vec<usize> {
+    report.players.iter().map(|player| player.hashes.len()).collect()
+}
+
+/// The report of the player in seat `seat`.
+fn seat(report: &SimReport, seat: u8) -> Result<&PlayerReport, String> {
+    report.player(PlayerId(seat)).ok_or_else(|| format!("nobody took seat {seat}"))
+}
+
+/// Every player's state hashes, in seat order.
+fn turn_hashes(report: &SimReport) -> Vec<&[u64]> {
+    report.players.iter().map(|player| player.hashes.as_slice()).collect()
 }
 
 /// A clean network: every player executes the same 100 turns with the same states, and every
 /// command submitted is executed by everyone.
 #[test]
 fn clean_network_agrees() {
-    for_each_seed("clean_network_agrees", 10, |seed| {
+    for_each_seed(seeded_test!("clean_network_agrees"), 10, |seed| {
         let report =
             run_with::<ChainGame>(SimConfig::new(seed, 4), EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+        let turns = turns(&report);
         if turns.iter().any(|&t| t != 100) {
             return Err(format!("turns executed {turns:?}"));
         }
-        let submitted: u64 = report.submitted.iter().sum();
-        if report.executed.iter().any(|&e| e < submitted.saturating_sub(8)) || submitted < 80 {
-            return Err(format!("submitted {submitted}, executed {:?}", report.executed));
+        let submitted: u64 = report.players.iter().map(|player| player.submitted).sum();
+        let executed: Vec<u64> = report.players.iter().map(|player| player.executed).collect();
+        if executed.iter().any(|&e| e < submitted.saturating_sub(8)) || submitted < 80 {
+            return Err(format!("submitted {submitted}, executed {executed:?}"));
         }
         Ok(())
     });
@@ -35,7 +49,7 @@ fn clean_network_agrees() {
 /// another trace.
 #[test]
 fn same_seed_same_trace() {
-    for_each_seed("same_seed_same_trace", 5, |seed| {
+    for_each_seed(seeded_test!("same_seed_same_trace"), 5, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.faults = LinkFaults::default();
         config.faults.loss_permille = 30;
@@ -45,7 +59,7 @@ fn same_seed_same_trace() {
         let b = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
         config.seed += 1;
         let c = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
-        if a.trace_digest != b.trace_digest || a.hashes != b.hashes {
+        if a.trace_digest != b.trace_digest || turn_hashes(&a) != turn_hashes(&b) {
             return Err(format!(
                 "same seed, different runs: {:#x} vs {:#x}",
                 a.trace_digest, b.trace_digest
@@ -61,13 +75,13 @@ fn same_seed_same_trace() {
 /// Row 1 at L2: 5 % loss each way on every link — agreement holds and every player finishes.
 #[test]
 fn loss_five_percent_agrees() {
-    for_each_seed("loss_five_percent_agrees", 20, |seed| {
+    for_each_seed(seeded_test!("loss_five_percent_agrees"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.loss_permille = 50;
         config.latency_ms = 50;
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+        let turns = turns(&report);
         if turns.iter().any(|&t| t != 100) {
             return Err(format!("turns executed {turns:?}"));
         }
@@ -79,22 +93,19 @@ fn loss_five_percent_agrees() {
 /// and agree; the cut-off player's session ends with a typed outcome.
 #[test]
 fn long_partition_removes_the_player() {
-    for_each_seed("long_partition_removes_the_player", 10, |seed| {
+    for_each_seed(seeded_test!("long_partition_removes_the_player"), 10, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 120;
         config.timeline = vec![
-            Step::Partition { at_ms: 3_000, player: 1 },
-            Step::Repair { at_ms: 9_000, player: 1 },
+            Step::Partition { at_ms: 3_000, player: PlayerId(1) },
+            Step::Repair { at_ms: 9_000, player: PlayerId(1) },
         ];
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        if report.hashes[0].len() != 120 || report.hashes[2].len() != 120 {
-            return Err(format!(
-                "the others did not finish: {:?}",
-                report.hashes.iter().map(Vec::len).collect::<Vec<_>>()
-            ));
+        if seat(&report, 0)?.hashes.len() != 120 || seat(&report, 2)?.hashes.len() != 120 {
+            return Err(format!("the others did not finish: {:?}", turns(&report)));
         }
-        if report.ended[1].is_none() {
+        if seat(&report, 1)?.ended.is_none() {
             return Err("the cut-off player has no end reason".into());
         }
         if !report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
@@ -106,14 +117,13 @@ fn long_partition_removes_the_player() {
 
 /// Runs `config` and checks agreement and that the players named in `finishers` executed every
 /// turn of the scenario.
-fn run_agreeing(config: SimConfig, finishers: &[usize]) -> Result<phalanx_sim::SimReport, String> {
+fn run_agreeing(config: SimConfig, finishers: &[u8]) -> Result<SimReport, String> {
     let turns = config.turns as usize;
     let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
     report.check_agreement()?;
     for &player in finishers {
-        if report.hashes[player].len() != turns {
-            let got: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
-            return Err(format!("player {player} did not finish: {got:?}"));
+        if seat(&report, player)?.hashes.len() != turns {
+            return Err(format!("player {player} did not finish: {:?}", self::turns(&report)));
         }
     }
     Ok(report)
@@ -122,7 +132,7 @@ fn run_agreeing(config: SimConfig, finishers: &[usize]) -> Result<phalanx_sim::S
 /// Row 2 at L2: Gilbert–Elliott bursts on every link — agreement, everyone finishes.
 #[test]
 fn burst_loss_agrees() {
-    for_each_seed("burst_loss_agrees", 20, |seed| {
+    for_each_seed(seeded_test!("burst_loss_agrees"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.burst = Some(phalanx_sim::Burst {
             enter_permille: 20,
@@ -137,7 +147,7 @@ fn burst_loss_agrees() {
 /// them; agreement holds and every command executes once.
 #[test]
 fn duplicates_and_replays_are_harmless() {
-    for_each_seed("duplicates_and_replays_are_harmless", 20, |seed| {
+    for_each_seed(seeded_test!("duplicates_and_replays_are_harmless"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.duplicate_permille = 300;
         config.faults.replay_delay_ms = 3_000;
@@ -152,7 +162,7 @@ fn duplicates_and_replays_are_harmless() {
 /// Row 4 at L2: jitter up to 300 ms per datagram reorders everything — agreement holds.
 #[test]
 fn reordering_agrees() {
-    for_each_seed("reordering_agrees", 20, |seed| {
+    for_each_seed(seeded_test!("reordering_agrees"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.jitter_ms = 300;
         run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
@@ -163,7 +173,7 @@ fn reordering_agrees() {
 #[test]
 fn latency_agrees() {
     for latency in [0u64, 150, 300] {
-        for_each_seed(&format!("latency_agrees_{latency}"), 10, |seed| {
+        for_each_seed(seeded_test!(format!("latency_agrees_{latency}")), 10, |seed| {
             let mut config = SimConfig::new(seed, 4);
             config.latency_ms = latency;
             run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
@@ -175,11 +185,11 @@ fn latency_agrees() {
 /// player catches up and agrees.
 #[test]
 fn short_partition_heals() {
-    for_each_seed("short_partition_heals", 20, |seed| {
+    for_each_seed(seeded_test!("short_partition_heals"), 20, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.timeline = vec![
-            Step::Partition { at_ms: 2_000, player: 2 },
-            Step::Repair { at_ms: 3_500, player: 2 },
+            Step::Partition { at_ms: 2_000, player: PlayerId(2) },
+            Step::Repair { at_ms: 3_500, player: PlayerId(2) },
         ];
         let report = run_agreeing(config, &[0, 1, 2])?;
         if report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
@@ -193,15 +203,15 @@ fn short_partition_heals() {
 /// within the idle timeout (the simulation would hit its time limit otherwise).
 #[test]
 fn host_crash_ends_every_client_with_host_lost() {
-    for_each_seed("host_crash_ends_every_client_with_host_lost", 20, |seed| {
+    for_each_seed(seeded_test!("host_crash_ends_every_client_with_host_lost"), 20, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.timeline = vec![Step::CrashHost { at_ms: 4_000 }];
         config.limit_ms = 20_000;
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        for (player, ended) in report.ended.iter().enumerate() {
-            if *ended != Some(phalanx::EndReason::HostLost) {
-                return Err(format!("player {player} ended with {ended:?}"));
+        for player in &report.players {
+            if player.ended != Some(phalanx::EndReason::HostLost) {
+                return Err(format!("{} ended with {:?}", player.name(), player.ended));
             }
         }
         Ok(())
@@ -212,17 +222,17 @@ fn host_crash_ends_every_client_with_host_lost() {
 /// report names check turn 40 and exactly that player.
 #[test]
 fn desync_is_reported_at_l2() {
-    for_each_seed("desync_is_reported_at_l2", 20, |seed| {
+    for_each_seed(seeded_test!("desync_is_reported_at_l2"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
-        config.desync_at = Some((2, 33));
+        config.desync_at = Some((PlayerId(2), 33));
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
-        for player in 0..4 {
+        for player in (0..4).map(PlayerId) {
             let first = report.desyncs.iter().find(|(p, _, _)| *p == player);
             let Some((_, turn, diverged)) = first else {
-                return Err(format!("player {player} saw no desync"));
+                return Err(format!("{player:?} saw no desync"));
             };
             if *turn != 40 || diverged.len() != 1 {
-                return Err(format!("player {player}: turn {turn}, diverged {diverged:?}"));
+                return Err(format!("{player:?}: turn {turn}, diverged {diverged:?}"));
             }
         }
         Ok(())
@@ -233,7 +243,7 @@ fn desync_is_reported_at_l2() {
 /// authentication before phalanx sees them; the game is unaffected.
 #[test]
 fn corruption_below_quic_is_discarded() {
-    for_each_seed("corruption_below_quic_is_discarded", 20, |seed| {
+    for_each_seed(seeded_test!("corruption_below_quic_is_discarded"), 20, |seed| {
         let mut config = SimConfig::new(seed, 4);
         config.faults.corrupt_permille = 50;
         run_agreeing(config, &[0, 1, 2, 3]).map(|_| ())
@@ -244,7 +254,7 @@ fn corruption_below_quic_is_discarded() {
 /// unaffected.
 #[test]
 fn join_flood_is_refused() {
-    for_each_seed("join_flood_is_refused", 3, |seed| {
+    for_each_seed(seeded_test!("join_flood_is_refused"), 3, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.flood_joins = 1_000;
         config.turns = 150;
@@ -263,7 +273,7 @@ fn join_flood_is_refused() {
 /// player that was not dropped — or that rejoined — finishes all its turns.
 #[test]
 fn swarm() {
-    for_each_seed("swarm", 40, |seed| {
+    for_each_seed(seeded_test!("swarm"), 40, |seed| {
         let mut rng = phalanx_sim::Rng::new(seed);
         let mut config = SimConfig::new(seed, 4);
         config.faults.loss_permille = rng.below(300) as u32;
@@ -273,18 +283,18 @@ fn swarm() {
         config.latency_ms = rng.below(120);
         config.turns = 160;
         let at_ms = 2_000 + rng.below(4_000);
-        let player = rng.below(4) as usize;
+        let player = rng.below(4) as u8;
         config.timeline = vec![
-            Step::Partition { at_ms, player },
-            Step::Repair { at_ms: at_ms + rng.below(5_000), player },
+            Step::Partition { at_ms, player: PlayerId(player) },
+            Step::Repair { at_ms: at_ms + rng.below(5_000), player: PlayerId(player) },
         ];
         let crashed = rng.chance(500).then(|| {
-            let crashed = (player + 1 + rng.below(3) as usize) % 4;
+            let crashed = (player + 1 + rng.below(3) as u8) % 4;
             let restart = rng.chance(700).then(|| 4_000 + rng.below(3_000));
             let at_ms = 2_000 + rng.below(5_000);
             config.timeline.push(Step::CrashClient {
                 at_ms,
-                player: crashed,
+                player: PlayerId(crashed),
                 restart_after_ms: restart,
             });
             (crashed, restart.is_some())
@@ -295,13 +305,13 @@ fn swarm() {
             p != player && crashed.is_none_or(|(who, restarted)| p != who || restarted)
         });
         for other in finishers {
-            if report.hashes[other].len() != 160 {
+            if seat(&report, other)?.hashes.len() != 160 {
                 return Err(format!(
                     "player {other} did not finish (cut player {player}, crashed {crashed:?}): \
                      turns {:?}, ended {:?}, join errors {:?}, host events {:?}",
-                    report.hashes.iter().map(Vec::len).collect::<Vec<_>>(),
-                    report.ended,
-                    report.join_errors,
+                    turns(&report),
+                    report.players.iter().map(|p| p.ended).collect::<Vec<_>>(),
+                    report.players.iter().map(|p| p.join_error.clone()).collect::<Vec<_>>(),
                     report.host_events
                 ));
             }
@@ -314,19 +324,19 @@ fn swarm() {
 /// shorter than the idle timeout: nobody is dropped, everyone finishes and agrees.
 #[test]
 fn swizzle_clog_heals() {
-    for_each_seed("swizzle_clog_heals", 10, |seed| {
+    for_each_seed(seeded_test!("swizzle_clog_heals"), 10, |seed| {
         let mut rng = phalanx_sim::Rng::new(seed);
         let mut config = SimConfig::new(seed, 4);
         let mut steps = Vec::new();
         let mut at = 2_000;
         for player in 0..3 {
             at += rng.below(300);
-            steps.push(Step::Partition { at_ms: at, player });
+            steps.push(Step::Partition { at_ms: at, player: PlayerId(player) });
         }
         // Restore in reverse order, all within 1.5 s of the first cut.
         for player in (0..3).rev() {
             at += rng.below(300);
-            steps.push(Step::Repair { at_ms: at, player });
+            steps.push(Step::Repair { at_ms: at, player: PlayerId(player) });
         }
         config.timeline = steps;
         let report = run_agreeing(config, &[0, 1, 2, 3])?;
@@ -342,15 +352,15 @@ fn swizzle_clog_heals() {
 /// and the half-open player's session ends with a typed outcome.
 #[test]
 fn half_open_player_is_removed() {
-    for_each_seed("half_open_player_is_removed", 10, |seed| {
+    for_each_seed(seeded_test!("half_open_player_is_removed"), 10, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 120;
-        config.timeline = vec![Step::PartitionUp { at_ms: 3_000, player: 1 }];
+        config.timeline = vec![Step::PartitionUp { at_ms: 3_000, player: PlayerId(1) }];
         let report = run_agreeing(config, &[0, 2])?;
         if !report.host_events.iter().any(|(_, e)| e.contains("PlayerTimedOut")) {
             return Err("the half-open player was not removed".into());
         }
-        if report.ended[1].is_none() {
+        if seat(&report, 1)?.ended.is_none() {
             return Err("the half-open player's session has no end reason".into());
         }
         Ok(())
@@ -363,14 +373,15 @@ fn half_open_player_is_removed() {
 #[test]
 fn hostile_player_is_removed_and_others_unaffected() {
     for mode in [phalanx_sim::Hostile::Garbage, phalanx_sim::Hostile::SpoofedTurns] {
-        for_each_seed(&format!("hostile_{mode:?}"), 5, |seed| {
+        for_each_seed(seeded_test!(format!("hostile_{mode:?}")), 5, |seed| {
             let mut config = SimConfig::new(seed, 4);
-            config.hostile = Some(mode);
+            config.hostile = Some((PlayerId(3), mode));
             let report = run_agreeing(config, &[0, 1, 2])?;
             if !report.host_events.iter().any(|(_, e)| e.contains("PlayerMisbehaved")) {
                 return Err(format!(
                     "{mode:?}: the hostile player was never removed: {:?} {:?}",
-                    report.host_events, report.ended
+                    report.host_events,
+                    report.players.iter().map(|p| p.ended).collect::<Vec<_>>()
                 ));
             }
             Ok(())

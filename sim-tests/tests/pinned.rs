@@ -3,6 +3,7 @@
 //! changes any datagram's time, size or fate changes a digest and fails here; a change meant
 //! to alter behaviour updates the pins in the same commit and says why.
 
+use phalanx::PlayerId;
 use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
 
 /// `(name, trace digest, each player's last state hash)`.
@@ -11,7 +12,7 @@ type Pin = (&'static str, u64, Vec<Option<u64>>);
 fn run(name: &'static str, config: SimConfig) -> Pin {
     let report = run_with::<ChainGame>(config, 4).expect("the simulation ran");
     report.check_agreement().expect("S1");
-    (name, report.trace_digest, report.hashes.iter().map(|h| h.last().copied()).collect())
+    (name, report.trace_digest, report.players.iter().map(|p| p.hashes.last().copied()).collect())
 }
 
 fn scenarios() -> Vec<Pin> {
@@ -22,11 +23,13 @@ fn scenarios() -> Vec<Pin> {
     lossy.faults.duplicate_permille = 20;
     lossy.latency_ms = 40;
     lossy.turns = 80;
-    lossy.timeline =
-        vec![Step::Partition { at_ms: 3_000, player: 1 }, Step::Repair { at_ms: 4_500, player: 1 }];
+    lossy.timeline = vec![
+        Step::Partition { at_ms: 3_000, player: PlayerId(2) },
+        Step::Repair { at_ms: 4_500, player: PlayerId(2) },
+    ];
     let mut removed = SimConfig::new(9, 3);
     removed.turns = 80;
-    removed.timeline = vec![Step::Partition { at_ms: 2_000, player: 0 }];
+    removed.timeline = vec![Step::Partition { at_ms: 2_000, player: PlayerId(0) }];
     vec![run("lossy", lossy), run("removed", removed)]
 }
 

@@ -3,15 +3,12 @@
 //! every state hash matches everyone else's (L3); after the window it stays dropped (as row 7)
 //! and its join is refused with a typed error.
 
-use phalanx::JoinRefusal;
-use phalanx_sim::{run_with, ChainGame, Rng, SimConfig, SimReport, Step};
+use phalanx::{JoinRefusal, PlayerId};
+use phalanx_sim::{run_with, ChainGame, PlayerReport, Rng, SimConfig, SimReport, Step};
+use phalanx_testkit::{for_each_seed, seeded_test};
 
 const EVERY: u32 = 4;
 const TURNS: u32 = 150;
-
-fn for_each_seed(name: &str, count: u64, check: impl Fn(u64) -> Result<(), String>) {
-    sim_tests::for_each_seed("rejoin", name, count, check);
-}
 
 /// Three players, a little loss and jitter; player 1 crashes between 3 and 6 s.
 fn scenario(seed: u64, window_ms: u32, restart_after_ms: u64) -> SimConfig {
@@ -23,10 +20,15 @@ fn scenario(seed: u64, window_ms: u32, restart_after_ms: u64) -> SimConfig {
     let crash_ms = 3_000 + Rng::new(seed).below(3_000);
     config.timeline = vec![Step::CrashClient {
         at_ms: crash_ms,
-        player: 1,
+        player: PlayerId(1),
         restart_after_ms: Some(restart_after_ms),
     }];
     config
+}
+
+/// The report of the player in seat `seat`.
+fn seat(report: &SimReport, seat: u8) -> Result<&PlayerReport, String> {
+    report.player(PlayerId(seat)).ok_or_else(|| format!("nobody took seat {seat}"))
 }
 
 fn events(report: &SimReport, what: &str) -> usize {
@@ -35,30 +37,33 @@ fn events(report: &SimReport, what: &str) -> usize {
 
 #[test]
 fn crashed_client_rejoins_within_the_window() {
-    for_each_seed("crashed_client_rejoins_within_the_window", 8, |seed| {
+    for_each_seed(seeded_test!("crashed_client_rejoins_within_the_window"), 8, |seed| {
         // The host notices the silence after the idle timeout (3 s); come back after that.
         let config = scenario(seed, 30_000, 4_500);
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
-        let turns: Vec<usize> = report.hashes.iter().map(Vec::len).collect();
+        let turns: Vec<usize> = report.players.iter().map(|p| p.hashes.len()).collect();
         if turns.iter().any(|&t| t != TURNS as usize) {
             return Err(format!("turns executed {turns:?} (the rejoined player replays from 0)"));
         }
-        if report.incarnations[1] != 2 || report.refusals[1].is_some() {
+        let crashed = seat(&report, 1)?;
+        if crashed.incarnations != 2 || crashed.refusal.is_some() {
             return Err(format!(
                 "player 1: {} processes, refusal {:?}",
-                report.incarnations[1], report.refusals[1]
+                crashed.incarnations, crashed.refusal
             ));
         }
         if events(&report, "PlayerTimedOut") != 1 || events(&report, "PlayerRejoined") != 1 {
             return Err(format!("host events: {:?}", report.host_events));
         }
-        if report.ended.iter().any(Option::is_some) {
-            return Err(format!("a session ended early: {:?}", report.ended));
+        let ended: Vec<_> = report.players.iter().map(|p| p.ended).collect();
+        if ended.iter().any(Option::is_some) {
+            return Err(format!("a session ended early: {ended:?}"));
         }
         // Every player executed the same commands, the rejoined one included.
-        if report.executed.iter().any(|&e| e != report.executed[0]) {
-            return Err(format!("executed {:?}", report.executed));
+        let executed: Vec<u64> = report.players.iter().map(|p| p.executed).collect();
+        if executed.iter().any(|&e| e != executed[0]) {
+            return Err(format!("executed {executed:?}"));
         }
         Ok(())
     });
@@ -66,23 +71,22 @@ fn crashed_client_rejoins_within_the_window() {
 
 #[test]
 fn crashed_client_is_refused_after_the_window() {
-    for_each_seed("crashed_client_is_refused_after_the_window", 5, |seed| {
+    for_each_seed(seeded_test!("crashed_client_is_refused_after_the_window"), 5, |seed| {
         // Timed out after 3 s, window 2 s: back after 6.5 s is too late.
         let config = scenario(seed, 2_000, 6_500);
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;
         for player in [0, 2] {
-            if report.hashes[player].len() != TURNS as usize {
-                return Err(format!(
-                    "player {player} did not finish: {}",
-                    report.hashes[player].len()
-                ));
+            let turns = seat(&report, player)?.hashes.len();
+            if turns != TURNS as usize {
+                return Err(format!("player {player} did not finish: {turns}"));
             }
         }
-        if report.refusals[1] != Some(JoinRefusal::RejoinExpired) {
+        let crashed = seat(&report, 1)?;
+        if crashed.refusal != Some(JoinRefusal::RejoinExpired) {
             return Err(format!(
                 "player 1's late rejoin: {:?} ({:?})",
-                report.refusals[1], report.join_errors[1]
+                crashed.refusal, crashed.join_error
             ));
         }
         if events(&report, "PlayerTimedOut") != 1 || events(&report, "PlayerRejoined") != 0 {

@@ -31,42 +31,9 @@ use phalanx_proto::{
     SessionConfig, SubmitError, Turn, TurnBundle,
 };
 
-/// The seeded generator of every random draw (re-exported from phalanx-proto).
-pub use phalanx_proto::SplitMix64 as Rng;
+pub use phalanx_testkit::{ensure, for_each_seed, seeded_test, seeds, Burst, LinkFaults, Rng};
 
-/// Gilbert–Elliott burst loss: a two-state chain, stepped once per datagram.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Burst {
-    /// Chance per datagram of going from the good state to the bad one.
-    pub enter_permille: u32,
-    /// Chance per datagram of leaving the bad state.
-    pub leave_permille: u32,
-    /// Loss while in the bad state.
-    pub loss_permille: u32,
-}
-
-/// Faults of one direction of one client's link.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkFaults {
-    /// One-way latency.
-    pub latency_ms: u64,
-    /// Extra delay, uniform in `0..=jitter_ms`, drawn per datagram: reorders.
-    pub jitter_ms: u64,
-    /// Independent loss.
-    pub loss_permille: u32,
-    /// Burst loss on top of the independent loss.
-    pub burst: Option<Burst>,
-    /// Chance a datagram is delivered twice (the copy delayed by up to latency + jitter more).
-    pub duplicate_permille: u32,
-    /// Chance a datagram is made malformed: truncated, given trailing bytes, or replaced by
-    /// random bytes under a wrong version byte. (Bit flips inside a valid message are what
-    /// QUIC's authentication stops below us; this models a buggy or hostile *authenticated*
-    /// peer, whose bytes our decoder must reject.)
-    pub corrupt_permille: u32,
-    /// Duplicates arrive up to this much later than the original (a replay), on top of the
-    /// usual latency and jitter.
-    pub replay_delay_ms: u64,
-}
+use phalanx_testkit::BurstState;
 
 /// Which way a partition cuts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -395,7 +362,7 @@ pub struct Mesh {
     game_rng: Rng,
     queue: BinaryHeap<Reverse<InFlight>>,
     next_seq: u64,
-    burst_bad: Vec<[bool; 2]>,
+    burst: Vec<[BurstState; 2]>,
     player_client: BTreeMap<PlayerId, usize>,
     steps: u64,
 }
@@ -472,7 +439,7 @@ impl Mesh {
             game_rng,
             queue: BinaryHeap::new(),
             next_seq: 0,
-            burst_bad: vec![[false; 2]; config.clients],
+            burst: vec![[BurstState::default(); 2]; config.clients],
             player_client,
             steps: 0,
             config,
@@ -696,8 +663,12 @@ impl Mesh {
         };
         let faults =
             if direction == 0 { self.config.links[client].0 } else { self.config.links[client].1 };
-        let faulty = self.now_ms < self.config.heal_at_ms;
+        let faulty = self.now_ms < self.config.heal_at_ms && faults.active_at(self.now_ms);
         if faulty {
+            if faults.over_mtu(bytes.len()) {
+                self.dropped += 1;
+                return;
+            }
             let cut = self.config.partitions.iter().any(|partition| {
                 partition.client == client
                     && (partition.from_ms..partition.until_ms).contains(&self.now_ms)
@@ -709,14 +680,7 @@ impl Mesh {
             });
             let mut lost = cut || self.rng.chance(faults.loss_permille);
             if let Some(burst) = faults.burst {
-                let bad = &mut self.burst_bad[client][direction];
-                let flip = if *bad { burst.leave_permille } else { burst.enter_permille };
-                if self.rng.chance(flip) {
-                    *bad = !*bad;
-                }
-                if *bad && self.rng.chance(burst.loss_permille) {
-                    lost = true;
-                }
+                lost |= self.burst[client][direction].lose(&burst, &mut self.rng);
             }
             if lost {
                 self.dropped += 1;
@@ -977,48 +941,6 @@ fn corrupt(rng: &mut Rng, bytes: &mut Vec<u8>) {
             *bytes = (0..len).map(|_| rng.next_u64() as u8).collect();
             // Any version but ours.
             bytes[0] = 2 + (bytes[0] % 250);
-        }
-    }
-}
-
-/// `Ok(())` if `condition` holds, else the message: the assertion of seeded scenarios, which
-/// return their failure so [`for_each_seed`] can print the seed with it.
-pub fn ensure(condition: bool, message: impl FnOnce() -> String) -> Result<(), String> {
-    if condition {
-        Ok(())
-    } else {
-        Err(message())
-    }
-}
-
-/// The seeds a scenario runs: `PHALANX_SEED` runs that one seed; otherwise `PHALANX_SEEDS`
-/// seeds (default `default_count`) from a base derived from the scenario name.
-pub fn seeds(scenario: &str, default_count: u64) -> Vec<u64> {
-    if let Some(seed) = std::env::var("PHALANX_SEED").ok().and_then(|v| v.parse().ok()) {
-        return vec![seed];
-    }
-    let count = std::env::var("PHALANX_SEEDS")
-        .ok()
-        .and_then(|value| value.parse().ok())
-        .unwrap_or(default_count);
-    let base = fnv(0xcbf2_9ce4_8422_2325, scenario.as_bytes()) & 0xFFFF_FFFF;
-    (0..count).map(|i| base * 1_000 + i).collect()
-}
-
-/// Runs `scenario` for every seed; on the first failure panics with the seed and the command
-/// that reruns exactly that seed.
-pub fn for_each_seed(
-    test_name: &str,
-    test_file: &str,
-    default_count: u64,
-    scenario: impl Fn(u64) -> Result<(), String>,
-) {
-    for seed in seeds(test_name, default_count) {
-        if let Err(failure) = scenario(seed) {
-            panic!(
-                "{test_name} failed for seed {seed}: {failure}\n\
-                 rerun: PHALANX_SEED={seed} cargo test -p phalanx-mesh --test {test_file} -- {test_name} --exact"
-            );
         }
     }
 }

@@ -4,7 +4,7 @@
 //! resume, and replays — each over many seeds, each run also checking S1 and S2.
 
 use phalanx_mesh::{
-    ensure, for_each_seed, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng,
+    ensure, for_each_seed, seeded_test, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng,
 };
 use phalanx_proto::{
     verify_replay, ClientEvent, DesyncReference, HostEvent, PauseBy, Record, Replay, ReplayError,
@@ -41,7 +41,7 @@ fn pace_changes(mesh: &Mesh) -> Vec<(u64, phalanx_proto::Pace)> {
 #[test]
 fn pace_settles_near_the_floor() {
     for one_way in [10u64, 50, 150] {
-        for_each_seed(&format!("pace_settles_{one_way}"), "control", SEEDS, |seed| {
+        for_each_seed(seeded_test!(format!("pace_settles_{one_way}")), SEEDS, |seed| {
             let mut config = MeshConfig::new(seed, 8)
                 .with_faults(LinkFaults { latency_ms: one_way, ..LinkFaults::default() });
             config.command_interval_ms = (250, 416);
@@ -72,7 +72,7 @@ fn pace_settles_near_the_floor() {
 /// over players).
 #[test]
 fn pace_under_loss() {
-    for_each_seed("pace_under_loss", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("pace_under_loss"), SEEDS, |seed| {
         let faults = LinkFaults { latency_ms: 50, loss_permille: 50, ..LinkFaults::default() };
         let mut config = MeshConfig::new(seed, 8).with_faults(faults);
         config.command_interval_ms = (250, 416);
@@ -98,7 +98,7 @@ fn pace_under_loss() {
 /// comes down only after `pace_settle_turns`, one step at a time.
 #[test]
 fn pace_rises_fast_and_settles_slowly() {
-    for_each_seed("pace_spike", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("pace_spike"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         config.spikes.push((10_000, 20_000, 200));
         config.end_ms = 40_000;
@@ -143,7 +143,7 @@ fn pace_rises_fast_and_settles_slowly() {
 fn desync_is_reported_at_the_first_check_turn() {
     for reference in [DesyncReference::Majority, DesyncReference::Host] {
         let name = format!("desync_{reference:?}");
-        for_each_seed(&name, "control", SEEDS, |seed| {
+        for_each_seed(seeded_test!(name), SEEDS, |seed| {
             let mut config = MeshConfig::new(seed, 4);
             config.host_plays = reference == DesyncReference::Host;
             config.session.desync_reference = reference;
@@ -188,7 +188,7 @@ fn desync_is_reported_at_the_first_check_turn() {
 /// nobody is dropped.
 #[test]
 fn lying_client_is_named_and_nobody_is_dropped() {
-    for_each_seed("lying_client", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("lying_client"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let liar = Rng::new(seed).below(4) as usize;
         config.liar = Some(liar);
@@ -206,7 +206,7 @@ fn lying_client_is_named_and_nobody_is_dropped() {
 /// speed control lengthens turns; nobody desyncs; buffers stay within the window.
 #[test]
 fn slow_machine_slows_everyone_without_desync() {
-    for_each_seed("slow_machine", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("slow_machine"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         config.slow.push((2, 180));
         let window = config.session.turns_ahead_max as usize;
@@ -225,7 +225,7 @@ fn slow_machine_slows_everyone_without_desync() {
 /// nobody is dropped or desynced, and no buffer outgrows the window.
 #[test]
 fn cpu_stall_makes_everyone_wait_then_resume() {
-    for_each_seed("cpu_stall", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("cpu_stall"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let mut rng = Rng::new(seed);
         let from_ms = 5_000 + rng.below(10_000);
@@ -256,7 +256,7 @@ fn cpu_stall_makes_everyone_wait_then_resume() {
 /// nothing: same agreement, nothing lost, nobody dropped.
 #[test]
 fn skewed_clocks_change_nothing() {
-    for_each_seed("skewed_clocks", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("skewed_clocks"), SEEDS, |seed| {
         let mut rng = Rng::new(seed);
         let mut config = MeshConfig::new(seed, 4);
         config.clocks = (0..4)
@@ -272,7 +272,7 @@ fn skewed_clocks_change_nothing() {
 /// gets a notice naming exactly that player, and an end-of-stall notice after.
 #[test]
 fn waiting_notice_names_the_player_holding_the_game() {
-    for_each_seed("waiting_notice", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("waiting_notice"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let from_ms = 5_000 + Rng::new(seed).below(5_000);
         // Up-link only: the host keeps sending; the player's acks stop for 2.6 s (< 3 s).
@@ -312,7 +312,7 @@ fn waiting_notice_names_the_player_holding_the_game() {
 /// at one turn every remaining peer agrees on.
 #[test]
 fn dead_peer_is_dropped_within_timeout_plus_a_turn() {
-    for_each_seed("dead_peer", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("dead_peer"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let dies_at = 3_000 + Rng::new(seed).below(10_000);
         config.partitions.push(Partition {
@@ -357,7 +357,7 @@ fn dead_peer_is_dropped_within_timeout_plus_a_turn() {
 /// executed while paused, and play resumes on request; pauses past the limit are refused.
 #[test]
 fn pause_and_resume() {
-    for_each_seed("pause_resume", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("pause_resume"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 3);
         let at = 3_000 + Rng::new(seed).below(5_000);
         config.pause_requests = vec![(at, 0, true), (at + 2_000, 1, false)];
@@ -409,7 +409,7 @@ impl ReplayGame for ChainGame {
 /// check turn's state hash; a replay with one changed command fails at the first check after it.
 #[test]
 fn replay_of_a_faulty_game_verifies() {
-    for_each_seed("replay", "control", SEEDS, |seed| {
+    for_each_seed(seeded_test!("replay"), SEEDS, |seed| {
         let faults = LinkFaults {
             latency_ms: 40,
             jitter_ms: 60,

@@ -6,7 +6,8 @@
 //! seed and the command that reruns it.
 
 use phalanx_mesh::{
-    ensure, for_each_seed, Burst, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng,
+    ensure, for_each_seed, seeded_test, Burst, Direction, LinkFaults, Mesh, MeshConfig, Partition,
+    Rng,
 };
 use phalanx_proto::{EndReason, HostEvent, Record};
 
@@ -41,8 +42,7 @@ fn timed_out(mesh: &Mesh) -> bool {
 fn row01_independent_loss() {
     for loss_permille in [0u32, 10, 50, 100, 200, 300] {
         for_each_seed(
-            &format!("row01_independent_loss_{loss_permille}"),
-            "faults",
+            seeded_test!(format!("row01_independent_loss_{loss_permille}")),
             SEEDS,
             |seed| {
                 let faults = LinkFaults { latency_ms: 50, loss_permille, ..LinkFaults::default() };
@@ -66,7 +66,7 @@ fn row01_independent_loss() {
 /// while every silence was shorter (checked against the silences the mesh measured).
 #[test]
 fn row02_burst_loss() {
-    for_each_seed("row02_burst_loss", "faults", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row02_burst_loss"), SEEDS, |seed| {
         let burst = Burst { enter_permille: 20, leave_permille: 150, loss_permille: 900 };
         let faults = LinkFaults { latency_ms: 30, burst: Some(burst), ..LinkFaults::default() };
         let mesh = run_checked(MeshConfig::new(seed, 4).with_faults(faults))?;
@@ -80,7 +80,7 @@ fn row02_burst_loss() {
 /// duplicate counters rise.
 #[test]
 fn row03_duplication() {
-    for_each_seed("row03_duplication", "faults", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row03_duplication"), SEEDS, |seed| {
         let duplicate_permille = 100 + (seed % 5) as u32 * 100;
         let faults = LinkFaults {
             latency_ms: 20,
@@ -110,7 +110,7 @@ fn row03_duplication() {
 /// dropped and counted.
 #[test]
 fn row04_reordering() {
-    for_each_seed("row04_reordering", "faults", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row04_reordering"), SEEDS, |seed| {
         let jitter_ms = Rng::new(seed).below(1_001);
         let faults = LinkFaults { latency_ms: 10, jitter_ms, ..LinkFaults::default() };
         let mesh = run_checked(MeshConfig::new(seed, 4).with_faults(faults))?;
@@ -130,7 +130,7 @@ fn row04_reordering() {
 fn row05_latency() {
     let cases = [(0u64, 0u64), (50, 50), (150, 150), (300, 300), (1_000, 1_000), (50, 300)];
     for (up_ms, down_ms) in cases {
-        for_each_seed(&format!("row05_latency_{up_ms}_{down_ms}"), "faults", SEEDS, |seed| {
+        for_each_seed(seeded_test!(format!("row05_latency_{up_ms}_{down_ms}")), SEEDS, |seed| {
             let mut config = MeshConfig::new(seed, 4);
             let up = LinkFaults { latency_ms: up_ms, ..LinkFaults::default() };
             let down = LinkFaults { latency_ms: down_ms, ..LinkFaults::default() };
@@ -163,7 +163,7 @@ fn row06_short_partition_heals() {
     for fraction in [25u64, 90] {
         for direction in [Direction::Both, Direction::Up, Direction::Down] {
             let name = format!("row06_short_partition_{fraction}_{direction:?}");
-            for_each_seed(&name, "faults", SEEDS, |seed| {
+            for_each_seed(seeded_test!(name), SEEDS, |seed| {
                 let mut config = MeshConfig::new(seed, 4);
                 let session = &config.session;
                 // Before the cut: up to a turn since the client's last datagram. After it: the
@@ -192,7 +192,7 @@ fn row06_short_partition_heals() {
 /// S1), the rest play on at full rate, and the isolated client ends with the typed `HostLost`.
 #[test]
 fn row07_long_partition_drops_the_isolated_player() {
-    for_each_seed("row07_long_partition", "faults", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row07_long_partition"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let idle = u64::from(config.session.idle_timeout_ms);
         let from_ms = 3_000 + Rng::new(seed).below(3_000);
@@ -239,7 +239,7 @@ fn row07_long_partition_drops_the_isolated_player() {
 /// after a real silence of the whole timeout (checked in every scenario); S1 and S2 hold.
 #[test]
 fn row08_swizzle_clog() {
-    for_each_seed("row08_swizzle_clog", "faults", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row08_swizzle_clog"), SEEDS, |seed| {
         let mut rng = Rng::new(seed);
         let mut config = MeshConfig::new(seed, 5);
         let long = rng.below(2) == 1;
@@ -279,7 +279,7 @@ fn row08_swizzle_clog() {
 /// agreed turn after the idle timeout, and its own client ends with a typed outcome.
 #[test]
 fn row09_half_open_peer_is_removed() {
-    for_each_seed("row09_half_open", "faults", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row09_half_open"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let from_ms = 3_000 + Rng::new(seed).below(5_000);
         config.partitions.push(Partition {
@@ -305,7 +305,7 @@ fn row09_half_open_peer_is_removed() {
 /// give different traces.
 #[test]
 fn same_seed_same_trace() {
-    for_each_seed("same_seed_same_trace", "faults", 20, |seed| {
+    for_each_seed(seeded_test!("same_seed_same_trace"), 20, |seed| {
         let faults = LinkFaults {
             latency_ms: 40,
             jitter_ms: 80,

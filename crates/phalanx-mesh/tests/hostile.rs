@@ -6,7 +6,9 @@
 //! Datagrams are crafted by hand here (the wire format is documented in phalanx-proto's
 //! `wire` module) so the tests do not trust the encoder they are testing.
 
-use phalanx_mesh::{encode_payload, ensure, for_each_seed, LinkFaults, Mesh, MeshConfig, Rng};
+use phalanx_mesh::{
+    encode_payload, ensure, for_each_seed, seeded_test, LinkFaults, Mesh, MeshConfig, Rng,
+};
 use phalanx_proto::{
     Client, CommandSeq, HostEvent, JoinError, JoinRefusal, PlayerId, Record, SessionConfig,
     SubmitError, Turn, PROTOCOL_VERSION,
@@ -69,7 +71,7 @@ fn finish(mesh: &mut Mesh) -> Result<(), String> {
 /// extended, or garbage. Each is dropped and counted; nothing else changes.
 #[test]
 fn row17_malformed_datagrams_are_dropped_and_counted() {
-    for_each_seed("row17_malformed_datagrams", "hostile", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row17_malformed_datagrams"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         config.links[2].0.corrupt_permille = 40;
         config.links[2].1.corrupt_permille = 40;
@@ -90,7 +92,7 @@ fn row17_malformed_datagrams_are_dropped_and_counted() {
 /// `misbehaviour_max`, leaves at one agreed turn, and the others play on at full rate.
 #[test]
 fn row17_repeat_offender_is_disconnected() {
-    for_each_seed("row17_repeat_offender", "hostile", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row17_repeat_offender"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         // Half its datagrams are garbage: the valid half keeps it alive, so only the
         // misbehaviour limit can remove it.
@@ -116,7 +118,7 @@ fn row17_repeat_offender_is_disconnected() {
 /// payload claiming another player changes nothing — and a used join token is refused.
 #[test]
 fn row18_spoofed_player_ids_are_never_trusted() {
-    for_each_seed("row18_spoofed_player", "hostile", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row18_spoofed_player"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         config.passive.push(3);
         let mut mesh = started(config)?;
@@ -192,7 +194,7 @@ fn row18_spoofed_player_ids_are_never_trusted() {
 /// window are `future`; a turn range that would wrap is malformed. No overflow, no panic.
 #[test]
 fn row19_spoofed_turns_are_classified_and_dropped() {
-    for_each_seed("row19_spoofed_turns", "hostile", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row19_spoofed_turns"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         config.passive.push(3);
         let mut mesh = started(config)?;
@@ -231,7 +233,7 @@ fn row19_spoofed_turns_are_classified_and_dropped() {
 /// application-level resend of an executed `(player, seq)` is counted and not executed twice.
 #[test]
 fn row20_replays_are_dropped() {
-    for_each_seed("row20_replays", "hostile", SEEDS, |seed| {
+    for_each_seed(seeded_test!("row20_replays"), SEEDS, |seed| {
         let replays = LinkFaults {
             latency_ms: 20,
             duplicate_permille: 200,
@@ -278,7 +280,7 @@ fn row20_replays_are_dropped() {
 #[test]
 fn row21_command_flood() {
     for factor in [10u64, 100, 1_000] {
-        for_each_seed(&format!("row21_command_flood_{factor}x"), "hostile", SEEDS, |seed| {
+        for_each_seed(seeded_test!(format!("row21_command_flood_{factor}x")), SEEDS, |seed| {
             let mut config = MeshConfig::new(seed, 4);
             config.passive.push(3);
             config.end_ms = 15_000;

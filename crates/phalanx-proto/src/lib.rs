@@ -65,6 +65,7 @@ mod replay;
 mod rng;
 mod stats;
 mod sync;
+pub mod testing;
 mod typed;
 mod types;
 mod wire;

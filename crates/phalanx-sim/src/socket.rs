@@ -17,7 +17,10 @@ use std::time::Duration;
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 
-use crate::{LinkFaults, Rng, Trace};
+use phalanx_testkit::BurstState;
+
+use crate::trace::Trace;
+use crate::{LinkFaults, Rng};
 
 type Readable = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
@@ -37,8 +40,7 @@ pub struct SimSocket {
 struct FaultState {
     rng: Rng,
     faults: LinkFaults,
-    /// Gilbert–Elliott state: in the bad state.
-    bad: bool,
+    burst: BurstState,
 }
 
 impl fmt::Debug for SimSocket {
@@ -64,7 +66,11 @@ impl SimSocket {
             local,
             node,
             readable: Mutex::new(None),
-            faults: Mutex::new(FaultState { rng: Rng::new(seed), faults, bad: false }),
+            faults: Mutex::new(FaultState {
+                rng: Rng::new(seed),
+                faults,
+                burst: BurstState::default(),
+            }),
             trace,
         }))
     }
@@ -73,28 +79,25 @@ impl SimSocket {
     /// whether to flip a byte (at which index).
     fn plan(&self, len: usize) -> (Vec<Duration>, Option<usize>) {
         let mut state = self.faults.lock().expect("not poisoned");
-        let FaultState { rng, faults, bad } = &mut *state;
-        if faults.until_ms.is_some_and(|until| turmoil::elapsed().as_millis() as u64 >= until) {
-            return (vec![Duration::ZERO], None);
+        let FaultState { rng, faults, burst: chain } = &mut *state;
+        let latency = faults.latency_ms;
+        if !faults.active_at(turmoil::elapsed().as_millis() as u64) {
+            return (vec![Duration::from_millis(latency)], None);
         }
-        if faults.mtu_bytes.is_some_and(|mtu| len > mtu) {
+        if faults.over_mtu(len) {
             return (Vec::new(), None);
         }
         let mut lost = rng.chance(faults.loss_permille);
         if let Some(burst) = faults.burst {
-            let flip = if *bad { burst.leave_permille } else { burst.enter_permille };
-            if rng.chance(flip) {
-                *bad = !*bad;
-            }
-            lost |= *bad && rng.chance(burst.loss_permille);
+            lost |= chain.lose(&burst, rng);
         }
         if lost {
             return (Vec::new(), None);
         }
-        let mut delays = vec![Duration::from_millis(rng.below(faults.jitter_ms + 1))];
+        let mut delays = vec![Duration::from_millis(latency + rng.below(faults.jitter_ms + 1))];
         if rng.chance(faults.duplicate_permille) {
             let replay = rng.below(faults.replay_delay_ms + 1);
-            delays.push(Duration::from_millis(rng.below(faults.jitter_ms + 50) + replay));
+            delays.push(Duration::from_millis(latency + rng.below(faults.jitter_ms + 50) + replay));
         }
         let corrupt = rng.chance(faults.corrupt_permille).then(|| rng.below(len as u64) as usize);
         (delays, corrupt)

@@ -4,7 +4,7 @@
 //! an animation of snapshots. The script marks `<body data-rendered="yes">` when it has drawn
 //! everything, or sets `data-error` with the message if it failed.
 
-use phalanx_sim::Sample;
+use phalanx_sim::{PlayerReport, Sample};
 use serde_json::{json, Value};
 
 use crate::game::Snapshot;
@@ -20,10 +20,9 @@ pub struct ReportInput<'a> {
     pub subtitle: String,
     /// The summary table: `(measure, value)`.
     pub summary: Vec<(String, String)>,
-    /// Per player: counter samples over simulated time.
-    pub samples: &'a [Vec<Sample>],
-    /// Per player: `(simulated ms executed, latency ms)` of each of its commands.
-    pub latencies: &'a [Vec<(u64, u32)>],
+    /// Every player's report: its counter samples over simulated time, and `(simulated ms
+    /// executed, latency ms)` of each of its commands.
+    pub players: &'a [PlayerReport],
     /// Pictures of the battlefield, in turn order.
     pub snapshots: &'a [Snapshot],
     /// Simulated ms at which something happened to the network or the game, with a label
@@ -58,27 +57,35 @@ fn wire_kbps(bytes: u64, datagrams: u64) -> f64 {
 /// The data the page's script draws.
 pub fn data(input: &ReportInput<'_>) -> Value {
     let latency: Vec<Value> = input
-        .latencies
+        .players
         .iter()
-        .map(|list| list.iter().map(|&(at, ms)| json!([seconds(at), ms])).collect())
+        .map(|player| {
+            player.command_latencies.iter().map(|&(at, ms)| json!([seconds(at), ms])).collect()
+        })
         .collect();
     let stall: Vec<Value> = input
-        .samples
+        .players
         .iter()
-        .map(|s| json!(rates(s, |x| x.stall_ms as f64 / 1e3 * 100.0)))
+        .map(|p| json!(rates(&p.samples, |x| x.stall_ms as f64 / 1e3 * 100.0)))
         .collect();
     let up: Vec<Value> = input
-        .samples
+        .players
         .iter()
-        .map(|s| json!(rates(s, |x| wire_kbps(x.wire_bytes.0, x.wire_datagrams.0))))
+        .map(|p| json!(rates(&p.samples, |x| wire_kbps(x.wire_bytes.0, x.wire_datagrams.0))))
         .collect();
     let down: Vec<Value> = input
-        .samples
+        .players
         .iter()
-        .map(|s| json!(rates(s, |x| wire_kbps(x.wire_bytes.1, x.wire_datagrams.1))))
+        .map(|p| json!(rates(&p.samples, |x| wire_kbps(x.wire_bytes.1, x.wire_datagrams.1))))
         .collect();
     // The pace is the host's: every player sees the same; take the longest series.
-    let pace = input.samples.iter().max_by_key(|s| s.len()).cloned().unwrap_or_default();
+    let pace = input
+        .players
+        .iter()
+        .map(|p| &p.samples)
+        .max_by_key(|s| s.len())
+        .cloned()
+        .unwrap_or_default();
     let turn_length: Vec<Value> =
         pace.iter().map(|s| json!([seconds(s.at_ms), s.turn_length_ms])).collect();
     let delay: Vec<Value> =
@@ -102,7 +109,7 @@ pub fn data(input: &ReportInput<'_>) -> Value {
     let markers: Vec<Value> =
         input.markers.iter().map(|(at, label)| json!([seconds(*at), label])).collect();
     json!({
-        "players": input.samples.len(),
+        "players": input.players.len(),
         "map": MAP_SIZE / 4,
         "latency": latency,
         "stall": stall,

@@ -13,6 +13,7 @@ use archers::game::{Archers, Observed, Observer, Setup};
 use archers::net;
 use archers::replay::{ReplayFile, MAGIC};
 use archers::report::{self, ReportInput, UDP_IP_BYTES};
+use phalanx::PlayerId;
 use phalanx_proto::{Replay, REPLAY_FORMAT_VERSION};
 use phalanx_sim::{run_with, SimConfig, SimReport, Step};
 use serde::Serialize;
@@ -145,8 +146,12 @@ impl Finished<'_> {
         let report = self.report;
         if let Some(first) = summary.desyncs.first() {
             // Place the report at the time the reporting turn executed.
-            let at =
-                report.samples.iter().flatten().find(|s| s.turn >= first.turn).map(|s| s.at_ms);
+            let at = report
+                .players
+                .iter()
+                .flat_map(|p| &p.samples)
+                .find(|s| s.turn >= first.turn)
+                .map(|s| s.at_ms);
             if let Some(at) = at {
                 markers.push((at, format!("desync at turn {}", first.turn)));
             }
@@ -154,8 +159,7 @@ impl Finished<'_> {
         let input = ReportInput {
             subtitle: scenario(self.args, partition),
             summary: lines.clone(),
-            samples: &report.samples,
-            latencies: &report.command_latencies,
+            players: &report.players,
             snapshots: &self.observed.snapshots,
             markers,
         };
@@ -186,8 +190,10 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     let mut markers = Vec::new();
     if network.partition_s > 0 && game.players > 3 {
         let (from, to) = (20_000, 20_000 + network.partition_s * 1_000);
-        config.timeline =
-            vec![Step::Partition { at_ms: from, player: 3 }, Step::Repair { at_ms: to, player: 3 }];
+        config.timeline = vec![
+            Step::Partition { at_ms: from, player: PlayerId(3) },
+            Step::Repair { at_ms: to, player: PlayerId(3) },
+        ];
         markers.push((from, "player 3 cut off".to_owned()));
         markers.push((to, "reconnected".to_owned()));
     }
@@ -213,24 +219,30 @@ fn play(
 fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> Summary {
     let players = args.game.players;
     let agree = report.check_agreement();
-    let finals: Vec<u64> = report.hashes.iter().filter_map(|h| h.last().copied()).collect();
+    let finals: Vec<u64> = report.players.iter().filter_map(|p| p.hashes.last().copied()).collect();
     let hashes_agree = agree.is_ok() && finals.windows(2).all(|w| w[0] == w[1]);
-    let turns = report.hashes.iter().map(Vec::len).max().unwrap_or(0);
+    let turns = report.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
     let seconds = (turns as u64 * turn_ms) as f64 / 1e3;
     let per_player = |pick: fn(&(u64, u64)) -> u64, datagrams: fn(&(u64, u64)) -> u64| {
-        let total: u64 = report.wire_bytes.iter().map(pick).sum::<u64>()
-            + UDP_IP_BYTES * report.wire_datagrams.iter().map(datagrams).sum::<u64>();
+        let total: u64 = report.players.iter().map(|p| pick(&p.wire_bytes)).sum::<u64>()
+            + UDP_IP_BYTES
+                * report.players.iter().map(|p| datagrams(&p.wire_datagrams)).sum::<u64>();
         total as f64 * 8.0 / 1e3 / seconds.max(1e-9) / players as f64
     };
     let app_per_turn = |pick: fn(&(u64, u64)) -> u64| {
-        report.app_bytes.iter().map(pick).sum::<u64>() as f64 / (turns.max(1) * players) as f64
+        report.players.iter().map(|p| pick(&p.app_bytes)).sum::<u64>() as f64
+            / (turns.max(1) * players) as f64
     };
-    let latencies: Vec<(u32, u32, u32)> = report.latency_ms.iter().flatten().copied().collect();
+    let latencies: Vec<(u32, u32, u32)> =
+        report.players.iter().filter_map(|p| p.latency_ms).collect();
     // Every player meets each report once; list each (turn, diverged players) once.
     let desyncs: BTreeSet<Desync> = report
         .desyncs
         .iter()
-        .map(|(_, turn, players)| Desync { turn: *turn, players: players.clone() })
+        .map(|(_, turn, players)| Desync {
+            turn: *turn,
+            players: players.iter().map(|p| p.0).collect(),
+        })
         .collect();
     Summary {
         players,
@@ -240,12 +252,12 @@ fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> 
         hashes_agree,
         final_state_hash: agreed_hashes(report).last().copied().unwrap_or(0),
         desyncs: desyncs.into_iter().collect(),
-        commands_submitted: report.submitted.iter().sum(),
-        commands_executed: report.executed.iter().copied().min().unwrap_or(0),
+        commands_submitted: report.players.iter().map(|p| p.submitted).sum(),
+        commands_executed: report.players.iter().map(|p| p.executed).min().unwrap_or(0),
         latency_ms_p50: latencies.iter().map(|l| l.0).max().unwrap_or(0),
         latency_ms_p95: latencies.iter().map(|l| l.1).max().unwrap_or(0),
         latency_ms_max: latencies.iter().map(|l| l.2).max().unwrap_or(0),
-        stall_ms: report.stall_ms.iter().copied().max().unwrap_or(0),
+        stall_ms: report.players.iter().map(|p| p.stall_ms).max().unwrap_or(0),
         wire_kbps_up_per_player: per_player(|b| b.0, |d| d.0),
         wire_kbps_down_per_player: per_player(|b| b.1, |d| d.1),
         app_bytes_per_turn_up: app_per_turn(|b| b.0),
@@ -338,11 +350,11 @@ fn write(path: &Path, bytes: &[u8], what: &str) -> Result<(), ()> {
 
 /// The state hash most players had after each turn (the host's reference is the majority).
 fn agreed_hashes(report: &SimReport) -> Vec<u64> {
-    let longest = report.hashes.iter().map(Vec::len).max().unwrap_or(0);
+    let longest = report.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
     (0..longest)
         .map(|turn| {
             let mut counts = std::collections::BTreeMap::new();
-            for hash in report.hashes.iter().filter_map(|h| h.get(turn)) {
+            for hash in report.players.iter().filter_map(|p| p.hashes.get(turn)) {
                 *counts.entry(*hash).or_insert(0u32) += 1;
             }
             counts

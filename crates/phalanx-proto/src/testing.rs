@@ -1,0 +1,41 @@
+//! Hooks for test harnesses that play a hostile peer: well-formed datagrams carrying claims a
+//! correct peer would never make, built with the real wire encoder so they stay well-formed
+//! when the format changes. Nothing in a session uses them.
+//!
+//! phalanx-sim sends [`up_datagram_claiming`] from an authenticated player (fault-matrix
+//! row 19): the host must classify the claim and drop the datagram, never act on it.
+
+use crate::wire::{put_up_header, put_varint, UpExtras};
+use crate::{CommandSeq, Turn};
+
+/// A well-formed client → host datagram with packet number `pn` that claims to hold every
+/// turn before `turn_ack` — and nothing else: no acknowledgement, no turn executed, no extras,
+/// no commands. With a `turn_ack` past what the host has sealed it is a spoofed claim.
+pub fn up_datagram_claiming(pn: u64, turn_ack: Turn) -> Vec<u8> {
+    let mut out = Vec::new();
+    let extras = UpExtras { hash_report: None, cost_ms: None, pause: None };
+    put_up_header(&mut out, pn, None, turn_ack, Turn(0), CommandSeq(0), &extras);
+    put_varint(&mut out, 0); // commands
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{decode_up, Limits};
+    use crate::SessionConfig;
+
+    /// The datagram decodes as exactly the claim, at the edges of both fields.
+    #[test]
+    fn claim_decodes_as_written() {
+        let limits = Limits::new(&SessionConfig::default());
+        for (pn, turn_ack) in [(0, Turn(0)), (1 << 40, Turn(u32::MAX)), (u64::MAX, Turn(7))] {
+            let bytes = up_datagram_claiming(pn, turn_ack);
+            let up = decode_up(&bytes, &limits).expect("well-formed");
+            assert_eq!((up.pn, up.ack, up.turn_ack, up.next_exec), (pn, None, turn_ack, Turn(0)));
+            assert_eq!(up.first_seq, CommandSeq(0));
+            assert!(up.commands.is_empty());
+            assert_eq!(up.extras, UpExtras { hash_report: None, cost_ms: None, pause: None });
+        }
+    }
+}

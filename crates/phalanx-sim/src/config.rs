@@ -1,0 +1,141 @@
+//! A scenario: the players, the network's faults, and the timeline of partitions and crashes.
+//!
+//! Players are named as the reports name them, by [`PlayerId`]: the seat the host gave each
+//! client, in the order their joins arrived (which is not the order the clients were started
+//! on a lossy network). A timeline step is resolved at its time to the simulated machine that
+//! then holds the seat.
+
+use phalanx::{PlayerId, SessionConfig};
+
+use crate::LinkFaults;
+
+/// A timeline step, on simulated time, naming players by seat.
+///
+/// A step naming a seat that no client has taken by the step's time does nothing and is
+/// listed in [`SimReport::steps_skipped`](crate::SimReport::steps_skipped). A seat that was
+/// taken stays bound to the machine that last took it (a crashed and restarted player's
+/// process comes back on the same machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Cut `player` off from the host, both ways, at `at_ms`.
+    Partition {
+        /// When.
+        at_ms: u64,
+        /// Whose machine.
+        player: PlayerId,
+    },
+    /// Reconnect `player` to the host at `at_ms`.
+    Repair {
+        /// When.
+        at_ms: u64,
+        /// Whose machine.
+        player: PlayerId,
+    },
+    /// Cut only the player → host direction at `at_ms` (a half-open connection: the player
+    /// still hears the host). Undone by `Repair`.
+    PartitionUp {
+        /// When.
+        at_ms: u64,
+        /// Whose machine.
+        player: PlayerId,
+    },
+    /// Crash the host's process at `at_ms` (nothing runs there afterwards).
+    CrashHost {
+        /// When.
+        at_ms: u64,
+    },
+    /// Crash `player`'s process at the first turn it executes at or after `at_ms`: it stops
+    /// sending without a word, and its game state is lost. With `restart_after_ms`, a new
+    /// process starts that much later, joins again with the same token, replays the rejoin's
+    /// turns from a fresh game and plays on; its hashes in the report are the new process's,
+    /// from turn 0. While the host still holds the seat for the dead connection (`TokenUsed`)
+    /// the new process retries every 1.5 s, up to 9 times, as a real client would; any other
+    /// refusal is final and lands in [`PlayerReport::refusal`](crate::PlayerReport::refusal).
+    CrashClient {
+        /// When.
+        at_ms: u64,
+        /// Whose process.
+        player: PlayerId,
+        /// Restart this long after the crash (`None`: never).
+        restart_after_ms: Option<u64>,
+    },
+}
+
+impl Step {
+    /// When the step happens, in simulated milliseconds.
+    pub fn at_ms(&self) -> u64 {
+        match *self {
+            Step::Partition { at_ms, .. }
+            | Step::PartitionUp { at_ms, .. }
+            | Step::Repair { at_ms, .. }
+            | Step::CrashHost { at_ms }
+            | Step::CrashClient { at_ms, .. } => at_ms,
+        }
+    }
+}
+
+/// A scenario.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SimConfig {
+    /// The seed of everything.
+    pub seed: u64,
+    /// Remote players: client machines `p0`, `p1`... started at once.
+    pub players: usize,
+    /// The session config (host and clients).
+    pub session: SessionConfig,
+    /// One-way latency of every link.
+    pub latency_ms: u64,
+    /// Faults on everything every node sends.
+    pub faults: LinkFaults,
+    /// Partitions, repairs and crashes.
+    pub timeline: Vec<Step>,
+    /// Turns every player plays before leaving.
+    pub turns: u32,
+    /// Simulated time limit: past it the run fails (a livelock or a stall that never ends).
+    pub limit_ms: u64,
+    /// Flip one bit of one player's game state right after it executes a turn:
+    /// `(player, turn)` (fault-matrix row 14).
+    pub desync_at: Option<(PlayerId, u32)>,
+    /// A hostile node tries this many joins with bad tokens while the game runs (row 22).
+    pub flood_joins: u32,
+    /// The player in this seat is hostile in this way after it has joined (rows 17 and 19).
+    pub hostile: Option<(PlayerId, Hostile)>,
+    /// Sample every player's counters every this many simulated milliseconds into
+    /// [`PlayerReport::samples`](crate::PlayerReport::samples), and time each of its commands
+    /// into [`PlayerReport::command_latencies`](crate::PlayerReport::command_latencies)
+    /// (0: off, the default).
+    pub samples_every_ms: u64,
+}
+
+/// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
+/// on its own connection, besides playing normally.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Hostile {
+    /// Random bytes (never a valid message: the version byte is wrong) — row 17.
+    Garbage,
+    /// Well-formed client datagrams claiming to hold turn `u32::MAX` — row 19.
+    SpoofedTurns,
+}
+
+impl SimConfig {
+    /// `players` clients, 20 ms one way, no faults, 100 turns.
+    pub fn new(seed: u64, players: usize) -> SimConfig {
+        SimConfig {
+            seed,
+            players,
+            session: SessionConfig::default(),
+            latency_ms: 20,
+            faults: LinkFaults::default(),
+            timeline: Vec::new(),
+            turns: 100,
+            limit_ms: 120_000,
+            desync_at: None,
+            flood_joins: 0,
+            hostile: None,
+            samples_every_ms: 0,
+        }
+    }
+}

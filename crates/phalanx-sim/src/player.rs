@@ -1,0 +1,272 @@
+//! A player's machine `p{machine}`: join (retrying as a real client would), play the game turn
+//! by turn, crash and restart when the timeline says so, and report.
+//!
+//! Each process of the machine draws from its own random streams: `machine + 1 + 100 ×
+//! (attempt + 10 × incarnation)` for its socket and quinn, `50_000 + machine + 1` for a hostile
+//! player's bad datagrams.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use phalanx::{
+    Client, ClientEvent, ClientOptions, HostVerification, JoinRefusal, TypedRecord, TypedTurn,
+};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::run::{node_seed, now_ms, quic_seed, Run, HOST_PORT};
+use crate::sampler::Sampler;
+use crate::trace::flows;
+use crate::{Hostile, Rng, SimGame, SimSocket, Step};
+
+/// How one process's game ended.
+enum Played<C> {
+    /// It played its last turn, or its session ended: it leaves politely.
+    Finished(Client<C>),
+    /// The timeline crashed it; a new process starts this much later (`None`: never).
+    Crashed { restart_after_ms: Option<u64> },
+}
+
+/// Starts machine `p{machine}` in the simulation.
+pub(crate) fn player_node<G: SimGame>(
+    sim: &mut turmoil::Sim<'_>,
+    run: &Run,
+    machine: usize,
+    setup: G::Setup,
+) {
+    let run = run.clone();
+    sim.client(format!("p{machine}"), async move { machine_life::<G>(run, machine, setup).await });
+}
+
+/// Every process machine `p{machine}` runs, one after the other.
+async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> turmoil::Result {
+    let mut incarnation = 0u64;
+    loop {
+        run.with_player(machine, |report| report.incarnations += 1);
+        let Some(client) = join::<G>(&run, machine, incarnation).await? else { return Ok(()) };
+        let player = client.player();
+        run.seats.lock().expect("not poisoned").insert(player, machine);
+        run.with_player(machine, |report| report.player = Some(player));
+        if let Some((_, mode)) = run.config.hostile.filter(|&(hostile, _)| hostile == player) {
+            misbehave(&run, machine, &client, mode);
+        }
+        match play::<G>(&run, machine, client, &setup, incarnation).await {
+            Played::Finished(client) => {
+                leave(&run, machine, client).await;
+                return Ok(());
+            }
+            Played::Crashed { restart_after_ms: None } => return Ok(()),
+            Played::Crashed { restart_after_ms: Some(after_ms) } => {
+                tokio::time::sleep(Duration::from_millis(after_ms)).await;
+                turmoil::repair("host", format!("p{machine}").as_str());
+                run.with_player(machine, |report| {
+                    report.hashes.clear();
+                    report.executed = 0;
+                });
+                incarnation += 1;
+            }
+        }
+    }
+}
+
+/// Joins with the machine's token, three attempts (a restarted process: up to ten while its
+/// seat is still held). `None`: it could not, and the report says why.
+async fn join<G: SimGame>(
+    run: &Run,
+    machine: usize,
+    incarnation: u64,
+) -> turmoil::Result<Option<Client<G::Command>>> {
+    let addr = SocketAddr::from((turmoil::lookup("host"), HOST_PORT));
+    let mut attempt = 0u64;
+    loop {
+        let stream = machine as u64 + 1 + 100 * (attempt + 10 * incarnation);
+        let port = 5_000 + (attempt + 10 * incarnation) as u16;
+        let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), port));
+        let seed = node_seed(run.config.seed, stream);
+        let name = format!("p{machine}");
+        let socket =
+            SimSocket::bind(&name, bind, run.config.faults, seed, run.trace.clone()).await?;
+        let token = 100 + machine as u64;
+        let mut options = ClientOptions::new(token, HostVerification::Pinned(run.fingerprint));
+        options.session = run.config.session.clone();
+        options.socket = Some(socket);
+        options.quic_seed = Some(quic_seed(run.config.seed, stream));
+        match Client::connect(addr, options).await {
+            Ok(client) => return Ok(Some(client)),
+            // A restarted process may find its seat still held: the host has not timed the
+            // dead connection out yet (it is given the join grace if it crashed before being
+            // heard). Like a real client, wait and retry.
+            Err(error)
+                if incarnation > 0
+                    && attempt < 9
+                    && error.refusal() == Some(JoinRefusal::TokenUsed) =>
+            {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(1_500)).await;
+            }
+            Err(error) if attempt == 2 || error.refusal().is_some() => {
+                run.with_player(machine, |report| {
+                    report.refusal = error.refusal();
+                    report.join_error = Some(error.to_string());
+                });
+                return Ok(None);
+            }
+            Err(_) => attempt += 1,
+        }
+    }
+}
+
+/// From 3 s on, 20 bad datagrams a second on the player's own connection, whatever the game
+/// does.
+fn misbehave<C: Serialize + DeserializeOwned>(
+    run: &Run,
+    machine: usize,
+    client: &Client<C>,
+    mode: Hostile,
+) {
+    let sender = client.dangerous_raw_datagram_sender();
+    let mut rng = Rng::new(node_seed(run.config.seed, 50_000 + machine as u64 + 1));
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let mut pn = 1u64 << 40;
+        loop {
+            if sender.send(hostile_datagram(mode, &mut rng, pn)).is_err() {
+                return;
+            }
+            pn += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+/// One datagram of a hostile player.
+fn hostile_datagram(mode: Hostile, rng: &mut Rng, pn: u64) -> Vec<u8> {
+    match mode {
+        Hostile::Garbage => {
+            let len = 1 + rng.below(80) as usize;
+            let mut bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            bytes[0] = 2 + bytes[0] % 250;
+            bytes
+        }
+        Hostile::SpoofedTurns => {
+            phalanx_proto::testing::up_datagram_claiming(pn, phalanx_proto::Turn(u32::MAX))
+        }
+    }
+}
+
+/// Plays until the last turn, the session's end, or the crash the timeline sets for this
+/// player's first process.
+async fn play<G: SimGame>(
+    run: &Run,
+    machine: usize,
+    mut client: Client<G::Command>,
+    setup: &G::Setup,
+    incarnation: u64,
+) -> Played<G::Command> {
+    let me = client.player();
+    let crash = run.config.timeline.iter().find_map(|step| match *step {
+        Step::CrashClient { at_ms, player, restart_after_ms } if player == me => {
+            Some((at_ms, restart_after_ms))
+        }
+        _ => None,
+    });
+    let mut game = G::new(me, run.config.seed, setup);
+    let interval = run.config.session.sync_interval_turns.max(1);
+    let mut flipped = 0u64;
+    let mut sampler = Sampler::new(machine, run.config.samples_every_ms);
+    while let Some(turn) = client.next_turn().await {
+        if let Some((_, restart_after_ms)) =
+            crash.filter(|&(at_ms, _)| incarnation == 0 && now_ms() >= at_ms)
+        {
+            // The process dies: nothing more leaves it (the partition stands in for a dead
+            // socket), and its game and session are gone.
+            turmoil::partition("host", format!("p{machine}").as_str());
+            drop(client);
+            drop(game);
+            return Played::Crashed { restart_after_ms };
+        }
+        game.execute(&turn);
+        sampler.executed(me, &turn, &run.report);
+        if run.config.desync_at == Some((me, turn.turn.0)) {
+            flipped = 1;
+        }
+        let hash = game.state_hash() ^ flipped;
+        record_turn(run, machine, &mut client, &turn, hash);
+        if turn.turn.0 % interval == 0 {
+            let _ = client.report_state_hash(turn.turn, hash).await;
+        }
+        sampler.sample(&client, turn.turn, &run.report, &run.trace).await;
+        if turn.turn.0 + 1 >= run.config.turns {
+            break;
+        }
+        submit(run, machine, &mut client, game.commands(turn.turn), &mut sampler).await;
+    }
+    Played::Finished(client)
+}
+
+/// Records an executed turn: its hash, the commands in it, and the desyncs met so far.
+fn record_turn<C: Serialize + DeserializeOwned>(
+    run: &Run,
+    machine: usize,
+    client: &mut Client<C>,
+    turn: &TypedTurn<C>,
+    hash: u64,
+) {
+    let me = client.player();
+    while let Some(event) = client.try_event() {
+        if let ClientEvent::Desync(desync) = event {
+            let diverged = desync.diverged.clone();
+            run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
+        }
+    }
+    let executed =
+        turn.records.iter().filter(|record| matches!(record, TypedRecord::Command { .. })).count()
+            as u64;
+    run.with_player(machine, |report| {
+        report.hashes.push(hash);
+        report.executed += executed;
+    });
+}
+
+/// Submits the game's commands, counting what the session accepted and refused.
+async fn submit<C: Serialize + DeserializeOwned>(
+    run: &Run,
+    machine: usize,
+    client: &mut Client<C>,
+    commands: Vec<C>,
+    sampler: &mut Sampler,
+) {
+    for command in commands {
+        let submitted = client.submit(&command).await;
+        if let Ok(ticket) = &submitted {
+            sampler.submitted(ticket);
+        }
+        run.with_player(machine, |report| match submitted {
+            Ok(_) => report.submitted += 1,
+            Err(_) => report.submit_refused += 1,
+        });
+    }
+}
+
+/// Reports the finished player's counters, stays a little so the last acknowledgements reach
+/// the host, and leaves.
+async fn leave<C: Serialize + DeserializeOwned>(run: &Run, machine: usize, client: Client<C>) {
+    let stats = client.stats().await.ok();
+    let (up, down) = flows(&run.trace, machine);
+    run.with_player(machine, |report| {
+        report.finished_ms = Some(now_ms());
+        report.ended = client.ended();
+        if let Some(stats) = &stats {
+            report.unacked_high_water = stats.commands_unacked_high_water;
+            report.app_bytes = (stats.link.bytes_sent, stats.link.bytes_received);
+            report.stall_ms = stats.stall_ms;
+        }
+        report.latency_ms =
+            stats.and_then(|s| Some((s.latency_ms_p50?, s.latency_ms_p95?, s.latency_ms_max?)));
+        report.wire_datagrams = (up.0, down.0);
+        report.wire_bytes = (up.1, down.1);
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    client.shutdown().await;
+}

@@ -1,0 +1,183 @@
+//! What a run produced: one [`PlayerReport`] per player, in seat order, and the run-wide
+//! counts (trace digest, datagrams, host events).
+
+use phalanx::{EndReason, JoinRefusal, PlayerId};
+
+use crate::Step;
+
+/// What a run produced.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct SimReport {
+    /// One report per client machine: those that joined in seat order ([`PlayerId`] order),
+    /// then those that never did, in the order they were started.
+    pub players: Vec<PlayerReport>,
+    /// Host events, as text, with their simulated time.
+    pub host_events: Vec<(u64, String)>,
+    /// A digest of every datagram's (time, source, destination, size, copies delivered).
+    pub trace_digest: u64,
+    /// Datagrams handed to the network.
+    pub datagrams: u64,
+    /// Copies of those datagrams the fault layer let through (duplicates count twice).
+    pub copies: u64,
+    /// Simulated milliseconds the run took.
+    pub sim_ms: u64,
+    /// Desync reports as each player met them: `(player, check turn, diverged players)`.
+    pub desyncs: Vec<(PlayerId, u32, Vec<PlayerId>)>,
+    /// Joins of the hostile flood that were refused (or failed), of `flood_joins`.
+    pub flood_refused: u32,
+    /// Timeline steps that named a seat nobody had taken by their time: they did nothing.
+    pub steps_skipped: Vec<Step>,
+}
+
+/// One player's part of a [`SimReport`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PlayerReport {
+    /// The seat the host gave it (`None`: it never joined).
+    pub player: Option<PlayerId>,
+    /// The simulated machine it ran on, `p{machine}`: the order clients were started in.
+    pub machine: usize,
+    /// The state hash after every executed turn, in turn order (after a restart: the new
+    /// process's).
+    pub hashes: Vec<u64>,
+    /// How its session ended, if before its last turn.
+    pub ended: Option<EndReason>,
+    /// Commands it submitted and the session accepted.
+    pub submitted: u64,
+    /// Commands (of anyone) it executed.
+    pub executed: u64,
+    /// Why it could not join, if it could not.
+    pub join_error: Option<String>,
+    /// The host's typed refusal, when a join was refused (after a crash: a refused rejoin).
+    pub refusal: Option<JoinRefusal>,
+    /// Submits the session refused (over budget, too large), which queued nothing.
+    pub submit_refused: u64,
+    /// Most of its commands awaiting the host's acknowledgement at once.
+    pub unacked_high_water: usize,
+    /// Simulated time at which its game loop ended: its last turn executed, or its session
+    /// over (`None`: it never joined).
+    pub finished_ms: Option<u64>,
+    /// Processes started (1, or 2 after a [`Step::CrashClient`] restart).
+    pub incarnations: u32,
+    /// Its client's command latency (submit → execute) p50, p95 and max, ms.
+    pub latency_ms: Option<(u32, u32, u32)>,
+    /// Bytes it sent (`.0`) and the host sent it (`.1`), as QUIC datagram payloads (UDP/IP
+    /// headers not included), counting every datagram handed to the network.
+    pub wire_bytes: (u64, u64),
+    /// Datagrams it sent and the host sent it.
+    pub wire_datagrams: (u64, u64),
+    /// phalanx's own bytes (before QUIC) sent and received by its client.
+    pub app_bytes: (u64, u64),
+    /// Time its game waited for turns beyond their length (client stats).
+    pub stall_ms: u64,
+    /// When [`SimConfig::samples_every_ms`](crate::SimConfig::samples_every_ms) is set: its
+    /// counters over time.
+    pub samples: Vec<Sample>,
+    /// When sampling: `(simulated ms when it executed, submit → execute ms)` of each of its
+    /// own commands, in execution order.
+    pub command_latencies: Vec<(u64, u32)>,
+}
+
+/// One player's counters at one moment of simulated time (all cumulative since it joined,
+/// except the pace).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sample {
+    /// Simulated milliseconds since the run started.
+    pub at_ms: u64,
+    /// The last turn the player executed.
+    pub turn: u32,
+    /// Bytes the player sent and the host sent it (QUIC datagram payloads), as in
+    /// [`PlayerReport::wire_bytes`].
+    pub wire_bytes: (u64, u64),
+    /// Datagrams the player sent and the host sent it.
+    pub wire_datagrams: (u64, u64),
+    /// phalanx's own bytes sent and received by the player's client.
+    pub app_bytes: (u64, u64),
+    /// Time its game waited for turns beyond their length.
+    pub stall_ms: u64,
+    /// The pace in force: turn length.
+    pub turn_length_ms: u32,
+    /// The pace in force: command delay.
+    pub command_delay_turns: u32,
+}
+
+impl SimReport {
+    /// The report of the player in seat `player` (`None`: nobody took it).
+    pub fn player(&self, player: PlayerId) -> Option<&PlayerReport> {
+        self.players.iter().find(|report| report.player == Some(player))
+    }
+
+    /// Every player that executed turn `t` holds the same state hash after it.
+    pub fn check_agreement(&self) -> Result<(), String> {
+        let longest = self.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
+        for turn in 0..longest {
+            let mut seen =
+                self.players.iter().filter_map(|p| p.hashes.get(turn).map(|h| (p.name(), *h)));
+            if let Some((first, hash)) = seen.next() {
+                if let Some((other, differs)) = seen.find(|&(_, h)| h != hash) {
+                    return Err(format!(
+                        "turn {turn}: {first} has {hash:#x}, {other} {differs:#x}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Orders `players` by seat, unjoined machines last (at the end of a run).
+    pub(crate) fn sort_by_seat(&mut self) {
+        self.players.sort_by_key(|report| (report.player.is_none(), report.player, report.machine));
+    }
+}
+
+impl PlayerReport {
+    /// `player 2 (p3)`, or `p3 (never joined)`: how messages name it.
+    pub fn name(&self) -> String {
+        match self.player {
+            Some(player) => format!("player {} (p{})", player.0, self.machine),
+            None => format!("p{} (never joined)", self.machine),
+        }
+    }
+}
+
+/// Why a run could not complete.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SimError {
+    /// turmoil reported an error (a node failed, or the time limit passed). The report holds
+    /// what happened up to then.
+    Turmoil {
+        /// turmoil's message.
+        error: String,
+        /// The partial report.
+        partial: Box<SimReport>,
+    },
+    /// The host's identity could not be made.
+    Identity(phalanx::IdentityError),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Turmoil { error, partial } => {
+                write!(f, "simulation failed: {error} (")?;
+                for player in &partial.players {
+                    write!(
+                        f,
+                        "{}: {} turns, ended {:?}, join error {:?}; ",
+                        player.name(),
+                        player.hashes.len(),
+                        player.ended,
+                        player.join_error
+                    )?;
+                }
+                write!(f, "host events {:?})", partial.host_events)
+            }
+            SimError::Identity(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}

@@ -1,0 +1,187 @@
+//! A run, as named steps: build the network, start the host, the players, the join flood and
+//! the director (the timeline), then step simulated time — crashing the host on schedule —
+//! until every player is done, and fold the report.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use phalanx::{Fingerprint, Host, HostEvent, HostIdentity, HostOptions, PlayerId};
+
+use crate::director::{director_node, flood_node};
+use crate::player::player_node;
+use crate::trace::Trace;
+use crate::{PlayerReport, Rng, SimConfig, SimError, SimGame, SimReport, SimSocket, Step};
+
+/// The host's UDP port.
+pub(crate) const HOST_PORT: u16 = 4_433;
+
+/// What every node of a run shares.
+#[derive(Clone)]
+pub(crate) struct Run {
+    pub(crate) config: SimConfig,
+    /// The report so far; `players` is indexed by machine until [`Run::finish`].
+    pub(crate) report: Arc<Mutex<SimReport>>,
+    pub(crate) trace: Arc<Mutex<Trace>>,
+    /// Seat → the machine that last took it, filled as each client joins: how timeline steps
+    /// naming a [`PlayerId`] find their machine.
+    pub(crate) seats: Arc<Mutex<BTreeMap<PlayerId, usize>>>,
+    /// The host certificate's fingerprint, which clients pin.
+    pub(crate) fingerprint: Fingerprint,
+}
+
+impl Run {
+    fn new(config: SimConfig, fingerprint: Fingerprint) -> Run {
+        let players =
+            (0..config.players).map(|machine| PlayerReport { machine, ..PlayerReport::default() });
+        let report = SimReport { players: players.collect(), ..SimReport::default() };
+        Run {
+            config,
+            report: Arc::new(Mutex::new(report)),
+            trace: Arc::new(Mutex::new(Trace::new())),
+            seats: Arc::new(Mutex::new(BTreeMap::new())),
+            fingerprint,
+        }
+    }
+
+    /// Updates the run-wide report.
+    pub(crate) fn with_report(&self, update: impl FnOnce(&mut SimReport)) {
+        update(&mut self.report.lock().expect("not poisoned"));
+    }
+
+    /// Updates machine `p{machine}`'s report.
+    pub(crate) fn with_player(&self, machine: usize, update: impl FnOnce(&mut PlayerReport)) {
+        self.with_report(|report| update(&mut report.players[machine]));
+    }
+
+    /// The report as it stands at `sim_ms`, players in seat order.
+    fn finish(&self, sim_ms: u64) -> SimReport {
+        let mut report = self.report.lock().expect("not poisoned").clone();
+        let trace = self.trace.lock().expect("not poisoned");
+        report.trace_digest = trace.digest;
+        report.datagrams = trace.datagrams;
+        report.copies = trace.copies;
+        report.sim_ms = sim_ms;
+        report.sort_by_seat();
+        report
+    }
+}
+
+/// Simulated milliseconds since the run started (inside a node).
+pub(crate) fn now_ms() -> u64 {
+    turmoil::elapsed().as_millis() as u64
+}
+
+/// The seed of random stream `stream` of a run (0: the host; see the nodes for the others).
+pub(crate) fn node_seed(seed: u64, stream: u64) -> u64 {
+    let mut rng = Rng::new(seed ^ stream.wrapping_mul(0xA24B_AED4_963E_E407));
+    rng.next_u64()
+}
+
+/// quinn's seed for stream `stream` (connection ids, packet-number skips...).
+pub(crate) fn quic_seed(seed: u64, stream: u64) -> [u8; 32] {
+    let mut rng = Rng::new(node_seed(seed, stream));
+    let mut bytes = [0u8; 32];
+    for chunk in bytes.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    bytes
+}
+
+/// Runs a scenario: a host and `players` clients playing `G` for `turns` turns.
+pub fn run<G: SimGame<Setup = ()>>(config: SimConfig) -> Result<SimReport, SimError> {
+    run_with::<G>(config, ())
+}
+
+/// [`run`] for a game that needs a setup.
+pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimReport, SimError> {
+    let identity = HostIdentity::generate_self_signed("phalanx-sim").map_err(SimError::Identity)?;
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(config.seed)
+        .simulation_duration(Duration::from_millis(config.limit_ms))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_millis(config.latency_ms))
+        .max_message_latency(Duration::from_millis(config.latency_ms))
+        .udp_capacity(4_096)
+        .build();
+    let run = Run::new(config, identity.fingerprint());
+    host_node::<G>(&mut sim, &run, &identity);
+    for machine in 0..run.config.players {
+        player_node::<G>(&mut sim, &run, machine, setup.clone());
+    }
+    if run.config.flood_joins > 0 {
+        flood_node::<G>(&mut sim, &run);
+    }
+    director_node(&mut sim, &run);
+    step_to_the_end(sim, &run)
+}
+
+/// The host machine: a phalanx host that starts the game when every player has joined.
+fn host_node<G: SimGame>(sim: &mut turmoil::Sim<'_>, run: &Run, identity: &HostIdentity) {
+    let (run, cert, key) = (run.clone(), identity.cert_der().to_vec(), identity.key_der().to_vec());
+    sim.host("host", move || {
+        let (run, cert, key) = (run.clone(), cert.clone(), key.clone());
+        async move { host::<G>(run, HostIdentity::from_der(cert, key)).await }
+    });
+}
+
+async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
+    let config = &run.config;
+    let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
+    let seed = node_seed(config.seed, 0);
+    let socket = SimSocket::bind("host", bind, config.faults, seed, run.trace.clone()).await?;
+    let tokens = (0..config.players as u64).map(|machine| 100 + machine).collect();
+    let mut options = HostOptions::new(identity, bind, tokens);
+    options.session = config.session.clone();
+    options.socket = Some(socket);
+    options.quic_seed = Some(quic_seed(config.seed, 0));
+    options.reset_key = Some([7; 32]);
+    let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
+    let (mut joined, mut started) = (0, false);
+    loop {
+        while let Some(event) = host.try_event() {
+            if matches!(event, HostEvent::PlayerJoined(_)) {
+                joined += 1;
+            }
+            run.with_report(|report| report.host_events.push((now_ms(), format!("{event:?}"))));
+        }
+        // Start when everyone is in, or once joining has had 20 s (a player whose joins all
+        // failed is reported in `join_error`, not waited for forever).
+        let late = turmoil::elapsed() >= Duration::from_secs(20);
+        if !started && (joined == config.players || late && joined > 0) {
+            host.start().await.map_err(|e| e.to_string())?;
+            started = true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Steps simulated time by hand, so host crashes happen at their time, until every client is
+/// done (or turmoil fails: the report then holds what happened up to then).
+fn step_to_the_end(mut sim: turmoil::Sim<'_>, run: &Run) -> Result<SimReport, SimError> {
+    let mut crashes: Vec<u64> = run
+        .config
+        .timeline
+        .iter()
+        .filter(|step| matches!(step, Step::CrashHost { .. }))
+        .map(Step::at_ms)
+        .collect();
+    crashes.sort_unstable();
+    let mut crashes = crashes.into_iter().peekable();
+    loop {
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(error) => {
+                let partial = Box::new(run.finish(sim.elapsed().as_millis() as u64));
+                return Err(SimError::Turmoil { error: error.to_string(), partial });
+            }
+        }
+        if crashes.peek().is_some_and(|&at| sim.elapsed().as_millis() as u64 >= at) {
+            crashes.next();
+            sim.crash("host");
+        }
+    }
+    Ok(run.finish(sim.elapsed().as_millis() as u64))
+}
