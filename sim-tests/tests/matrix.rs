@@ -123,7 +123,16 @@ fn run_agreeing(config: SimConfig, finishers: &[u8]) -> Result<SimReport, String
     report.check_agreement()?;
     for &player in finishers {
         if seat(&report, player)?.hashes.len() != turns {
-            return Err(format!("player {player} did not finish: {:?}", self::turns(&report)));
+            let seat = seat(&report, player)?;
+            return Err(format!(
+                "player {player} did not finish: turns {:?}; it ended {:?} at {:?} ms (join \
+                 error {:?}); host events {:?}",
+                self::turns(&report),
+                seat.ended,
+                seat.finished_ms,
+                seat.join_error,
+                report.host_events
+            ));
         }
     }
     Ok(report)
@@ -308,7 +317,8 @@ fn swarm() {
             if seat(&report, other)?.hashes.len() != 160 {
                 return Err(format!(
                     "player {other} did not finish (cut player {player}, crashed {crashed:?}): \
-                     turns {:?}, ended {:?}, join errors {:?}, host events {:?}",
+                     seats {:?}, turns {:?}, ended {:?}, join errors {:?}, host events {:?}",
+                    report.players.iter().map(|p| p.name()).collect::<Vec<_>>(),
                     turns(&report),
                     report.players.iter().map(|p| p.ended).collect::<Vec<_>>(),
                     report.players.iter().map(|p| p.join_error.clone()).collect::<Vec<_>>(),
