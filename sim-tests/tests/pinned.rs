@@ -39,12 +39,12 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "lossy",
-            0x831cb3b745aa98cb,
+            0xfc438dd55227c8e9,
             vec![Some(0x73d9551967da4c67), Some(0x73d9551967da4c67), Some(0x73d9551967da4c67)],
         ),
         (
             "removed",
-            0xf15bc8b5186aaafa,
+            0x4ade861a5fb6c387,
             vec![Some(0x115794958254fa39), Some(0xdafe591568f3b51b), Some(0xdafe591568f3b51b)],
         ),
     ];

@@ -75,18 +75,18 @@ fn seeded_runs_are_unchanged() {
         ),
         (
             "partitioned",
-            0x38cdb6b432ca95c6,
-            vec![0x79a39c039444fe2b, 0x79a39c039444fe2b, 0x435fbd6d664e778, 0x79a39c039444fe2b],
+            0x94436a49d9e04764,
+            vec![0xc0cffa40e86abeb, 0xc0cffa40e86abeb, 0x1633974e36b691f5, 0xc0cffa40e86abeb],
         ),
         (
             "listen",
-            0x2c196d70b2832e71,
-            vec![0x1d2ec40395942388, 0x13e84fcc1dfd721, 0x1d2ec40395942388, 0xfab2f11507b70337],
+            0x758063cd1fc1b8ec,
+            vec![0xca7b8c7acdbfae1a, 0x407ad040a2aab033, 0xca7b8c7acdbfae1a, 0x296b30a385d1a3df],
         ),
         (
             "dropped",
-            0xf1d5ca1f2c96717c,
-            vec![0xf94134170d871c6c, 0x9228af997f8f85f6, 0x29a06dd19af33393],
+            0xb73cdbaef72cbfcd,
+            vec![0xf94134170d871c6c, 0x91b86162ba505f8d, 0x91b86162ba505f8d],
         ),
     ];
     let actual = scenarios();
