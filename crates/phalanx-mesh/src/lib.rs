@@ -24,7 +24,7 @@
 //! ```
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use phalanx_proto::{
     Client, ClientEvent, CommandSeq, DesyncReport, EndReason, Host, HostEvent, PlayerId, Record,
@@ -145,6 +145,12 @@ impl MeshConfig {
     pub fn with_faults(mut self, faults: LinkFaults) -> Self {
         self.links = vec![(faults, faults); self.clients];
         self
+    }
+
+    /// Cuts client `client` off from the host, `direction` only, from `from_ms` until
+    /// `until_ms` (`u64::MAX`: for good).
+    pub fn cut(&mut self, client: usize, from_ms: u64, until_ms: u64, direction: Direction) {
+        self.partitions.push(Partition { client, from_ms, until_ms, direction });
     }
 }
 
@@ -289,6 +295,8 @@ struct InFlight {
     seq: u64,
     dest: Dest,
     bytes: Vec<u8>,
+    /// Both copies of a duplicated datagram share an id: only the first to arrive is news.
+    twin: Option<u64>,
 }
 
 /// What went wrong in a run.
@@ -350,13 +358,15 @@ pub struct Mesh {
     /// See `bytes_up`.
     pub bytes_down: u64,
     /// For every idle-timeout decision — the host timing a player out, or a client ending with
-    /// `HostLost` — `(client, silence_ms)`: how long that side had really received nothing
-    /// from the other when it decided. A correct idle timer never decides below its timeout.
+    /// `HostLost` — `(client, silence_ms)`: how long that side had really received nothing new
+    /// from the other when it decided (the second copy of a duplicated datagram is not news). A correct idle timer never decides below its timeout.
     pub timeout_silences: Vec<(usize, u64)>,
     /// Per client and direction (`[up, down]`), the longest time between deliveries so far,
     /// not counting the silence still running (see [`Mesh::longest_silence_ms`]).
     longest_silence_ms: Vec<[u64; 2]>,
     last_delivery_ms: Vec<[u64; 2]>,
+    /// Duplicated datagrams one copy of which has arrived (bounded by those in flight).
+    twins_delivered: BTreeSet<u64>,
     config: MeshConfig,
     rng: Rng,
     game_rng: Rng,
@@ -435,6 +445,7 @@ impl Mesh {
             timeout_silences: Vec::new(),
             longest_silence_ms: vec![[0; 2]; config.clients],
             last_delivery_ms: vec![[0; 2]; config.clients],
+            twins_delivered: BTreeSet::new(),
             rng: Rng::new(config.seed),
             game_rng,
             queue: BinaryHeap::new(),
@@ -454,6 +465,19 @@ impl Mesh {
     /// Runs to `end_ms`.
     pub fn run(&mut self) -> Result<(), MeshError> {
         self.run_until(self.config.end_ms)
+    }
+
+    /// Builds and runs a scenario to its end, then checks what every scenario must hold:
+    /// S1 ([`check_agreement`](Self::check_agreement)), S2
+    /// ([`check_exactly_once`](Self::check_exactly_once)) and no false drops
+    /// ([`check_no_false_drops`](Self::check_no_false_drops)).
+    pub fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
+        let mut mesh = Mesh::new(config).map_err(|e| e.to_string())?;
+        mesh.run().map_err(|e| e.to_string())?;
+        mesh.check_agreement()?;
+        mesh.check_exactly_once()?;
+        mesh.check_no_false_drops()?;
+        Ok(mesh)
     }
 
     /// Runs until virtual time `until_ms`.
@@ -562,16 +586,32 @@ impl Mesh {
         match flight.dest {
             Dest::Host(index) => {
                 self.bytes_up += flight.bytes.len() as u64;
-                self.note_delivery(index, 0);
+                if self.is_news(flight.twin) {
+                    self.note_delivery(index, 0);
+                }
                 let player = self.games[index].player;
                 self.host.handle_datagram(self.now_ms, player, &flight.bytes);
             }
             Dest::Client(index) => {
                 self.bytes_down += flight.bytes.len() as u64;
-                self.note_delivery(index, 1);
+                if self.is_news(flight.twin) {
+                    self.note_delivery(index, 1);
+                }
                 let local = to_local(&self.config, index, self.now_ms);
                 self.clients[index].handle_datagram(local, &flight.bytes);
             }
+        }
+    }
+
+    /// Whether a delivery is news: not the second copy of a duplicated datagram (a duplicate
+    /// or replay proves nothing about the sender, and sessions rightly ignore it).
+    fn is_news(&mut self, twin: Option<u64>) -> bool {
+        match twin {
+            Some(id) if !self.twins_delivered.insert(id) => {
+                self.twins_delivered.remove(&id);
+                false
+            }
+            _ => true,
         }
     }
 
@@ -664,6 +704,7 @@ impl Mesh {
         let faults =
             if direction == 0 { self.config.links[client].0 } else { self.config.links[client].1 };
         let faulty = self.now_ms < self.config.heal_at_ms && faults.active_at(self.now_ms);
+        let mut twin = None;
         if faulty {
             if faults.over_mtu(bytes.len()) {
                 self.dropped += 1;
@@ -695,7 +736,8 @@ impl Mesh {
                 let extra = self.rng.below(faults.latency_ms + faults.jitter_ms + 1)
                     + self.rng.below(faults.replay_delay_ms + 1);
                 let delay = faults.latency_ms + self.rng.below(faults.jitter_ms + 1) + extra;
-                self.enqueue(dest, bytes.clone(), delay);
+                twin = Some(self.next_seq);
+                self.enqueue(dest, bytes.clone(), delay, twin);
             }
         }
         let spike: u64 = self
@@ -706,23 +748,24 @@ impl Mesh {
             .map(|&(_, _, extra)| extra)
             .sum();
         let delay = faults.latency_ms + spike + self.rng.below(faults.jitter_ms + 1);
-        self.enqueue(dest, bytes, delay);
+        self.enqueue(dest, bytes, delay, twin);
     }
 
-    fn enqueue(&mut self, dest: Dest, bytes: Vec<u8>, delay_ms: u64) {
-        let flight = InFlight { at_ms: self.now_ms + delay_ms, seq: self.next_seq, dest, bytes };
+    fn enqueue(&mut self, dest: Dest, bytes: Vec<u8>, delay_ms: u64, twin: Option<u64>) {
+        let at_ms = self.now_ms + delay_ms;
+        let flight = InFlight { at_ms, seq: self.next_seq, dest, bytes, twin };
         self.next_seq += 1;
         self.queue.push(Reverse(flight));
     }
 
     /// Delivers `bytes` to the host as if from client `client`'s connection, now.
     pub fn inject_to_host(&mut self, client: usize, bytes: Vec<u8>) {
-        self.enqueue(Dest::Host(client), bytes, 0);
+        self.enqueue(Dest::Host(client), bytes, 0, None);
     }
 
     /// Delivers `bytes` to client `client` as if from the host, now.
     pub fn inject_to_client(&mut self, client: usize, bytes: Vec<u8>) {
-        self.enqueue(Dest::Client(client), bytes, 0);
+        self.enqueue(Dest::Client(client), bytes, 0, None);
     }
 
     fn execute(&mut self) {
@@ -832,6 +875,19 @@ impl Mesh {
             }
         }
         Ok(())
+    }
+
+    /// No false drops: no idle timeout (the host timing a player out, a client ending with
+    /// `HostLost`) fired before its side had really received nothing for the whole
+    /// `idle_timeout_ms`.
+    pub fn check_no_false_drops(&self) -> Result<(), String> {
+        let idle = u64::from(self.config.session.idle_timeout_ms);
+        match self.timeout_silences.iter().find(|&&(_, silence)| silence < idle) {
+            Some((client, silence)) => {
+                Err(format!("client {client} timed out after a silence of only {silence} ms"))
+            }
+            None => Ok(()),
+        }
     }
 
     /// S2: no game executed any `(player, seq)` twice or misattributed; every command a

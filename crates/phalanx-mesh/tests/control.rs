@@ -4,7 +4,7 @@
 //! resume, and replays — each over many seeds, each run also checking S1 and S2.
 
 use phalanx_mesh::{
-    ensure, for_each_seed, seeded_test, Direction, LinkFaults, Mesh, MeshConfig, Partition, Rng,
+    ensure, for_each_seed, seeded_test, Direction, LinkFaults, Mesh, MeshConfig, Rng,
 };
 use phalanx_proto::{
     verify_replay, ClientEvent, DesyncReference, HostEvent, PauseBy, Record, Replay, ReplayError,
@@ -13,12 +13,9 @@ use phalanx_proto::{
 
 const SEEDS: u64 = 200;
 
+/// Every scenario checks S1, S2 and that no idle timeout fired before a real silence.
 fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
-    let mut mesh = Mesh::new(config).map_err(|e| e.to_string())?;
-    mesh.run().map_err(|e| e.to_string())?;
-    mesh.check_agreement()?;
-    mesh.check_exactly_once()?;
-    Ok(mesh)
+    Mesh::run_checked(config)
 }
 
 fn p95(sorted: &[u64]) -> u64 {
@@ -276,12 +273,7 @@ fn waiting_notice_names_the_player_holding_the_game() {
         let mut config = MeshConfig::new(seed, 4);
         let from_ms = 5_000 + Rng::new(seed).below(5_000);
         // Up-link only: the host keeps sending; the player's acks stop for 2.6 s (< 3 s).
-        config.partitions.push(Partition {
-            client: 1,
-            from_ms,
-            until_ms: from_ms + 2_600,
-            direction: Direction::Up,
-        });
+        config.cut(1, from_ms, from_ms + 2_600, Direction::Up);
         let mesh = run_checked(config)?;
         let held_by = mesh.games[1].player;
         let host_notice = mesh.host_events.iter().find_map(|(at, e)| match e {
@@ -315,12 +307,7 @@ fn dead_peer_is_dropped_within_timeout_plus_a_turn() {
     for_each_seed(seeded_test!("dead_peer"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let dies_at = 3_000 + Rng::new(seed).below(10_000);
-        config.partitions.push(Partition {
-            client: 2,
-            from_ms: dies_at,
-            until_ms: u64::MAX,
-            direction: Direction::Both,
-        });
+        config.cut(2, dies_at, u64::MAX, Direction::Both);
         config.heal_at_ms = u64::MAX;
         config.submit_until_ms = 25_000;
         let idle = u64::from(config.session.idle_timeout_ms);

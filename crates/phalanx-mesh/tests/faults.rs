@@ -6,25 +6,15 @@
 //! seed and the command that reruns it.
 
 use phalanx_mesh::{
-    ensure, for_each_seed, seeded_test, Burst, Direction, LinkFaults, Mesh, MeshConfig, Partition,
-    Rng,
+    ensure, for_each_seed, seeded_test, Burst, Direction, LinkFaults, Mesh, MeshConfig, Rng,
 };
 use phalanx_proto::{EndReason, HostEvent, Record};
 
 const SEEDS: u64 = 200;
 
-/// Runs a scenario to the end and checks S1, S2, and that no idle timeout fired before its
-/// side had really heard nothing for the whole timeout (no false drops).
+/// Every scenario checks S1, S2 and that no idle timeout fired before a real silence.
 fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
-    let mut mesh = Mesh::new(config).map_err(|e| e.to_string())?;
-    mesh.run().map_err(|e| e.to_string())?;
-    mesh.check_agreement()?;
-    mesh.check_exactly_once()?;
-    let idle = u64::from(mesh.config().session.idle_timeout_ms);
-    for &(client, silence) in &mesh.timeout_silences {
-        ensure(silence >= idle, || format!("client {client} timed out after only {silence} ms"))?;
-    }
-    Ok(mesh)
+    Mesh::run_checked(config)
 }
 
 /// Nominal turns in `ms` of play at the session's turn length.
@@ -176,7 +166,7 @@ fn row06_short_partition_heals() {
                 let budget = u64::from(session.idle_timeout_ms) - edges;
                 let from_ms = 5_000 + Rng::new(seed).below(5_000);
                 let until_ms = from_ms + budget * fraction / 100;
-                config.partitions.push(Partition { client: 1, from_ms, until_ms, direction });
+                config.cut(1, from_ms, until_ms, direction);
                 let mesh = run_checked(config)?;
                 ensure(!timed_out(&mesh), || format!("dropped by a {fraction}% partition"))?;
                 let turns: Vec<usize> = mesh.games.iter().map(|g| g.digests.len()).collect();
@@ -197,12 +187,7 @@ fn row07_long_partition_drops_the_isolated_player() {
         let idle = u64::from(config.session.idle_timeout_ms);
         let from_ms = 3_000 + Rng::new(seed).below(3_000);
         let until_ms = from_ms + idle + 2_000;
-        config.partitions.push(Partition {
-            client: 0,
-            from_ms,
-            until_ms,
-            direction: Direction::Both,
-        });
+        config.cut(0, from_ms, until_ms, Direction::Both);
         let mesh = run_checked(config)?;
         let isolated = mesh.games[0].player;
         ensure(mesh.games[0].ended == Some(EndReason::HostLost), || {
@@ -258,12 +243,7 @@ fn row08_swizzle_clog() {
         for &client in &order {
             restore += rng.below(300);
             let from_ms = cuts.iter().find(|(c, _)| *c == client).map_or(start, |&(_, at)| at);
-            config.partitions.push(Partition {
-                client,
-                from_ms,
-                until_ms: restore,
-                direction: Direction::Both,
-            });
+            config.cut(client, from_ms, restore, Direction::Both);
         }
         let mesh = run_checked(config)?;
         let longest = mesh.config().partitions.iter().map(|p| p.until_ms - p.from_ms).max();
@@ -282,12 +262,7 @@ fn row09_half_open_peer_is_removed() {
     for_each_seed(seeded_test!("row09_half_open"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         let from_ms = 3_000 + Rng::new(seed).below(5_000);
-        config.partitions.push(Partition {
-            client: 2,
-            from_ms,
-            until_ms: u64::MAX,
-            direction: Direction::Up,
-        });
+        config.cut(2, from_ms, u64::MAX, Direction::Up);
         config.heal_at_ms = u64::MAX;
         let mesh = run_checked(config)?;
         let silent = mesh.games[2].player;

@@ -62,9 +62,11 @@ fn started(config: MeshConfig) -> Result<Mesh, String> {
     Mesh::new(config).map_err(|e| e.to_string())
 }
 
+/// Runs to the end: S1 holds, and no idle timeout fired before a real silence.
 fn finish(mesh: &mut Mesh) -> Result<(), String> {
     mesh.run().map_err(|e| e.to_string())?;
-    mesh.check_agreement()
+    mesh.check_agreement()?;
+    mesh.check_no_false_drops()
 }
 
 /// Row 17a: a small share of one player's datagrams (both ways) is malformed — truncated,

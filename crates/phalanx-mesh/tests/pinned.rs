@@ -3,7 +3,7 @@
 //! turn changes a digest and fails here; a change meant to alter behaviour updates the pins in
 //! the same commit and says why.
 
-use phalanx_mesh::{Burst, Direction, LinkFaults, Mesh, MeshConfig, Partition};
+use phalanx_mesh::{Burst, Direction, LinkFaults, Mesh, MeshConfig};
 
 /// `(name, trace digest, final state of every game)`.
 type Pin = (&'static str, u64, Vec<u64>);
@@ -26,18 +26,8 @@ fn scenarios() -> Vec<Pin> {
         ..LinkFaults::default()
     };
     let mut partitioned = MeshConfig::new(7, 4).with_faults(lossy);
-    partitioned.partitions.push(Partition {
-        client: 1,
-        from_ms: 6_000,
-        until_ms: 8_000,
-        direction: Direction::Both,
-    });
-    partitioned.partitions.push(Partition {
-        client: 2,
-        from_ms: 12_000,
-        until_ms: 16_000,
-        direction: Direction::Up,
-    });
+    partitioned.cut(1, 6_000, 8_000, Direction::Both);
+    partitioned.cut(2, 12_000, 16_000, Direction::Up);
     let mut listen = MeshConfig::new(11, 3).with_faults(LinkFaults {
         latency_ms: 150,
         jitter_ms: 40,
@@ -50,12 +40,7 @@ fn scenarios() -> Vec<Pin> {
     listen.pause_requests.push((9_000, 0, true));
     listen.pause_requests.push((10_500, 1, false));
     let mut dropped = MeshConfig::new(23, 3).with_faults(lossy);
-    dropped.partitions.push(Partition {
-        client: 0,
-        from_ms: 5_000,
-        until_ms: 20_000,
-        direction: Direction::Both,
-    });
+    dropped.cut(0, 5_000, 20_000, Direction::Both);
     vec![
         run("clean", MeshConfig::new(3, 3)),
         run("partitioned", partitioned),
