@@ -13,6 +13,28 @@ pub(crate) struct Desync {
     pub(crate) players: Vec<u8>,
 }
 
+/// What a player's game saw, as every mode's summary reports it (flattened into its line).
+#[derive(Debug, Serialize)]
+pub(crate) struct Play {
+    /// The state hash after the last turn.
+    #[serde(serialize_with = "hex")]
+    pub(crate) final_state_hash: u64,
+    /// Desync reports, each once.
+    pub(crate) desyncs: Vec<Desync>,
+    /// Commands submitted.
+    pub(crate) commands_submitted: u64,
+    /// Commands executed.
+    pub(crate) commands_executed: u64,
+    /// Submit → execute latency: median, 95th percentile, maximum.
+    pub(crate) latency_ms_p50: u32,
+    /// See `latency_ms_p50`.
+    pub(crate) latency_ms_p95: u32,
+    /// See `latency_ms_p50`.
+    pub(crate) latency_ms_max: u32,
+    /// Time the game waited for turns beyond their length.
+    pub(crate) stall_ms: u64,
+}
+
 /// Prints `value` as one JSON line on stdout.
 pub(crate) fn print_line(value: &impl Serialize) {
     match serde_json::to_string(value) {

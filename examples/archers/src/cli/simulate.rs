@@ -33,15 +33,8 @@ struct Summary {
     turns: usize,
     seed: u64,
     hashes_agree: bool,
-    #[serde(serialize_with = "json::hex")]
-    final_state_hash: u64,
-    desyncs: Vec<Desync>,
-    commands_submitted: u64,
-    commands_executed: u64,
-    latency_ms_p50: u32,
-    latency_ms_p95: u32,
-    latency_ms_max: u32,
-    stall_ms: u64,
+    #[serde(flatten)]
+    play: json::Play,
     #[serde(serialize_with = "json::decimals::<3, _>")]
     wire_kbps_up_per_player: f64,
     #[serde(serialize_with = "json::decimals::<3, _>")]
@@ -144,7 +137,7 @@ impl Finished<'_> {
     ) -> Result<(), ()> {
         let Some(path) = self.args.report_path() else { return Ok(()) };
         let report = self.report;
-        if let Some(first) = summary.desyncs.first() {
+        if let Some(first) = summary.play.desyncs.first() {
             // Place the report at the time the reporting turn executed.
             let at = report
                 .players
@@ -250,14 +243,16 @@ fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> 
         turns,
         seed: args.game.seed,
         hashes_agree,
-        final_state_hash: agreed_hashes(report).last().copied().unwrap_or(0),
-        desyncs: desyncs.into_iter().collect(),
-        commands_submitted: report.players.iter().map(|p| p.submitted).sum(),
-        commands_executed: report.players.iter().map(|p| p.executed).min().unwrap_or(0),
-        latency_ms_p50: latencies.iter().map(|l| l.0).max().unwrap_or(0),
-        latency_ms_p95: latencies.iter().map(|l| l.1).max().unwrap_or(0),
-        latency_ms_max: latencies.iter().map(|l| l.2).max().unwrap_or(0),
-        stall_ms: report.players.iter().map(|p| p.stall_ms).max().unwrap_or(0),
+        play: json::Play {
+            final_state_hash: agreed_hashes(report).last().copied().unwrap_or(0),
+            desyncs: desyncs.into_iter().collect(),
+            commands_submitted: report.players.iter().map(|p| p.submitted).sum(),
+            commands_executed: report.players.iter().map(|p| p.executed).min().unwrap_or(0),
+            latency_ms_p50: latencies.iter().map(|l| l.0).max().unwrap_or(0),
+            latency_ms_p95: latencies.iter().map(|l| l.1).max().unwrap_or(0),
+            latency_ms_max: latencies.iter().map(|l| l.2).max().unwrap_or(0),
+            stall_ms: report.players.iter().map(|p| p.stall_ms).max().unwrap_or(0),
+        },
         wire_kbps_up_per_player: per_player(|b| b.0, |d| d.0),
         wire_kbps_down_per_player: per_player(|b| b.1, |d| d.1),
         app_bytes_per_turn_up: app_per_turn(|b| b.0),
@@ -273,10 +268,13 @@ impl Summary {
     /// The printed summary, one labelled line each.
     fn lines(&self, seed: u64) -> Vec<Line> {
         let (up, down) = (self.wire_kbps_up_per_player, self.wire_kbps_down_per_player);
-        let desyncs = match self.desyncs.first() {
+        let desyncs = match self.play.desyncs.first() {
             None => "0".into(),
             Some(Desync { turn, players }) => {
-                format!("{} (first at turn {turn}, naming players {players:?})", self.desyncs.len())
+                format!(
+                    "{} (first at turn {turn}, naming players {players:?})",
+                    self.play.desyncs.len()
+                )
             }
         };
         let line = |label: &str, value: String| (label.to_owned(), value);
@@ -288,23 +286,23 @@ impl Summary {
                 format!("{} ({:.0} s of play)", self.turns, self.seconds_played),
             ),
             line("every player agrees", if self.hashes_agree { "yes" } else { "NO" }.into()),
-            line("final state hash", format!("{:#018x} (majority)", self.final_state_hash)),
+            line("final state hash", format!("{:#018x} (majority)", self.play.final_state_hash)),
             line("desync reports", desyncs),
             line(
                 "commands",
                 format!(
                     "{} submitted, {} executed",
-                    self.commands_submitted, self.commands_executed
+                    self.play.commands_submitted, self.play.commands_executed
                 ),
             ),
             line(
                 "command latency",
                 format!(
                     "p50 {} ms, p95 {} ms, max {} ms (worst player)",
-                    self.latency_ms_p50, self.latency_ms_p95, self.latency_ms_max
+                    self.play.latency_ms_p50, self.play.latency_ms_p95, self.play.latency_ms_max
                 ),
             ),
-            line("longest stall total", format!("{} ms (worst player)", self.stall_ms)),
+            line("longest stall total", format!("{} ms (worst player)", self.play.stall_ms)),
             line(
                 "wire per player",
                 format!("{up:.2} kbit/s up, {down:.2} kbit/s down (QUIC + UDP/IP)"),
@@ -335,7 +333,7 @@ fn succeeded(args: &SimulateArgs, config: &SimConfig, summary: &Summary) -> bool
         Some(turn) => {
             let interval = config.session.sync_interval_turns.max(1);
             let expected = turn.div_ceil(interval) * interval;
-            summary.desyncs.first()
+            summary.play.desyncs.first()
                 == Some(&Desync { turn: expected, players: vec![args.desync_player] })
         }
     }

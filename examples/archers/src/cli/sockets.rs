@@ -17,15 +17,8 @@ use super::{ClientArgs, HostArgs, MatchArgs};
 struct ClientSummary {
     player: u8,
     turns: u32,
-    #[serde(serialize_with = "json::hex")]
-    final_state_hash: u64,
-    desyncs: Vec<Desync>,
-    commands_submitted: u64,
-    commands_executed: u64,
-    latency_ms_p50: u32,
-    latency_ms_p95: u32,
-    latency_ms_max: u32,
-    stall_ms: u64,
+    #[serde(flatten)]
+    play: json::Play,
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -115,18 +108,20 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
         json::print_line(&ClientSummary {
             player: outcome.player,
             turns: outcome.turns,
-            final_state_hash: outcome.final_state_hash,
-            desyncs: outcome
-                .desyncs
-                .iter()
-                .map(|(turn, players)| Desync { turn: *turn, players: players.clone() })
-                .collect(),
-            commands_submitted: outcome.submitted,
-            commands_executed: outcome.executed,
-            latency_ms_p50: p50,
-            latency_ms_p95: p95,
-            latency_ms_max: max,
-            stall_ms: outcome.stall_ms,
+            play: json::Play {
+                final_state_hash: outcome.final_state_hash,
+                desyncs: outcome
+                    .desyncs
+                    .iter()
+                    .map(|(turn, players)| Desync { turn: *turn, players: players.clone() })
+                    .collect(),
+                commands_submitted: outcome.submitted,
+                commands_executed: outcome.executed,
+                latency_ms_p50: p50,
+                latency_ms_p95: p95,
+                latency_ms_max: max,
+                stall_ms: outcome.stall_ms,
+            },
         });
     }
     if outcome.turns == game.turns && (outcome.desyncs.is_empty() || args.inject_desync.is_some()) {
