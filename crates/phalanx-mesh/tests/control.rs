@@ -18,6 +18,16 @@ fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
     Mesh::run_checked(config)
 }
 
+/// 8 players on `faults`, 3 commands a second each, 40 s of play with the last 5 s quiet.
+fn eight_players_40s(seed: u64, faults: LinkFaults) -> MeshConfig {
+    let mut config = MeshConfig::new(seed, 8).with_faults(faults);
+    config.command_interval_ms = (250, 416);
+    config.end_ms = 40_000;
+    config.submit_until_ms = 35_000;
+    config.heal_at_ms = 35_000;
+    config
+}
+
 fn p95(sorted: &[u64]) -> u64 {
     sorted.get(sorted.len() * 95 / 100).copied().unwrap_or(0)
 }
@@ -39,13 +49,8 @@ fn pace_changes(mesh: &Mesh) -> Vec<(u64, phalanx_proto::Pace)> {
 fn pace_settles_near_the_floor() {
     for one_way in [10u64, 50, 150] {
         for_each_seed(seeded_test!(format!("pace_settles_{one_way}")), SEEDS, |seed| {
-            let mut config = MeshConfig::new(seed, 8)
-                .with_faults(LinkFaults { latency_ms: one_way, ..LinkFaults::default() });
-            config.command_interval_ms = (250, 416);
-            config.end_ms = 40_000;
-            config.submit_until_ms = 35_000;
-            config.heal_at_ms = 35_000;
-            let mesh = run_checked(config)?;
+            let faults = LinkFaults { latency_ms: one_way, ..LinkFaults::default() };
+            let mesh = run_checked(eight_players_40s(seed, faults))?;
             let latencies = mesh.latencies_after_ms(15_000);
             let turn = mesh.host.pace().turn_length_ms as u64;
             let bound = 2 * one_way + turn * 3 / 2;
@@ -71,12 +76,7 @@ fn pace_settles_near_the_floor() {
 fn pace_under_loss() {
     for_each_seed(seeded_test!("pace_under_loss"), SEEDS, |seed| {
         let faults = LinkFaults { latency_ms: 50, loss_permille: 50, ..LinkFaults::default() };
-        let mut config = MeshConfig::new(seed, 8).with_faults(faults);
-        config.command_interval_ms = (250, 416);
-        config.end_ms = 40_000;
-        config.submit_until_ms = 35_000;
-        config.heal_at_ms = 35_000;
-        let mesh = run_checked(config)?;
+        let mesh = run_checked(eight_players_40s(seed, faults))?;
         let latencies = mesh.latencies_after_ms(15_000);
         ensure(p95(&latencies) <= 300, || format!("p95 {} ms", p95(&latencies)))?;
         // Stall time per game: every gap beyond 1.5 turn lengths counts its excess over one
