@@ -39,12 +39,12 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "lossy",
-            0xfc438dd55227c8e9,
-            vec![Some(0x73d9551967da4c67), Some(0x73d9551967da4c67), Some(0x73d9551967da4c67)],
+            0x1221d642f97726e5,
+            vec![Some(0x3ff7fd5da57c9575), Some(0x3ff7fd5da57c9575), Some(0x3ff7fd5da57c9575)],
         ),
         (
             "removed",
-            0x4ade861a5fb6c387,
+            0xf0e12b843b4674c3,
             vec![Some(0x115794958254fa39), Some(0xdafe591568f3b51b), Some(0xdafe591568f3b51b)],
         ),
     ];

@@ -55,23 +55,23 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "clean",
-            0x45484a0d462c475c,
+            0x5d64f700e8264ab8,
             vec![0xb23888f36e4d45b7, 0xb23888f36e4d45b7, 0xb23888f36e4d45b7],
         ),
         (
             "partitioned",
-            0x94436a49d9e04764,
-            vec![0xc0cffa40e86abeb, 0xc0cffa40e86abeb, 0x1633974e36b691f5, 0xc0cffa40e86abeb],
+            0xf2a7ff2622163136,
+            vec![0x80128781ed097f0b, 0x7d325e822c903d9a, 0x335fb1831f0cb14e, 0x7d325e822c903d9a],
         ),
         (
             "listen",
-            0x758063cd1fc1b8ec,
-            vec![0xca7b8c7acdbfae1a, 0x407ad040a2aab033, 0xca7b8c7acdbfae1a, 0x296b30a385d1a3df],
+            0xbf9dd04ce187e001,
+            vec![0x92743d8e4e3ab869, 0x5ac06e0562aac8d8, 0x92743d8e4e3ab869, 0xd52a9c20ddaed8e6],
         ),
         (
             "dropped",
-            0xb73cdbaef72cbfcd,
-            vec![0xf94134170d871c6c, 0x91b86162ba505f8d, 0x91b86162ba505f8d],
+            0x3a10b3b65c7b8e57,
+            vec![0xf94134170d871c6c, 0xd1e46c1d2403fe0b, 0x29dec2a7fb8384de],
         ),
     ];
     let actual = scenarios();

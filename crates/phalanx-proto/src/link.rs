@@ -23,7 +23,8 @@ enum Timer {
     Retransmit,
     /// An ack-eliciting packet arrived `ack_delay_ms` ago and no packet has carried its ack.
     AckDelay,
-    /// Nothing was sent for `keep_alive_ms`: send something so the peer's idle timer resets.
+    /// Nothing was sent for `keep_alive_ms` (`probe_interval_ms` while the peer is silent):
+    /// send something so the peer's idle timer resets.
     KeepAlive,
     /// Nothing was received for `idle_timeout_ms`: the peer is gone.
     Idle,
@@ -149,7 +150,13 @@ pub(crate) struct Link {
     timed_out: bool,
     ack_delay_ms: u64,
     keep_alive_ms: u64,
+    probe_interval_ms: u64,
     idle_timeout_ms: u64,
+    /// When the last new datagram arrived (the link's creation before any).
+    last_received_ms: u64,
+    /// When the peer last acknowledged a packet of ours it had not acknowledged before (the
+    /// link's creation before any).
+    last_acked_ms: u64,
     /// Offences so far, and how many are tolerated.
     misbehaviour: u32,
     misbehaviour_max: u32,
@@ -180,7 +187,10 @@ impl Link {
             timed_out: false,
             ack_delay_ms: config.ack_delay_ms.into(),
             keep_alive_ms: config.keep_alive_ms.into(),
+            probe_interval_ms: config.probe_interval_ms.into(),
             idle_timeout_ms: config.idle_timeout_ms.into(),
+            last_received_ms: now_ms,
+            last_acked_ms: now_ms,
             misbehaviour: 0,
             misbehaviour_max: config.misbehaviour_max,
             stats: LinkStats::default(),
@@ -265,6 +275,21 @@ impl Link {
         }
     }
 
+    /// How long after a send the next keep-alive is due: `keep_alive_ms`, or
+    /// `probe_interval_ms` while a peer that was heard shows no sign of hearing us — silent for
+    /// `keep_alive_ms`, or acknowledging nothing new for twice that (a one-way cut: it still
+    /// talks, we do not get through) — so the first probe after an outage heals arrives
+    /// quickly, whatever the retransmit backoff.
+    fn keep_alive_after(&self, now_ms: u64) -> u64 {
+        let silent = now_ms.saturating_sub(self.last_received_ms) >= self.keep_alive_ms
+            || now_ms.saturating_sub(self.last_acked_ms) >= 2 * self.keep_alive_ms;
+        if silent && self.heard_from() {
+            self.probe_interval_ms
+        } else {
+            self.keep_alive_ms
+        }
+    }
+
     /// Whether the idle timer fired: nothing arrived for `idle_timeout_ms`.
     pub(crate) fn is_timed_out(&self) -> bool {
         self.timed_out
@@ -337,6 +362,7 @@ impl Link {
         }
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += len as u64;
+        self.last_received_ms = now_ms;
         self.arm(Timer::Idle, now_ms + self.idle_timeout_ms);
         if let Some(ack) = packet.ack() {
             if !self.on_ack(now_ms, ack) {
@@ -370,6 +396,9 @@ impl Link {
         }
         let outcome = self.sent.on_ack(ack, now_ms);
         self.stats.packets_acked += u64::from(outcome.newly_acked);
+        if outcome.newly_acked > 0 {
+            self.last_acked_ms = now_ms;
+        }
         self.stats.packets_lost += u64::from(outcome.newly_lost);
         self.update_loss(outcome.newly_acked, outcome.newly_lost);
         self.acked_since_loss = if outcome.newly_lost > 0 {
@@ -429,7 +458,7 @@ impl Link {
         self.stats.bytes_sent += packet.len as u64;
         self.stats.redundant_bytes += packet.redundant_bytes;
         self.disarm(Timer::AckDelay);
-        self.arm(Timer::KeepAlive, now_ms + self.keep_alive_ms);
+        self.arm(Timer::KeepAlive, now_ms + self.keep_alive_after(now_ms));
         if packet.carries_data && (retransmission || !self.is_armed(Timer::Retransmit)) {
             let rto = self.rtt.rto_ms();
             self.arm(Timer::Retransmit, now_ms + rto);

@@ -62,6 +62,7 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
                 turmoil::repair("host", format!("p{machine}").as_str());
                 run.with_player(machine, |report| {
                     report.hashes.clear();
+                    report.commands.clear();
                     report.executed = 0;
                 });
                 incarnation += 1;
@@ -220,12 +221,18 @@ fn record_turn<C: Serialize + DeserializeOwned>(
             run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
         }
     }
-    let executed =
-        turn.records.iter().filter(|record| matches!(record, TypedRecord::Command { .. })).count()
-            as u64;
+    let commands: Vec<_> = turn
+        .records
+        .iter()
+        .filter_map(|record| match record {
+            TypedRecord::Command { player, seq, .. } => Some((*player, *seq, turn.turn)),
+            _ => None,
+        })
+        .collect();
     run.with_player(machine, |report| {
         report.hashes.push(hash);
-        report.executed += executed;
+        report.executed += commands.len() as u64;
+        report.commands.extend(commands);
     });
 }
 
@@ -243,7 +250,10 @@ async fn submit<C: Serialize + DeserializeOwned>(
             sampler.submitted(ticket);
         }
         run.with_player(machine, |report| match submitted {
-            Ok(_) => report.submitted += 1,
+            Ok(ticket) => {
+                report.submitted += 1;
+                report.tickets.push(ticket);
+            }
             Err(_) => report.submit_refused += 1,
         });
     }

@@ -1,7 +1,7 @@
 //! What a run produced: one [`PlayerReport`] per player, in seat order, and the run-wide
 //! counts (trace digest, datagrams, host events).
 
-use phalanx::{EndReason, JoinRefusal, PlayerId};
+use phalanx::{CommandSeq, EndReason, JoinRefusal, PlayerId, Ticket, Turn};
 
 use crate::Step;
 
@@ -77,6 +77,11 @@ pub struct PlayerReport {
     /// When sampling: `(simulated ms when it executed, submit → execute ms)` of each of its
     /// own commands, in execution order.
     pub command_latencies: Vec<(u64, u32)>,
+    /// The tickets of the commands it submitted (of every process it ran), in order.
+    pub tickets: Vec<Ticket>,
+    /// Every command its game executed (its last process's game): whose, which, and at which
+    /// turn, in execution order.
+    pub commands: Vec<(PlayerId, CommandSeq, Turn)>,
 }
 
 /// One player's counters at one moment of simulated time (all cumulative since it joined,
@@ -119,6 +124,49 @@ impl SimReport {
                 if let Some((other, differs)) = seen.find(|&(_, h)| h != hash) {
                     return Err(format!(
                         "turn {turn}: {first} has {hash:#x}, {other} {differs:#x}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// S2, exactly once: no game executed a command twice or one never submitted, and every
+    /// game that played on executed every submitted command. A command stamped for turn `t`
+    /// is owed by every game that executed turn `t + settle_turns` (a command that reached
+    /// the host late executes at a later turn: `settle_turns` bounds how much later a scenario
+    /// allows, for example the longest cut in turns plus `turns_ahead_max`).
+    pub fn check_exactly_once(&self, settle_turns: u32) -> Result<(), String> {
+        let submitted: std::collections::BTreeSet<(PlayerId, CommandSeq)> = self
+            .players
+            .iter()
+            .filter_map(|p| Some((p.player?, &p.tickets)))
+            .flat_map(|(player, tickets)| tickets.iter().map(move |t| (player, t.seq)))
+            .collect();
+        for game in &self.players {
+            let mut seen = std::collections::BTreeSet::new();
+            for &(player, seq, turn) in &game.commands {
+                if !seen.insert((player, seq)) {
+                    return Err(format!("{} executed {player}'s {seq:?} twice", game.name()));
+                }
+                if !submitted.contains(&(player, seq)) {
+                    return Err(format!(
+                        "{} executed {player}'s {seq:?} at {turn}, never submitted",
+                        game.name()
+                    ));
+                }
+            }
+            let played = game.hashes.len() as u32;
+            for owner in &self.players {
+                let Some(player) = owner.player else { continue };
+                let missing = owner.tickets.iter().find(|ticket| {
+                    ticket.turn.0.saturating_add(settle_turns) < played
+                        && !seen.contains(&(player, ticket.seq))
+                });
+                if let Some(ticket) = missing {
+                    return Err(format!(
+                        "{} played {played} turns but never executed {player}'s {ticket:?}",
+                        game.name()
                     ));
                 }
             }

@@ -76,6 +76,12 @@ impl SeededTest {
         SeededTest { package, binary, test: segments.join("::"), scenario: scenario.into() }
     }
 
+    /// The same test running scenario `scenario` instead: for a helper that runs several
+    /// variants of one test function, each with seeds of its own.
+    pub fn variant(&self, scenario: impl Into<String>) -> SeededTest {
+        SeededTest { scenario: scenario.into(), test: self.test.clone(), ..*self }
+    }
+
     /// The scenario name its seeds derive from.
     pub fn scenario(&self) -> &str {
         &self.scenario

@@ -49,9 +49,9 @@ use std::fmt;
 pub use client::{Client, ClientOptions, RawDatagramSender};
 pub use host::{Host, HostOptions, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
-    ClientEvent, ClientJoinError, ClientStats, CodecError, DesyncReport, EndReason, HostEvent,
-    HostStats, JoinRefusal, Pace, PeerStats, PlayerId, SessionConfig, SplitMix64, SubmitError,
-    Ticket, Turn, TypedRecord, TypedTurn,
+    ClientEvent, ClientJoinError, ClientStats, CodecError, CommandSeq, DesyncReport, EndReason,
+    HostEvent, HostStats, JoinRefusal, Pace, PeerStats, PlayerId, SessionConfig, SplitMix64,
+    SubmitError, Ticket, Turn, TypedRecord, TypedTurn,
 };
 pub use tls::{
     Fingerprint, FingerprintParseError, HostIdentity, HostVerification, IdentityError, ALPN,

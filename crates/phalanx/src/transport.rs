@@ -46,6 +46,9 @@ pub(crate) fn transport_config(
     let datagrams = usize::from(session.datagram_bytes_max) * session.turns_ahead_max as usize * 2;
     transport.datagram_receive_buffer_size(Some(datagrams));
     transport.datagram_send_buffer_size(datagrams);
+    transport.congestion_controller_factory(Arc::new(FixedWindow::new(
+        (datagrams + CLIENT_STREAM_WINDOW as usize) as u64,
+    )));
     // Ask the peer to hold its QUIC ACKs for up to two turns or ten packets, so they ride on
     // the next turn's datagram instead of costing a packet each: phalanx acknowledges and
     // repeats its own data, so QUIC's loss detection only matters for the join stream. quinn
@@ -56,4 +59,66 @@ pub(crate) fn transport_config(
     ack.reordering_threshold(VarInt::from_u32(0));
     transport.ack_frequency_config(Some(ack));
     Arc::new(transport)
+}
+
+/// A congestion window that never shrinks, for a game's traffic.
+///
+/// phalanx's datagrams are small and paced by the session (a few per turn per player, each
+/// bounded by `datagram_bytes_max`), and phalanx acknowledges, repeats and retransmits its own
+/// data. A loss-based controller (quinn's default, Cubic) answers an outage by collapsing its
+/// window while the packets sent into the outage still count as in flight: when the link
+/// heals, the game's datagrams wait behind congestion control, and a player cut off for less
+/// than the idle timeout was dropped 3–4 s after the repair (found by the L2 sweeps of
+/// `sim-tests/tests/short_cuts.rs`: with Cubic, a 0.5 × timeout cut and the README example
+/// each dropped a player within their seeds; with this window, every seed passes). The join
+/// stream stays bounded by this window and by its own flow control.
+#[derive(Clone, Debug)]
+pub(crate) struct FixedWindow {
+    window_bytes: u64,
+}
+
+impl FixedWindow {
+    /// A window of `window_bytes`.
+    pub(crate) fn new(window_bytes: u64) -> Self {
+        FixedWindow { window_bytes }
+    }
+}
+
+impl quinn::congestion::ControllerFactory for FixedWindow {
+    fn build(
+        self: Arc<Self>,
+        _now: std::time::Instant,
+        _current_mtu: u16,
+    ) -> Box<dyn quinn::congestion::Controller> {
+        Box::new((*self).clone())
+    }
+}
+
+impl quinn::congestion::Controller for FixedWindow {
+    fn on_congestion_event(
+        &mut self,
+        _now: std::time::Instant,
+        _sent: std::time::Instant,
+        _is_persistent_congestion: bool,
+        _lost_bytes: u64,
+    ) {
+    }
+
+    fn on_mtu_update(&mut self, _new_mtu: u16) {}
+
+    fn window(&self) -> u64 {
+        self.window_bytes
+    }
+
+    fn clone_box(&self) -> Box<dyn quinn::congestion::Controller> {
+        Box::new(self.clone())
+    }
+
+    fn initial_window(&self) -> u64 {
+        self.window_bytes
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
 }
