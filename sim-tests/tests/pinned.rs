@@ -39,12 +39,12 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "lossy",
-            0x1221d642f97726e5,
-            vec![Some(0x3ff7fd5da57c9575), Some(0x3ff7fd5da57c9575), Some(0x3ff7fd5da57c9575)],
+            0x5c9ab2f5f50f8d1b,
+            vec![Some(0x80d5e2f79656104b), Some(0x80d5e2f79656104b), Some(0x80d5e2f79656104b)],
         ),
         (
             "removed",
-            0xf0e12b843b4674c3,
+            0x51f4ef1adc9f21ce,
             vec![Some(0x115794958254fa39), Some(0xdafe591568f3b51b), Some(0xdafe591568f3b51b)],
         ),
     ];

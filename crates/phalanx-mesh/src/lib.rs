@@ -108,6 +108,10 @@ pub struct MeshConfig {
     pub pause_requests: Vec<(u64, usize, bool)>,
     /// Have the host record a replay.
     pub record_replay: bool,
+    /// Timer wake-ups are late by up to this much (uniform, drawn per wake-up), as an OS
+    /// timer or a frame loop is: a session asking to be woken at `t` is woken at `t` plus the
+    /// lateness, and reads that time as `now`. 0 (the default): exact virtual time.
+    pub wake_lateness_ms: u64,
 }
 
 impl MeshConfig {
@@ -138,6 +142,7 @@ impl MeshConfig {
             clocks: Vec::new(),
             pause_requests: Vec::new(),
             record_replay: false,
+            wake_lateness_ms: 0,
         }
     }
 
@@ -375,6 +380,9 @@ pub struct Mesh {
     burst: Vec<[BurstState; 2]>,
     player_client: BTreeMap<PlayerId, usize>,
     steps: u64,
+    /// With `wake_lateness_ms`: per session (the host, then each client), the deadline it
+    /// asked for and the (global) time the mesh wakes it.
+    wakes: Vec<Option<(u64, u64)>>,
 }
 
 impl Mesh {
@@ -453,6 +461,7 @@ impl Mesh {
             burst: vec![[BurstState::default(); 2]; config.clients],
             player_client,
             steps: 0,
+            wakes: vec![None; config.clients + 1],
             config,
         })
     }
@@ -483,6 +492,7 @@ impl Mesh {
     /// Runs until virtual time `until_ms`.
     pub fn run_until(&mut self, until_ms: u64) -> Result<(), MeshError> {
         loop {
+            self.refresh_wakes();
             let next = self.next_event_ms();
             match next {
                 Some(at) if at <= until_ms => self.now_ms = self.now_ms.max(at),
@@ -503,12 +513,55 @@ impl Mesh {
         game.ended.is_none() && self.now_ms < self.config.submit_until_ms
     }
 
-    fn next_event_ms(&self) -> Option<u64> {
-        let deliveries = self.queue.peek().map(|Reverse(flight)| flight.at_ms);
-        let host = self.host.poll_timeout();
-        let clients = self.clients.iter().enumerate().filter_map(|(index, client)| {
+    /// Each session's timer deadline, in global time: the host's, then each client's.
+    fn deadlines(&self) -> impl Iterator<Item = Option<u64>> + '_ {
+        let clients = self.clients.iter().enumerate().map(|(index, client)| {
             client.poll_timeout().map(|local| to_global(&self.config, index, local))
         });
+        std::iter::once(self.host.poll_timeout()).chain(clients)
+    }
+
+    /// With `wake_lateness_ms`, draws when each session whose deadline changed is woken.
+    fn refresh_wakes(&mut self) {
+        let lateness = self.config.wake_lateness_ms;
+        if lateness == 0 {
+            return;
+        }
+        let deadlines: Vec<Option<u64>> = self.deadlines().collect();
+        for (session, deadline) in deadlines.into_iter().enumerate() {
+            self.wakes[session] = match (deadline, self.wakes[session]) {
+                (Some(deadline), Some((asked, wake))) if asked == deadline => Some((asked, wake)),
+                (Some(deadline), _) => Some((deadline, deadline + self.rng.below(lateness + 1))),
+                (None, _) => None,
+            };
+        }
+    }
+
+    /// Whether session `session` (0: the host, then each client) is due at global `now`.
+    fn is_woken(&self, session: usize, now: u64) -> bool {
+        if self.config.wake_lateness_ms == 0 {
+            return match session {
+                0 => self.host.poll_timeout().is_some_and(|at| at <= now),
+                _ => {
+                    let local = to_local(&self.config, session - 1, now);
+                    self.clients[session - 1].poll_timeout().is_some_and(|at| at <= local)
+                }
+            };
+        }
+        self.wakes[session].is_some_and(|(_, wake)| wake <= now)
+    }
+
+    fn next_event_ms(&self) -> Option<u64> {
+        let deliveries = self.queue.peek().map(|Reverse(flight)| flight.at_ms);
+        let (host, clients): (Option<u64>, Vec<Option<u64>>) = if self.config.wake_lateness_ms == 0
+        {
+            let mut deadlines = self.deadlines();
+            (deadlines.next().flatten(), deadlines.collect())
+        } else {
+            let wakes: Vec<Option<u64>> = self.wakes.iter().map(|w| w.map(|(_, at)| at)).collect();
+            (wakes[0], wakes[1..].to_vec())
+        };
+        let clients = clients.into_iter().flatten();
         let slow = self
             .config
             .slow
@@ -550,13 +603,13 @@ impl Mesh {
             };
             self.deliver(flight);
         }
-        if self.host.poll_timeout().is_some_and(|at| at <= now) {
+        if self.is_woken(0, now) {
             self.host.handle_timeout(now);
         }
-        for (index, client) in self.clients.iter_mut().enumerate() {
-            let local = to_local(&self.config, index, now);
-            if client.poll_timeout().is_some_and(|at| at <= local) {
-                client.handle_timeout(local);
+        for index in 0..self.clients.len() {
+            if self.is_woken(index + 1, now) {
+                let local = to_local(&self.config, index, now);
+                self.clients[index].handle_timeout(local);
             }
         }
         for &(at, client, pause) in &self.config.pause_requests {

@@ -60,18 +60,18 @@ fn seeded_runs_are_unchanged() {
         ),
         (
             "partitioned",
-            0xf2a7ff2622163136,
-            vec![0x80128781ed097f0b, 0x7d325e822c903d9a, 0x335fb1831f0cb14e, 0x7d325e822c903d9a],
+            0xbc11aab17122ed17,
+            vec![0xcac5a38ef5659c8f, 0xcac5a38ef5659c8f, 0x3635447f44a2af0e, 0xcac5a38ef5659c8f],
         ),
         (
             "listen",
-            0xbf9dd04ce187e001,
+            0xdc671cc1c45fa3af,
             vec![0x92743d8e4e3ab869, 0x5ac06e0562aac8d8, 0x92743d8e4e3ab869, 0xd52a9c20ddaed8e6],
         ),
         (
             "dropped",
-            0x3a10b3b65c7b8e57,
-            vec![0xf94134170d871c6c, 0xd1e46c1d2403fe0b, 0x29dec2a7fb8384de],
+            0x9eab0fa4b71d279f,
+            vec![0xf94134170d871c6c, 0xd1e46c1d2403fe0b, 0xd1e46c1d2403fe0b],
         ),
     ];
     let actual = scenarios();

@@ -80,6 +80,12 @@ pub struct SessionConfig {
     pub rto_min_ms: u32,
     /// Upper bound of the retransmit timeout, backoff included.
     pub rto_max_ms: u32,
+    /// How late a timer may fire on either side (RFC 9002's timer granularity): the
+    /// retransmit timeout keeps this much slack over the measured round trip and again over
+    /// the peer's ack delay, so data acknowledged in time is not sent again when wake-ups are
+    /// late. tokio on an idle machine is about 1–2 ms late; a session driven from a frame loop
+    /// is up to a frame late (set 17 at 60 Hz).
+    pub timer_granularity_ms: u32,
     /// Send a keep-alive after this long without sending anything. During play at 100 ms
     /// turns a datagram goes each way every turn and keep-alives never fire; they keep a quiet
     /// link (the lobby, a pause, longer turns) alive, and they set how long before a cut the
@@ -147,6 +153,7 @@ impl Default for SessionConfig {
             rto_initial_ms: 300,
             rto_min_ms: 40,
             rto_max_ms: 2_000,
+            timer_granularity_ms: 10,
             keep_alive_ms: 100,
             probe_interval_ms: 50,
             idle_timeout_ms: 3_000,
@@ -272,6 +279,7 @@ impl SessionConfig {
         check("repeat_loss_permille", self.repeat_loss_permille.into(), 0, 1_000)?;
         check("ack_delay_ms", self.ack_delay_ms.into(), 0, 1_000)?;
         check("rto_min_ms", self.rto_min_ms.into(), 1, 60_000)?;
+        check("timer_granularity_ms", self.timer_granularity_ms.into(), 0, 1_000)?;
         check("rto_max_ms", self.rto_max_ms.into(), self.rto_min_ms.into(), 60_000)?;
         check(
             "rto_initial_ms",

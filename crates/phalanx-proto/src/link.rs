@@ -180,6 +180,7 @@ impl Link {
                 config.rto_min_ms,
                 config.rto_max_ms,
                 peer_ack_delay_ms,
+                config.timer_granularity_ms,
             ),
             due: Due::default(),
             acked_since_loss: REPEAT_MEMORY_PACKETS,

@@ -179,6 +179,10 @@ pub(crate) struct Rtt {
     /// The longest the peer may hold an ack back: an RTO shorter than RTT plus this would fire
     /// on every quiet exchange (QUIC's PTO adds `max_ack_delay` for the same reason).
     peer_ack_delay_ms: u64,
+    /// How late a timer may fire, ours or the peer's (RFC 9002's timer granularity): the
+    /// peer's ack-delay timer fires up to this late, and a steady link's RTTVAR of nearly 0
+    /// must not leave less slack than this.
+    granularity_ms: u64,
 }
 
 impl Rtt {
@@ -187,6 +191,7 @@ impl Rtt {
         floor_ms: u32,
         ceiling_ms: u32,
         peer_ack_delay_ms: u32,
+        granularity_ms: u32,
     ) -> Self {
         Rtt {
             smoothed_ms: None,
@@ -198,6 +203,7 @@ impl Rtt {
             floor_ms: floor_ms.into(),
             ceiling_ms: ceiling_ms.into(),
             peer_ack_delay_ms: peer_ack_delay_ms.into(),
+            granularity_ms: granularity_ms.into(),
         }
     }
 
@@ -224,11 +230,19 @@ impl Rtt {
         self.backoff = self.backoff.saturating_add(1).min(16);
     }
 
-    /// The current retransmit timeout.
+    /// The current retransmit timeout: SRTT + max(4·RTTVAR, granularity) + the peer's ack
+    /// delay, which its own late timer can stretch by the granularity (RFC 9002 §6.2.1, with
+    /// the granularity of real timers rather than 1 ms).
     pub(crate) fn rto_ms(&self) -> u64 {
+        let granularity = self.granularity_ms;
         let base = match self.smoothed_ms {
             None => self.initial_ms,
-            Some(smoothed) => smoothed + (4 * self.variance_ms).max(1) + self.peer_ack_delay_ms,
+            Some(smoothed) => {
+                smoothed
+                    + (4 * self.variance_ms).max(granularity.max(1))
+                    + self.peer_ack_delay_ms
+                    + granularity
+            }
         };
         let backed_off = base.max(self.floor_ms).saturating_mul(1u64 << self.backoff);
         backed_off.clamp(self.floor_ms, self.ceiling_ms)
@@ -312,11 +326,11 @@ mod tests {
 
     #[test]
     fn rto_follows_rfc6298_and_backs_off() {
-        let mut rtt = Rtt::new(300, 40, 2_000, 0);
+        let mut rtt = Rtt::new(300, 40, 2_000, 0, 0);
         assert_eq!(rtt.rto_ms(), 300);
         rtt.on_sample(100);
         assert_eq!(rtt.rto_ms(), 100 + 4 * 50);
-        let mut delayed = Rtt::new(300, 40, 2_000, 25);
+        let mut delayed = Rtt::new(300, 40, 2_000, 25, 0);
         delayed.on_sample(40);
         delayed.on_sample(40);
         delayed.on_sample(40);
@@ -330,5 +344,19 @@ mod tests {
         rtt.on_sample(100);
         assert!(rtt.rto_ms() < 600, "a fresh sample ends the backoff");
         assert_eq!(rtt.min_ms, Some(100));
+    }
+
+    /// A steady link (RTTVAR falls to 0) keeps the granularity as slack twice: once for the
+    /// measurement, once for the peer's late ack-delay timer.
+    #[test]
+    fn rto_keeps_the_timer_granularity_on_a_steady_link() {
+        let mut rtt = Rtt::new(300, 1, 2_000, 25, 10);
+        for _ in 0..64 {
+            rtt.on_sample(20);
+        }
+        assert_eq!(rtt.variance_ms, 0);
+        assert_eq!(rtt.rto_ms(), 20 + 10 + 25 + 10);
+        let exact = Rtt { granularity_ms: 0, ..rtt };
+        assert_eq!(exact.rto_ms(), 20 + 1 + 25, "granularity 0: the old formula");
     }
 }
