@@ -553,15 +553,13 @@ impl Mesh {
 
     fn next_event_ms(&self) -> Option<u64> {
         let deliveries = self.queue.peek().map(|Reverse(flight)| flight.at_ms);
-        let (host, clients): (Option<u64>, Vec<Option<u64>>) = if self.config.wake_lateness_ms == 0
-        {
-            let mut deadlines = self.deadlines();
-            (deadlines.next().flatten(), deadlines.collect())
+        // The sessions' timers: when each asked to be woken, or with `wake_lateness_ms` when
+        // the mesh will wake it.
+        let timers = if self.config.wake_lateness_ms == 0 {
+            self.deadlines().flatten().min()
         } else {
-            let wakes: Vec<Option<u64>> = self.wakes.iter().map(|w| w.map(|(_, at)| at)).collect();
-            (wakes[0], wakes[1..].to_vec())
+            self.wakes.iter().flatten().map(|&(_, wake)| wake).min()
         };
-        let clients = clients.into_iter().flatten();
         let slow = self
             .config
             .slow
@@ -586,8 +584,7 @@ impl Mesh {
             .filter(|&at| at < self.config.submit_until_ms);
         deliveries
             .into_iter()
-            .chain(host)
-            .chain(clients)
+            .chain(timers)
             .chain(submits)
             .chain(slow)
             .chain(thaws)
