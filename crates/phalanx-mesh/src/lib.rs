@@ -466,6 +466,11 @@ impl Mesh {
         })
     }
 
+    /// The host's own game, when it plays (`MeshConfig::host_plays`).
+    pub fn host_game(&self) -> Option<&Game> {
+        self.games.get(self.clients.len())
+    }
+
     /// The scenario.
     pub fn config(&self) -> &MeshConfig {
         &self.config

@@ -39,3 +39,39 @@ fn late_timers_cause_no_spurious_retransmits() {
         });
     }
 }
+
+/// The 95th percentile of `latencies` (ms).
+fn p95(mut latencies: Vec<u64>) -> u64 {
+    latencies.sort_unstable();
+    latencies[(latencies.len() * 95 / 100).min(latencies.len() - 1)]
+}
+
+/// A listen server at 150 ms one way (±10 ms of jitter, wake-ups up to 2 ms late): the host's
+/// own player's commands go into the next turn it seals, as early as the network allows, so
+/// its p95 submit → execute latency is no worse than the clients'.
+#[test]
+fn the_host_player_is_not_later_than_the_clients() {
+    for_each_seed(seeded_test!("host_latency_150ms"), SEEDS, |seed| {
+        let faults = LinkFaults { latency_ms: 140, jitter_ms: 20, ..LinkFaults::default() };
+        let mut config = MeshConfig::new(seed, 3).with_faults(faults);
+        config.host_plays = true;
+        config.wake_lateness_ms = 2;
+        let mesh = Mesh::run_checked(config)?;
+        let host = mesh.host_game().ok_or("the host plays")?;
+        let host_p95 = p95(host.latencies_ms.iter().map(|&(_, ms)| ms).collect());
+        let clients: Vec<u64> = mesh
+            .games
+            .iter()
+            .filter(|game| game.player != host.player)
+            .flat_map(|game| game.latencies_ms.iter().map(|&(_, ms)| ms))
+            .collect();
+        let clients_p95 = p95(clients);
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("seed {seed}: host p95 {host_p95} ms, clients p95 {clients_p95} ms");
+        }
+        ensure(host_p95 <= clients_p95, || {
+            format!("host p95 {host_p95} ms > clients' {clients_p95} ms")
+        })
+    });
+}

@@ -103,6 +103,13 @@ pub struct SessionConfig {
     pub probe_interval_ms: u32,
     /// A peer silent this long is timed out (anchors: a dead peer detected in ≤ 3 s).
     pub idle_timeout_ms: u32,
+    /// The longest playout buffer a client may hold turns in (a local setting; 0: turns
+    /// execute the moment they arrive). A client executes turns on a steady schedule derived
+    /// from the host's pace, behind a buffer of the 95th percentile of the recent arrival
+    /// jitter, capped here: turns that arrive within it execute exactly a turn length apart.
+    /// The buffer in force is [`ClientStats::playout_ms`](crate::ClientStats::playout_ms);
+    /// speed control adds it to the round trip it covers. 0..=1000.
+    pub playout_max_ms: u32,
     /// How long the host waits for a newly seated player's first datagram. A client cannot
     /// send any before the join reply reaches it, and on a lossy link the reliable stream's
     /// retransmissions can take longer than `idle_timeout_ms`; a player is only held to the
@@ -157,6 +164,7 @@ impl Default for SessionConfig {
             keep_alive_ms: 100,
             probe_interval_ms: 50,
             idle_timeout_ms: 3_000,
+            playout_max_ms: 80,
             join_grace_ms: 10_000,
             misbehaviour_max: 32,
             rejoin_window_ms: 60_000,
@@ -295,6 +303,7 @@ impl SessionConfig {
             u64::from(self.keep_alive_ms) + 1,
             600_000,
         )?;
+        check("playout_max_ms", self.playout_max_ms.into(), 0, PLAYOUT_MAX_MS.into())?;
         check("join_grace_ms", self.join_grace_ms.into(), self.idle_timeout_ms.into(), 600_000)?;
         check("misbehaviour_max", self.misbehaviour_max.into(), 1, u32::MAX.into())?;
         check("rejoin_window_ms", self.rejoin_window_ms.into(), 0, 3_600_000)?;
@@ -315,6 +324,10 @@ impl SessionConfig {
 /// The longest turn cost a game or a peer may report (speed control input): one minute.
 /// Larger reports are capped rather than refused.
 pub(crate) const TURN_COST_MAX_MS: u32 = 60_000;
+
+/// The longest playout buffer: the limit of `playout_max_ms`, and of what the host believes a
+/// client's report.
+pub(crate) const PLAYOUT_MAX_MS: u32 = 1_000;
 
 #[cfg(test)]
 mod tests {

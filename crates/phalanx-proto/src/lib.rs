@@ -43,7 +43,7 @@
 //! - `link.rs`: one end of a connection, shared by both sides — packet numbers, acks, RTT and
 //!   loss, the intake of arriving datagrams (malformed, duplicate, impossible ack: dropped,
 //!   counted, offences past the limit disconnect), when a packet is due, send bookkeeping,
-//!   and the connection's five timers in its own small `HashedWheel`. `recovery.rs` holds its
+//!   and the connection's six timers in its own small `HashedWheel`. `recovery.rs` holds its
 //!   ack ranges, sent log and RTT estimator.
 //! - `host/`: the host, one concern a file (joins, intake, sealing, transmit, its own player);
 //!   `client/`: the client's state and game side, and its network side.
@@ -95,7 +95,7 @@ pub use wire::{
 };
 
 /// The protocol version this build speaks: the first byte of every message.
-pub const PROTOCOL_VERSION: u8 = 1;
+pub const PROTOCOL_VERSION: u8 = 2;
 
 /// Why a command was not accepted. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

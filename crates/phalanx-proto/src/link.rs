@@ -1,6 +1,7 @@
-//! One end of a connection's datagram reliability: packet numbers, acks, RTT, the five
-//! timers in the connection's own `HashedWheel` (local time, milliseconds), the intake of
-//! arriving datagrams and the peer's offences.
+//! One end of a connection's datagram reliability: packet numbers, acks, RTT, the six
+//! timers in the connection's own `HashedWheel` (local time, milliseconds) — retransmit, ack
+//! delay, keep-alive, idle, repeat, and the owner's turn deadline — the intake of arriving
+//! datagrams and the peer's offences.
 //!
 //! The link knows nothing about turns or commands. Its owner (the host's view of a client, or
 //! the client) decides what a packet carries; the link says *when* something must go out
@@ -31,9 +32,11 @@ enum Timer {
     /// New data went out on a lossy link a quarter turn ago: send it once more, so a single loss
     /// does not cost a whole turn.
     Repeat,
+    /// The owner's next turn is due (a client's playout schedule): the owner wakes and looks.
+    Turn,
 }
 
-const TIMERS: usize = 5;
+const TIMERS: usize = 6;
 
 /// New data is sent twice while a loss was seen within this many acknowledged packets
 /// (about the last 25 s of a 100 ms turn): a link that loses at all keeps its repeats.
@@ -227,6 +230,15 @@ impl Link {
         }
     }
 
+    /// Sets (or clears) the owner's turn deadline: [`poll_timeout`](Self::poll_timeout) wakes
+    /// the driver then.
+    pub(crate) fn set_turn_deadline(&mut self, deadline: Option<u64>) {
+        match deadline {
+            Some(deadline) => self.arm(Timer::Turn, deadline),
+            None => self.disarm(Timer::Turn),
+        }
+    }
+
     /// Whether any datagram from the peer was accepted.
     pub(crate) fn heard_from(&self) -> bool {
         self.stats.datagrams_received > 0
@@ -240,7 +252,7 @@ impl Link {
                 return;
             }
         }
-        // Deadline is >= now() and the wheel holds at most five timers: insert cannot fail.
+        // Deadline is >= now() and the wheel holds at most six timers: insert cannot fail.
         self.handles[timer.index()] = self.wheel.insert(deadline, timer).ok();
     }
 
@@ -272,6 +284,8 @@ impl Link {
                 Timer::KeepAlive => self.due.keep_alive = true,
                 Timer::Idle => self.timed_out = true,
                 Timer::Repeat => self.due.repeat = true,
+                // The owner compares its schedule with the clock itself.
+                Timer::Turn => {}
             }
         }
     }

@@ -131,4 +131,9 @@ pub struct ClientStats {
     pub latency_ms_max: Option<u32>,
     /// Time the game waited for a turn beyond its length (gaps over 1.5 turn lengths).
     pub stall_ms: u64,
+    /// The playout buffer in force: turns execute this long after the earliest they could on
+    /// a steady schedule (see `SessionConfig::playout_max_ms`).
+    pub playout_ms: u32,
+    /// Turns that arrived after their time on the playout schedule and executed on arrival.
+    pub playout_late: u64,
 }

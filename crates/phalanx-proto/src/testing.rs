@@ -13,7 +13,7 @@ use crate::{CommandSeq, Turn};
 /// no commands. With a `turn_ack` past what the host has sealed it is a spoofed claim.
 pub fn up_datagram_claiming(pn: u64, turn_ack: Turn) -> Vec<u8> {
     let mut out = Vec::new();
-    let extras = UpExtras { hash_report: None, cost_ms: None, pause: None };
+    let extras = UpExtras::default();
     put_up_header(&mut out, pn, None, turn_ack, Turn(0), CommandSeq(0), &extras);
     put_varint(&mut out, 0); // commands
     out
@@ -35,7 +35,7 @@ mod tests {
             assert_eq!((up.pn, up.ack, up.turn_ack, up.next_exec), (pn, None, turn_ack, Turn(0)));
             assert_eq!(up.first_seq, CommandSeq(0));
             assert!(up.commands.is_empty());
-            assert_eq!(up.extras, UpExtras { hash_report: None, cost_ms: None, pause: None });
+            assert_eq!(up.extras, UpExtras::default());
         }
     }
 }

@@ -62,6 +62,7 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
                 turmoil::repair("host", format!("p{machine}").as_str());
                 run.with_player(machine, |report| {
                     report.hashes.clear();
+                    report.executed_at_ms.clear();
                     report.commands.clear();
                     report.executed = 0;
                 });
@@ -231,6 +232,7 @@ fn record_turn<C: Serialize + DeserializeOwned>(
         .collect();
     run.with_player(machine, |report| {
         report.hashes.push(hash);
+        report.executed_at_ms.push(now_ms());
         report.executed += commands.len() as u64;
         report.commands.extend(commands);
     });
@@ -271,6 +273,7 @@ async fn leave<C: Serialize + DeserializeOwned>(run: &Run, machine: usize, clien
             report.unacked_high_water = stats.commands_unacked_high_water;
             report.app_bytes = (stats.link.bytes_sent, stats.link.bytes_received);
             report.stall_ms = stats.stall_ms;
+            report.playout_ms = stats.playout_ms;
         }
         report.latency_ms =
             stats.and_then(|s| Some((s.latency_ms_p50?, s.latency_ms_p95?, s.latency_ms_max?)));

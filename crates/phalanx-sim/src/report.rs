@@ -71,6 +71,8 @@ pub struct PlayerReport {
     pub app_bytes: (u64, u64),
     /// Time its game waited for turns beyond their length (client stats).
     pub stall_ms: u64,
+    /// Its client's playout buffer at the end (client stats).
+    pub playout_ms: u32,
     /// When [`SimConfig::samples_every_ms`](crate::SimConfig::samples_every_ms) is set: its
     /// counters over time.
     pub samples: Vec<Sample>,
@@ -82,6 +84,9 @@ pub struct PlayerReport {
     /// Every command its game executed (its last process's game): whose, which, and at which
     /// turn, in execution order.
     pub commands: Vec<(PlayerId, CommandSeq, Turn)>,
+    /// Simulated ms at which its game executed each turn, in turn order (its last process's
+    /// game): what [`PlayerReport::time_in_gaps`] measures.
+    pub executed_at_ms: Vec<u64>,
 }
 
 /// One player's counters at one moment of simulated time (all cumulative since it joined,
@@ -187,6 +192,24 @@ impl PlayerReport {
             Some(player) => format!("player {} (p{})", player.0, self.machine),
             None => format!("p{} (never joined)", self.machine),
         }
+    }
+
+    /// How smoothly its game ran: `(ms spent in gaps between consecutive executed turns longer
+    /// than longer_than_ms, ms from its first executed turn to its last)`. With
+    /// `longer_than_ms` at 1.5 turns, the first over the second is the share of game time in
+    /// visible hitches.
+    pub fn time_in_gaps(&self, longer_than_ms: u64) -> (u64, u64) {
+        let in_gaps = self
+            .executed_at_ms
+            .windows(2)
+            .map(|pair| pair[1].saturating_sub(pair[0]))
+            .filter(|&gap| gap > longer_than_ms)
+            .sum();
+        let span = match (self.executed_at_ms.first(), self.executed_at_ms.last()) {
+            (Some(first), Some(last)) => last - first,
+            _ => 0,
+        };
+        (in_gaps, span)
     }
 }
 

@@ -151,7 +151,7 @@ async fn joins_are_refused_with_typed_errors() {
         matches!(
             version,
             Some(ConnectError::Join(ClientJoinError::Refused(JoinRefusal::VersionMismatch {
-                host: 1,
+                host: phalanx_proto::PROTOCOL_VERSION,
                 client: 0
             })))
         ),

@@ -10,7 +10,7 @@ use crate::wire::{
     UpExtras, UP_HEADER_BYTES_MAX,
 };
 
-use super::{Client, ClientEvent, EndReason, State};
+use super::{Client, ClientEvent, EndReason, State, PLAYOUT_REPORT_STEP_MS};
 
 impl Client {
     /// The link while the session runs.
@@ -92,13 +92,26 @@ impl Client {
         if !down.bundles.is_empty() {
             link.on_ack_eliciting(now_ms);
         }
-        self.store_bundles(down.first_turn, down.bundles);
+        self.store_bundles(now_ms, down.first_turn, down.bundles);
         self.stats.commands_unacked = self.unacked.len();
+        self.schedule_next_turn(now_ms);
+    }
+
+    /// Arms the link's turn timer for the next turn's time on the playout schedule, when it
+    /// has arrived and its time is still to come.
+    pub(super) fn schedule_next_turn(&mut self, now_ms: u64) {
+        let due = match self.buffered.front() {
+            Some(Some(_)) => self.playout.due_ms(self.next_exec).filter(|&due| due > now_ms),
+            _ => None,
+        };
+        if let Some(link) = self.link.as_deref_mut() {
+            link.set_turn_deadline(due);
+        }
     }
 
     /// Buffers the bundles of a datagram from `first_turn` on; stale, future and duplicate
-    /// ones are dropped and counted.
-    fn store_bundles(&mut self, first_turn: Turn, bundles: Vec<Vec<Record>>) {
+    /// ones are dropped and counted. A turn's first arrival feeds the playout schedule.
+    fn store_bundles(&mut self, now_ms: u64, first_turn: Turn, bundles: Vec<Vec<Record>>) {
         let window = self.buffered.len();
         let Some(link) = self.link.as_deref_mut() else { return };
         for (offset, records) in bundles.into_iter().enumerate() {
@@ -119,6 +132,10 @@ impl Client {
                 continue;
             }
             self.buffered[index] = Some(TurnBundle { turn, records });
+            if self.playout.due_ms(turn).is_some_and(|due| due < now_ms) {
+                self.stats.playout_late += 1;
+            }
+            self.playout.on_arrival(turn, now_ms);
         }
         let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
         self.stats.bundles_buffered_high_water = self.stats.bundles_buffered_high_water.max(held);
@@ -156,16 +173,16 @@ impl Client {
     }
 
     /// What rides in the next datagram besides commands: the oldest unacknowledged state
-    /// hash, a changed turn cost, and a pause request while it is being repeated.
+    /// hash, and a changed turn cost, playout buffer or pause request while it is repeated.
     fn take_extras(&mut self) -> UpExtras {
+        let buffer = self.playout.buffer_ms() as u32;
+        self.playout_report.set(buffer.div_ceil(PLAYOUT_REPORT_STEP_MS) * PLAYOUT_REPORT_STEP_MS);
         let extras = UpExtras {
             hash_report: self.hash_reports.front().copied(),
-            cost_ms: self.cost_ms.filter(|&cost| Some(cost) != self.cost_sent),
+            cost_ms: self.cost.take(),
             pause: self.pause_request.map(|(seq, kind, _)| (seq, kind)),
+            playout_ms: self.playout_report.take(),
         };
-        if extras.cost_ms.is_some() {
-            self.cost_sent = self.cost_ms;
-        }
         if let Some((seq, kind, left)) = self.pause_request {
             self.pause_request = (left > 1).then_some((seq, kind, left - 1));
         }

@@ -14,6 +14,7 @@
 //! reports); `link.rs` holds the network side (datagrams in and out, timers).
 
 mod link;
+mod playout;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -27,6 +28,8 @@ use crate::link::Link;
 use crate::pace::Pace;
 use crate::stats::ClientStats;
 use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
+use playout::Playout;
+
 use crate::wire::{
     decode_join_reply_parts, decode_rejoin_log, DecodeError, JoinAccept, JoinRefusal, JoinRequest,
     Limits, PauseKind,
@@ -147,8 +150,7 @@ pub struct Client {
     /// State hashes reported by the game, oldest first, until the host acknowledges them.
     hash_reports: VecDeque<(Turn, u64)>,
     /// The game's turn cost: the latest value, and the last one sent.
-    cost_ms: Option<u32>,
-    cost_sent: Option<u32>,
+    cost: Report,
     /// The latest pause or resume request: (sequence, kind, datagrams left to repeat it in).
     pause_request: Option<(u8, PauseKind, u8)>,
     pause_seq: u8,
@@ -160,12 +162,46 @@ pub struct Client {
     /// After a rejoin: the turns before live play, for the game to replay first (bounded by
     /// `rejoin_log_bytes_max` through the join reply's size).
     catch_up: VecDeque<TurnBundle>,
+    /// When each turn executes: a steady schedule behind a jitter buffer.
+    playout: Playout,
+    /// The playout buffer as reported to the host (rounded up to `PLAYOUT_REPORT_STEP_MS`).
+    playout_report: Report,
+}
+
+/// A value the client reports to the host in its datagrams' extras (turn cost, playout
+/// buffer): each change rides the next `REPORT_REPEATS` datagrams, so one lost datagram does
+/// not lose it.
+#[derive(Debug, Default)]
+struct Report {
+    value: Option<u32>,
+    repeats_left: u8,
+}
+
+/// Datagrams a changed report rides in.
+const REPORT_REPEATS: u8 = 4;
+
+impl Report {
+    fn set(&mut self, value: u32) {
+        if self.value != Some(value) {
+            self.value = Some(value);
+            self.repeats_left = REPORT_REPEATS;
+        }
+    }
+
+    /// The value for the next datagram, while it is being repeated.
+    fn take(&mut self) -> Option<u32> {
+        let value = self.value.filter(|_| self.repeats_left > 0);
+        self.repeats_left = self.repeats_left.saturating_sub(1);
+        value
+    }
 }
 
 /// Latency samples kept for the percentiles in [`ClientStats`].
 const LATENCY_SAMPLES: usize = 1024;
 /// Times a pause or resume request is repeated in consecutive datagrams.
 const PAUSE_REPEATS: u8 = 8;
+/// The playout buffer is reported to the host in steps of this many ms.
+const PLAYOUT_REPORT_STEP_MS: u32 = 10;
 
 impl Client {
     /// A client that will join with `token`, and the join request to send on the reliable
@@ -179,6 +215,7 @@ impl Client {
             token,
         }
         .encode();
+        let playout = Playout::new(config.playout_max_ms, config.turn_length_ms);
         let client = Client {
             limits: Limits::new(&config),
             config,
@@ -195,14 +232,15 @@ impl Client {
             stats: ClientStats::default(),
             pace: Pace { turn_length_ms: 0, command_delay_turns: 0 },
             hash_reports: VecDeque::new(),
-            cost_ms: None,
-            cost_sent: None,
+            cost: Report::default(),
             pause_request: None,
             pause_seq: 0,
             waiting: 0,
             latencies_ms: VecDeque::new(),
             last_exec_ms: None,
             catch_up: VecDeque::new(),
+            playout,
+            playout_report: Report::default(),
         };
         Ok((client, request))
     }
@@ -240,6 +278,7 @@ impl Client {
             turn_length_ms: accept.turn_length_ms,
             command_delay_turns: accept.command_delay_turns,
         };
+        self.playout = Playout::new(config.playout_max_ms, accept.turn_length_ms);
         self.config = config;
         self.buffered.resize(self.config.turns_ahead_max as usize, None);
         // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
@@ -351,13 +390,18 @@ impl Client {
         !self.catch_up.is_empty()
     }
 
-    /// The next sealed turn to execute, in order, each exactly once; `None` until it arrives.
-    /// `now_ms` measures command latency and stalls.
+    /// The next sealed turn to execute, in order, each exactly once; `None` until it has
+    /// arrived and its time on the playout schedule has come ([`poll_timeout`](Self::poll_timeout)
+    /// includes that time; see `SessionConfig::playout_max_ms`). `now_ms` also measures command
+    /// latency and stalls.
     pub fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {
         if let Some(bundle) = self.catch_up.pop_front() {
             // A past turn: the game replays it; its records already had their effects on the
             // session (pace, our own earlier departure), so they are not acted on again.
             return Some(bundle);
+        }
+        if self.playout.due_ms(self.next_exec).is_some_and(|due| due > now_ms) {
+            return None;
         }
         let bundle = self.buffered.front_mut()?.take()?;
         if let Some(last) = self.last_exec_ms {
@@ -374,6 +418,7 @@ impl Client {
         let next_exec = self.next_exec;
         self.usage.retain(|&turn, _| turn >= next_exec);
         self.on_executed(&bundle, now_ms);
+        self.schedule_next_turn(now_ms);
         Some(bundle)
     }
 
@@ -389,6 +434,7 @@ impl Client {
                 Record::Left(who) if Some(*who) == player => self.end(EndReason::Removed),
                 Record::Pace(pace) => {
                     self.pace = *pace;
+                    self.playout.on_pace(bundle.turn.next(), pace.turn_length_ms);
                     self.push_event(ClientEvent::PaceChanged(*pace));
                 }
                 Record::Desync(report) => self.push_event(ClientEvent::Desync(report.clone())),
@@ -423,6 +469,7 @@ impl Client {
             stats.drops = link.drops().clone();
         }
         stats.turn_length_ms = self.pace.turn_length_ms;
+        stats.playout_ms = self.playout.buffer_ms() as u32;
         stats.command_delay_turns = self.pace.command_delay_turns;
         let mut sorted: Vec<u32> = self.latencies_ms.iter().copied().collect();
         sorted.sort_unstable();
@@ -463,7 +510,7 @@ impl Client {
     /// Reports how long the game takes to simulate a turn (a moving average is best). The host
     /// lengthens turns for everyone when a machine cannot keep up.
     pub fn report_turn_cost(&mut self, cost_ms: u32) {
-        self.cost_ms = Some(cost_ms.min(TURN_COST_MAX_MS));
+        self.cost.set(cost_ms.min(TURN_COST_MAX_MS));
     }
 
     /// Asks the host to pause the game (granted while this player has pauses left).

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 
 use crate::bundle::{PauseBy, Record};
-use crate::config::TURN_COST_MAX_MS;
+use crate::config::{PLAYOUT_MAX_MS, TURN_COST_MAX_MS};
 use crate::link::{Intake, Offence};
 use crate::sync::is_check_turn;
 use crate::types::{CommandSeq, PlayerId, Turn};
@@ -161,6 +161,9 @@ impl Host {
         let Some(peer) = self.remote_mut(player) else { return };
         if let Some(cost) = extras.cost_ms {
             peer.cost_ms = cost.min(TURN_COST_MAX_MS);
+        }
+        if let Some(playout) = extras.playout_ms {
+            peer.playout_ms = playout.min(PLAYOUT_MAX_MS);
         }
         let mut pause_change = None;
         if let Some((seq, kind)) = extras.pause.filter(|&(seq, _)| peer.pause_seq != Some(seq)) {

@@ -113,6 +113,7 @@ impl Host {
             next_seq,
             commands_accepted: 0,
             cost_ms: 0,
+            playout_ms: 0,
             hash_acked: None,
             pause_seq: None,
             pauses_used,

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use crate::bundle::{PauseBy, Record, TurnBundle};
 use crate::config::TURN_COST_MAX_MS;
 use crate::replay::{Recorder, Replay, REPLAY_FORMAT_VERSION};
-use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
+use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::SubmitError;
 
 use super::{Host, HostEvent, LocalSeat, Seat};
@@ -89,10 +89,13 @@ impl Host {
         })
     }
 
-    /// Submits a command for the host's own player. It is stamped for the turn after the one
-    /// the local game is executing plus the command delay, exactly as a client's would be.
+    /// Submits a command for the host's own player. It goes into the next turn the host seals:
+    /// as early as the network allows, since it reaches the clients inside that turn, one hop
+    /// away, while a client's command crosses the network twice (the command delay covers the
+    /// round trip). The host's player therefore sees its commands sooner than a client does;
+    /// a game that wants equal delay for every player can hold the host's commands back itself.
     pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
-        let (delay, next_seal) = (self.pace.current.command_delay_turns, self.next_seal);
+        let next_seal = self.next_seal;
         let Some((player, local)) = self.local_seat() else {
             return Err(SubmitError::NotRunning);
         };
@@ -103,7 +106,7 @@ impl Host {
                 max: self.config.command_bytes_max.into(),
             });
         }
-        let stamped = stamp(next_exec, delay).max(next_seal);
+        let stamped = next_exec.max(next_seal);
         // The local player has no network between it and the host: over budget for the
         // stamped turn is refused rather than spilled, as a client's would be.
         let index = stamped.since(next_seal) as usize;

@@ -126,6 +126,8 @@ struct Peer {
     commands_accepted: u64,
     /// The peer's reported time to simulate a turn.
     cost_ms: u32,
+    /// The peer's reported playout buffer: its commands leave that much later.
+    playout_ms: u32,
     /// The latest check turn whose state hash we hold from this peer.
     hash_acked: Option<Turn>,
     /// The sequence number of the last pause request handled, and pauses used.

@@ -162,8 +162,12 @@ impl Host {
 
     /// Speed control: a pace change from the slowest round trip and turn cost, if due.
     fn seal_pace(&mut self, records: &mut Vec<Record>) {
-        let need_ms =
-            self.peers().filter_map(|(_, peer)| peer.link.smoothed_rtt_ms()).max().unwrap_or(0);
+        // A client's commands leave its playout buffer later than the turns arrive.
+        let need_ms = self
+            .peers()
+            .filter_map(|(_, peer)| Some(peer.link.smoothed_rtt_ms()? + u64::from(peer.playout_ms)))
+            .max()
+            .unwrap_or(0);
         let cost_ms = self
             .peers()
             .map(|(_, peer)| peer.cost_ms)

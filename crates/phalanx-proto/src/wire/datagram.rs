@@ -81,6 +81,9 @@ pub(crate) struct UpExtras {
     pub(crate) cost_ms: Option<u32>,
     /// The latest pause or resume request, with a sequence number so a repeat is idempotent.
     pub(crate) pause: Option<(u8, PauseKind)>,
+    /// The client's playout buffer (ms), for speed control: its commands leave that much
+    /// later than the turns it executes arrive.
+    pub(crate) playout_ms: Option<u32>,
 }
 
 /// The optional notices the host adds to its datagrams.
@@ -95,7 +98,8 @@ pub(crate) struct DownExtras {
 fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
     let flags = u8::from(extras.hash_report.is_some())
         | u8::from(extras.cost_ms.is_some()) << 1
-        | u8::from(extras.pause.is_some()) << 2;
+        | u8::from(extras.pause.is_some()) << 2
+        | u8::from(extras.playout_ms.is_some()) << 3;
     out.put_u8(flags);
     if let Some((turn, hash)) = extras.hash_report {
         put_varint(out, turn.0.into());
@@ -111,11 +115,14 @@ fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
             PauseKind::Resume => 2,
         });
     }
+    if let Some(playout) = extras.playout_ms {
+        put_varint(out, playout.into());
+    }
 }
 
 fn read_up_extras(reader: &mut Reader<'_>) -> Result<UpExtras, DecodeError> {
     let flags = reader.u8()?;
-    if flags & !0b111 != 0 {
+    if flags & !0b1111 != 0 {
         return Err(DecodeError::Invalid("up flags"));
     }
     let hash_report =
@@ -132,7 +139,8 @@ fn read_up_extras(reader: &mut Reader<'_>) -> Result<UpExtras, DecodeError> {
     } else {
         None
     };
-    Ok(UpExtras { hash_report, cost_ms, pause })
+    let playout_ms = if flags & 8 != 0 { Some(reader.varint_u32()?) } else { None };
+    Ok(UpExtras { hash_report, cost_ms, pause, playout_ms })
 }
 
 fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {

@@ -67,8 +67,8 @@ pub(crate) const DOWN_HEADER_BYTES_MAX: usize =
 /// Bytes of an Up datagram before its commands, at most.
 pub(crate) const UP_HEADER_BYTES_MAX: usize =
     2 + VARINT_MAX + ACK_BYTES_MAX + 4 * VARINT32_MAX + UP_EXTRAS_BYTES_MAX;
-/// Bytes of an Up datagram's extras, at most: flags, hash report, cost, pause request.
-const UP_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + 8 + VARINT32_MAX + 2;
+/// Bytes of an Up datagram's extras, at most: flags, hash report, cost, pause request, playout.
+const UP_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + 8 + VARINT32_MAX + 2 + VARINT32_MAX;
 /// Bytes of a Down datagram's extras, at most: flags, hash ack, waiting mask.
 const DOWN_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + VARINT_MAX;
 /// Bytes one command adds to an Up datagram besides its payload, at most (turn, length).

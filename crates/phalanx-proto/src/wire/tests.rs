@@ -60,11 +60,17 @@ fn up_extras() -> impl Strategy<Value = UpExtras> {
         prop::option::of((any::<u8>(), any::<bool>()).prop_map(|(seq, pause)| {
             (seq, if pause { PauseKind::Pause } else { PauseKind::Resume })
         }));
-    (prop::option::of((any::<u32>(), any::<u64>())), prop::option::of(any::<u32>()), pause)
-        .prop_map(|(hash, cost_ms, pause)| UpExtras {
+    (
+        prop::option::of((any::<u32>(), any::<u64>())),
+        prop::option::of(any::<u32>()),
+        pause,
+        prop::option::of(any::<u32>()),
+    )
+        .prop_map(|(hash, cost_ms, pause, playout_ms)| UpExtras {
             hash_report: hash.map(|(turn, hash)| (Turn(turn), hash)),
             cost_ms,
             pause,
+            playout_ms,
         })
 }
 

@@ -1,0 +1,230 @@
+//! The client's playout schedule: turns execute on a steady local clock derived from the
+//! host's pace, behind a small buffer sized from the measured jitter, instead of the moment
+//! they arrive.
+//!
+//! The host seals a turn every turn length, so a turn's *offset* — its first arrival minus
+//! `turn × length` — is constant on a perfect link: one-way latency plus a fixed clock
+//! difference. Jitter spreads the offsets. The schedule keeps the offsets of the last
+//! [`WINDOW`] turns and plays turn `t` at `base + t × length + buffer`, where `base` is their
+//! minimum (the fastest path) and `buffer` their 95th percentile above it, capped at
+//! `playout_max_ms`. Every turn that arrives within the buffer executes exactly one turn length
+//! after the one before; a later one executes on arrival (a hitch, counted in
+//! [`ClientStats::playout_late`](crate::ClientStats::playout_late)). The window slides, so the
+//! buffer shrinks when the jitter does.
+//!
+//! The offsets step up when the host stops sealing for a while (a stall waiting for a player, a
+//! pause): once [`SHIFT_SAMPLES`] turns in a row arrive later than any buffer would cover, the
+//! older offsets are forgotten. They are forgotten too when the pace changes (the offsets are
+//! measured against one turn length); the buffer then holds its last size until the window
+//! refills.
+//!
+//! The buffer adds latency only to what crosses the network once, the bundle's way down; a
+//! client's own command executes `command_delay_turns` turns after the turn it was submitted in
+//! on the same steady clock, so its submit → execute latency is steadier, not longer. The host
+//! does account for it: a command stamped from a later local turn reaches the host later, so
+//! the client reports its buffer and speed control adds it to the round trip it covers.
+
+use std::collections::VecDeque;
+
+use crate::types::Turn;
+
+/// Turns whose offsets the schedule keeps: about 6 s of 100 ms turns.
+const WINDOW: usize = 64;
+
+/// Offsets needed before the buffer is sized from the window alone.
+const SAMPLES_MIN: usize = 8;
+
+/// Consecutive turns later than any buffer would cover that mark a step in the offsets.
+const SHIFT_SAMPLES: u32 = 3;
+
+/// The schedule. Times are the client's local milliseconds.
+#[derive(Debug)]
+pub(crate) struct Playout {
+    /// The longest buffer (0: turns execute on arrival).
+    max_ms: u64,
+    /// The turn length the offsets are measured against.
+    length_ms: u64,
+    /// Offsets are `arrival − (turn − anchor) × length_ms`, to stay small.
+    anchor: Option<Turn>,
+    /// The offsets of the most recent first arrivals, oldest first.
+    offsets: VecDeque<i64>,
+    /// Turns in a row that arrived past `base + max_ms + length_ms / 2`.
+    late_in_a_row: u32,
+    /// The current base and buffer.
+    base: i64,
+    buffer_ms: u64,
+}
+
+impl Playout {
+    pub(crate) fn new(max_ms: u32, turn_length_ms: u32) -> Playout {
+        Playout {
+            max_ms: max_ms.into(),
+            length_ms: turn_length_ms.max(1).into(),
+            anchor: None,
+            offsets: VecDeque::with_capacity(WINDOW),
+            late_in_a_row: 0,
+            base: 0,
+            buffer_ms: 0,
+        }
+    }
+
+    /// The buffer in force, ms.
+    pub(crate) fn buffer_ms(&self) -> u64 {
+        self.buffer_ms
+    }
+
+    fn offset(&self, anchor: Turn, turn: Turn, at_ms: u64) -> i64 {
+        let turns = i64::from(turn.0) - i64::from(anchor.0);
+        at_ms as i64 - turns * self.length_ms as i64
+    }
+
+    /// Turn `turn` arrived for the first time at `now_ms`.
+    pub(crate) fn on_arrival(&mut self, turn: Turn, now_ms: u64) {
+        if self.max_ms == 0 {
+            return;
+        }
+        let anchor = *self.anchor.get_or_insert(turn);
+        let offset = self.offset(anchor, turn, now_ms);
+        if !self.offsets.is_empty() {
+            let step = (self.max_ms + self.length_ms / 2) as i64;
+            if offset > self.base + step {
+                self.late_in_a_row += 1;
+            } else {
+                self.late_in_a_row = 0;
+            }
+            if self.late_in_a_row >= SHIFT_SAMPLES {
+                // The host stopped for a while: the older offsets describe another schedule.
+                let keep = (self.late_in_a_row - 1) as usize;
+                let forget = self.offsets.len().saturating_sub(keep);
+                self.offsets.drain(..forget);
+                self.late_in_a_row = 0;
+            } else if offset < self.base - step {
+                // Far earlier than anything seen: the old offsets are of no use.
+                self.offsets.clear();
+            }
+        }
+        if self.offsets.len() == WINDOW {
+            self.offsets.pop_front();
+        }
+        self.offsets.push_back(offset);
+        self.resize();
+    }
+
+    /// Recomputes the base and the buffer from the window.
+    fn resize(&mut self) {
+        let mut sorted: Vec<i64> = self.offsets.iter().copied().collect();
+        sorted.sort_unstable();
+        let Some(&base) = sorted.first() else { return };
+        self.base = base;
+        let index = (sorted.len() * 95 / 100).min(sorted.len() - 1);
+        let spread = (sorted[index] - base).max(0) as u64;
+        let spread = spread.min(self.max_ms);
+        self.buffer_ms =
+            if sorted.len() < SAMPLES_MIN { spread.max(self.buffer_ms) } else { spread };
+    }
+
+    /// The pace changed: turns from `turn` on last `turn_length_ms`. The offsets start over;
+    /// the buffer keeps its size until they refill.
+    pub(crate) fn on_pace(&mut self, turn: Turn, turn_length_ms: u32) {
+        self.length_ms = turn_length_ms.max(1).into();
+        self.anchor = Some(turn);
+        self.offsets.clear();
+        self.late_in_a_row = 0;
+    }
+
+    /// When `turn` is due on the schedule (`None`: no schedule yet, or the buffer is off: it
+    /// executes on arrival).
+    pub(crate) fn due_ms(&self, turn: Turn) -> Option<u64> {
+        let anchor = self.anchor?;
+        if self.offsets.is_empty() {
+            return None;
+        }
+        let turns = i64::from(turn.0) - i64::from(anchor.0);
+        let due = self.base + turns * self.length_ms as i64 + self.buffer_ms as i64;
+        Some(due.max(0) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets with `jitter(turn)` ms of extra delay on a 100 ms grid, 50 ms one way.
+    fn feed(playout: &mut Playout, turns: std::ops::Range<u32>, jitter: impl Fn(u32) -> u64) {
+        for turn in turns {
+            playout.on_arrival(Turn(turn), 1_000 + 100 * u64::from(turn) + 50 + jitter(turn));
+        }
+    }
+
+    #[test]
+    fn a_perfect_link_needs_no_buffer_and_plays_on_the_grid() {
+        let mut playout = Playout::new(80, 100);
+        feed(&mut playout, 0..100, |_| 0);
+        assert_eq!(playout.buffer_ms(), 0);
+        assert_eq!(playout.due_ms(Turn(100)), Some(1_000 + 10_000 + 50));
+    }
+
+    #[test]
+    fn the_buffer_covers_the_jitter_and_shrinks_with_it() {
+        let mut playout = Playout::new(80, 100);
+        // 0..=40 ms, spread evenly.
+        feed(&mut playout, 0..100, |turn| u64::from(turn * 7 % 41));
+        let buffer = playout.buffer_ms();
+        assert!((36..=40).contains(&buffer), "buffer {buffer}");
+        // Every turn of the window arrives by its due time but the few above p95.
+        let late = (36..100).filter(|&t| {
+            1_000 + 100 * u64::from(t) + 50 + u64::from(t * 7 % 41)
+                > playout.due_ms(Turn(t)).unwrap()
+        });
+        assert!(late.count() <= 3);
+        // The jitter stops: a window later the buffer is gone.
+        feed(&mut playout, 100..100 + WINDOW as u32, |_| 0);
+        assert_eq!(playout.buffer_ms(), 0);
+    }
+
+    #[test]
+    fn the_buffer_is_capped() {
+        let mut playout = Playout::new(30, 100);
+        feed(&mut playout, 0..100, |turn| u64::from(turn % 2) * 60);
+        assert_eq!(playout.buffer_ms(), 30);
+    }
+
+    #[test]
+    fn a_stall_moves_the_schedule_after_a_few_turns() {
+        let mut playout = Playout::new(80, 100);
+        feed(&mut playout, 0..50, |_| 0);
+        // The host stopped for 2 s: every later turn is 2 s behind the old grid.
+        feed(&mut playout, 50..50 + SHIFT_SAMPLES, |_| 2_000);
+        let due = playout.due_ms(Turn(60)).unwrap();
+        assert_eq!(due, 1_000 + 6_000 + 50 + 2_000, "the schedule follows the host");
+        assert_eq!(playout.buffer_ms(), 0);
+    }
+
+    #[test]
+    fn one_late_turn_does_not_move_the_schedule() {
+        let mut playout = Playout::new(80, 100);
+        feed(&mut playout, 0..50, |_| 0);
+        feed(&mut playout, 50..51, |_| 2_000);
+        feed(&mut playout, 51..60, |_| 0);
+        assert_eq!(playout.due_ms(Turn(60)), Some(1_000 + 6_000 + 50));
+    }
+
+    #[test]
+    fn a_pace_change_restarts_the_offsets_but_keeps_the_buffer() {
+        let mut playout = Playout::new(80, 100);
+        feed(&mut playout, 0..50, |turn| u64::from(turn % 3) * 10);
+        let buffer = playout.buffer_ms();
+        assert_eq!(buffer, 20);
+        playout.on_pace(Turn(50), 125);
+        assert_eq!(playout.due_ms(Turn(50)), None, "on arrival until a turn arrives");
+        playout.on_arrival(Turn(50), 7_000);
+        assert_eq!(playout.due_ms(Turn(52)), Some(7_000 + 250 + buffer));
+    }
+
+    #[test]
+    fn off_means_on_arrival() {
+        let mut playout = Playout::new(0, 100);
+        feed(&mut playout, 0..10, |_| 0);
+        assert_eq!(playout.due_ms(Turn(10)), None);
+    }
+}
