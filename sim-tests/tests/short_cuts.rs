@@ -15,6 +15,8 @@
 //! eats the margin.
 //!
 //! `PHALANX_SEEDS=<n>` sets the seeds per variant (default 50); the README gives the sweep.
+//! `PHALANX_VARIANT=<text>` runs only the variants whose name contains it (for example
+//! `loss50_jitter40`).
 
 use phalanx::PlayerId;
 use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Step};
@@ -84,6 +86,9 @@ fn sweep(test: SeededTest, cut: Cut, percent: u64) {
     for loss_permille in [0, 20, 50] {
         for jitter_ms in [0, 20, 40] {
             let name = format!("{}_loss{loss_permille}_jitter{jitter_ms}", test.scenario());
+            if std::env::var("PHALANX_VARIANT").is_ok_and(|only| !name.contains(&only)) {
+                continue;
+            }
             for_each_seed(test.variant(name), SEEDS, |seed| {
                 check(scenario(seed, percent, cut, loss_permille, jitter_ms)).map(|_| ())
             });

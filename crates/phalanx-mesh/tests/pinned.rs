@@ -71,7 +71,7 @@ fn seeded_runs_are_unchanged() {
         ),
         (
             "dropped",
-            0xc639e1e3e87a6a24,
+            0x9205ff1b78fe9ed,
             vec![0x50c8dc2b34c836e9, 0x677f65280b98aaf5, 0x677f65280b98aaf5],
         ),
     ];

@@ -34,7 +34,8 @@ pub struct SessionConfig {
     /// Turns a lower pace must be wanted before the host lowers it (by one step).
     pub pace_settle_turns: u32,
     /// Every this many turns each player reports a state hash and the host compares them;
-    /// 0 turns sync checks off.
+    /// 0 turns sync checks off. The check turns are the multiples of it, turn 0 included: a
+    /// game reports its hash right after executing one (other turns' reports are ignored).
     pub sync_interval_turns: u32,
     /// Whose hash is right when they differ.
     pub desync_reference: DesyncReference,

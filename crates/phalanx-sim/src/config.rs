@@ -95,8 +95,9 @@ pub struct SimConfig {
     pub turns: u32,
     /// Simulated time limit: past it the run fails (a livelock or a stall that never ends).
     pub limit_ms: u64,
-    /// Flip one bit of one player's game state right after it executes a turn:
-    /// `(player, turn)` (fault-matrix row 14).
+    /// From turn `turn` on, `player` reports its state hash with its lowest bit flipped, as a
+    /// game whose state diverged at that turn would: `(player, turn)` (fault-matrix row 14).
+    /// The game state itself is untouched (the check compares reported hashes).
     pub desync_at: Option<(PlayerId, u32)>,
     /// A hostile node tries this many joins with bad tokens while the game runs (row 22).
     pub flood_joins: u32,

@@ -50,7 +50,8 @@ pub enum EndReason {
     Desync,
 }
 
-/// Something the client's driver or game should know. Drained with [`Client::poll_event`].
+/// Something the client's driver or game should know. Drained with [`Client::poll_event`]
+/// (over QUIC: `phalanx::Client::try_event`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ClientEvent {

@@ -46,8 +46,11 @@ pub(crate) struct Playout {
     length_ms: u64,
     /// Offsets are `arrival − (turn − anchor) × length_ms`, to stay small.
     anchor: Option<Turn>,
-    /// The offsets of the most recent first arrivals, oldest first.
+    /// The offsets of the most recent first arrivals, oldest first...
     offsets: VecDeque<i64>,
+    /// ...and the same, sorted (kept in step: an arrival costs two binary searches and a
+    /// short move, not a sort).
+    sorted: Vec<i64>,
     /// Turns in a row that arrived past `base + max_ms + length_ms / 2`.
     late_in_a_row: u32,
     /// The current base and buffer.
@@ -62,6 +65,7 @@ impl Playout {
             length_ms: turn_length_ms.max(1).into(),
             anchor: None,
             offsets: VecDeque::with_capacity(WINDOW),
+            sorted: Vec::with_capacity(WINDOW),
             late_in_a_row: 0,
             base: 0,
             buffer_ms: 0,
@@ -97,23 +101,37 @@ impl Playout {
                 let keep = (self.late_in_a_row - 1) as usize;
                 let forget = self.offsets.len().saturating_sub(keep);
                 self.offsets.drain(..forget);
+                self.resort();
                 self.late_in_a_row = 0;
             } else if offset < self.base - step {
                 // Far earlier than anything seen: the old offsets are of no use.
                 self.offsets.clear();
+                self.sorted.clear();
             }
         }
         if self.offsets.len() == WINDOW {
-            self.offsets.pop_front();
+            if let Some(oldest) = self.offsets.pop_front() {
+                if let Ok(index) = self.sorted.binary_search(&oldest) {
+                    self.sorted.remove(index);
+                }
+            }
         }
         self.offsets.push_back(offset);
+        let index = self.sorted.partition_point(|&o| o < offset);
+        self.sorted.insert(index, offset);
         self.resize();
+    }
+
+    /// Rebuilds the sorted copy of the window (after forgetting part of it: rare).
+    fn resort(&mut self) {
+        self.sorted.clear();
+        self.sorted.extend(self.offsets.iter().copied());
+        self.sorted.sort_unstable();
     }
 
     /// Recomputes the base and the buffer from the window.
     fn resize(&mut self) {
-        let mut sorted: Vec<i64> = self.offsets.iter().copied().collect();
-        sorted.sort_unstable();
+        let sorted = &self.sorted;
         let Some(&base) = sorted.first() else { return };
         self.base = base;
         let index = (sorted.len() * 95 / 100).min(sorted.len() - 1);
@@ -123,12 +141,19 @@ impl Playout {
             if sorted.len() < SAMPLES_MIN { spread.max(self.buffer_ms) } else { spread };
     }
 
-    /// The pace changed: turns from `turn` on last `turn_length_ms`. The offsets start over;
-    /// the buffer keeps its size until they refill.
+    /// The pace changed: turns from `turn` on last `turn_length_ms`. The schedule goes on from
+    /// `turn`'s time at the new length; the offsets start over from the next arrival, and the
+    /// buffer keeps its size until they refill.
     pub(crate) fn on_pace(&mut self, turn: Turn, turn_length_ms: u32) {
+        let due = self.due_ms(turn);
         self.length_ms = turn_length_ms.max(1).into();
-        self.anchor = Some(turn);
+        if let Some(due) = due {
+            // In the new frame `turn` is the anchor: its due time is the base plus the buffer.
+            self.base = due as i64 - self.buffer_ms as i64;
+            self.anchor = Some(turn);
+        }
         self.offsets.clear();
+        self.sorted.clear();
         self.late_in_a_row = 0;
     }
 
@@ -136,9 +161,6 @@ impl Playout {
     /// executes on arrival).
     pub(crate) fn due_ms(&self, turn: Turn) -> Option<u64> {
         let anchor = self.anchor?;
-        if self.offsets.is_empty() {
-            return None;
-        }
         let turns = i64::from(turn.0) - i64::from(anchor.0);
         let due = self.base + turns * self.length_ms as i64 + self.buffer_ms as i64;
         Some(due.max(0) as u64)
@@ -215,8 +237,12 @@ mod tests {
         feed(&mut playout, 0..50, |turn| u64::from(turn % 3) * 10);
         let buffer = playout.buffer_ms();
         assert_eq!(buffer, 20);
+        let due = playout.due_ms(Turn(50)).unwrap();
         playout.on_pace(Turn(50), 125);
-        assert_eq!(playout.due_ms(Turn(50)), None, "on arrival until a turn arrives");
+        // The schedule goes on: turn 50 keeps its time, later turns come at the new length.
+        assert_eq!(playout.due_ms(Turn(50)), Some(due));
+        assert_eq!(playout.due_ms(Turn(52)), Some(due + 250));
+        // The next arrival sets the new offsets.
         playout.on_arrival(Turn(50), 7_000);
         assert_eq!(playout.due_ms(Turn(52)), Some(7_000 + 250 + buffer));
     }

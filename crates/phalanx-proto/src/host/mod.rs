@@ -46,7 +46,8 @@ use crate::sync::SyncChecks;
 use crate::types::{CommandSeq, PlayerId, Turn};
 use crate::wire::{encode_join_reply, DecodeError, JoinRefusal, Limits};
 
-/// Something the host's driver or game should know. Drained with [`Host::poll_event`].
+/// Something the host's driver or game should know. Drained with [`Host::poll_event`]
+/// (over QUIC: `phalanx::Host::try_event`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HostEvent {
