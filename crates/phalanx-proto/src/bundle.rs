@@ -62,6 +62,12 @@ pub enum PauseBy {
 pub enum EndCause {
     /// A desync, under `DesyncPolicy::End`.
     Desync,
+    /// The host ended the game ([`Host::end`](crate::Host::end)); the code is the game's own
+    /// (who won, a rematch, ...), carried to every peer.
+    Finished {
+        /// The game's reason.
+        code: u32,
+    },
 }
 
 /// A sealed turn: every record for `turn`, control records first (in the order the host made

@@ -73,7 +73,7 @@ mod wire;
 pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
 pub use config::{ConfigError, DesyncPolicy, DesyncReference, SessionConfig};
-pub use host::{Host, HostEvent, JoinError, JoinResponse};
+pub use host::{EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, RemoveError};
 pub use pace::Pace;
 pub use replay::{
     verify_replay, Replay, ReplayError, ReplayGame, ReplayRecord, ReplayVerified,

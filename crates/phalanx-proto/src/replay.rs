@@ -46,14 +46,27 @@ pub struct Replay {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[allow(missing_docs)] // mirrors `Record`, variant by variant
 pub enum ReplayRecord {
-    Command { player: u8, seq: u32, payload: Vec<u8> },
+    Command {
+        player: u8,
+        seq: u32,
+        payload: Vec<u8>,
+    },
     Joined(u8),
     Left(u8),
-    Pace { turn_length_ms: u32, command_delay_turns: u32 },
-    Desync { turn: u32, hashes: Vec<(u8, u64)>, diverged: Vec<u8> },
+    Pace {
+        turn_length_ms: u32,
+        command_delay_turns: u32,
+    },
+    Desync {
+        turn: u32,
+        hashes: Vec<(u8, u64)>,
+        diverged: Vec<u8>,
+    },
     Paused(Option<u8>),
     Resumed(Option<u8>),
     EndedByDesync,
+    /// Appended after the first format: older replays read unchanged.
+    Finished(u32),
 }
 
 fn by_to(by: PauseBy) -> Option<u8> {
@@ -87,6 +100,7 @@ impl From<&Record> for ReplayRecord {
             Record::Paused(by) => ReplayRecord::Paused(by_to(*by)),
             Record::Resumed(by) => ReplayRecord::Resumed(by_to(*by)),
             Record::Ended(EndCause::Desync) => ReplayRecord::EndedByDesync,
+            Record::Ended(EndCause::Finished { code }) => ReplayRecord::Finished(*code),
         }
     }
 }
@@ -113,6 +127,7 @@ impl From<&ReplayRecord> for Record {
             ReplayRecord::Paused(by) => Record::Paused(by_from(*by)),
             ReplayRecord::Resumed(by) => Record::Resumed(by_from(*by)),
             ReplayRecord::EndedByDesync => Record::Ended(EndCause::Desync),
+            ReplayRecord::Finished(code) => Record::Ended(EndCause::Finished { code: *code }),
         }
     }
 }

@@ -60,6 +60,28 @@ pub enum Step {
         /// Restart this long after the crash (`None`: never).
         restart_after_ms: Option<u64>,
     },
+    /// The host ends the game at `at_ms` with the game's `code` (`Host::end`): every player
+    /// executes up to the last turn and ends with `EndReason::Finished`.
+    EndGame {
+        /// When.
+        at_ms: u64,
+        /// The game's reason.
+        code: u32,
+    },
+    /// The host shuts down at `at_ms` (`Host::shutdown`): every player ends with
+    /// `EndReason::HostClosed`.
+    ShutdownHost {
+        /// When.
+        at_ms: u64,
+    },
+    /// `player` leaves at the first turn it executes at or after `at_ms` (`Client::shutdown`):
+    /// the others see its `Left` record.
+    Leave {
+        /// When.
+        at_ms: u64,
+        /// Who.
+        player: PlayerId,
+    },
 }
 
 impl Step {
@@ -70,7 +92,10 @@ impl Step {
             | Step::PartitionUp { at_ms, .. }
             | Step::Repair { at_ms, .. }
             | Step::CrashHost { at_ms }
-            | Step::CrashClient { at_ms, .. } => at_ms,
+            | Step::CrashClient { at_ms, .. }
+            | Step::EndGame { at_ms, .. }
+            | Step::ShutdownHost { at_ms }
+            | Step::Leave { at_ms, .. } => at_ms,
         }
     }
 }

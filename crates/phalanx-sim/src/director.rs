@@ -21,7 +21,12 @@ pub(crate) fn director_node(sim: &mut turmoil::Sim<'_>, run: &Run) {
             .timeline
             .iter()
             .copied()
-            .filter(|step| !matches!(step, Step::CrashHost { .. } | Step::CrashClient { .. }))
+            .filter(|step| {
+                matches!(
+                    step,
+                    Step::Partition { .. } | Step::PartitionUp { .. } | Step::Repair { .. }
+                )
+            })
             .collect();
         steps.sort_by_key(Step::at_ms);
         for step in steps {
@@ -29,7 +34,7 @@ pub(crate) fn director_node(sim: &mut turmoil::Sim<'_>, run: &Run) {
                 Step::Partition { at_ms, player }
                 | Step::PartitionUp { at_ms, player }
                 | Step::Repair { at_ms, player } => (at_ms, player),
-                Step::CrashHost { .. } | Step::CrashClient { .. } => continue,
+                _ => continue,
             };
             tokio::time::sleep(Duration::from_millis(at_ms.saturating_sub(now_ms()))).await;
             let Some(machine) = run.seats.lock().expect("not poisoned").get(&player).copied()

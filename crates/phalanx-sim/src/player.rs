@@ -24,6 +24,8 @@ use crate::{Hostile, Rng, SimGame, SimSocket, Step};
 enum Played<C> {
     /// It played its last turn, or its session ended: it leaves politely.
     Finished(Client<C>),
+    /// The timeline made it leave: it closes at once.
+    Left(Client<C>),
     /// The timeline crashed it; a new process starts this much later (`None`: never).
     Crashed { restart_after_ms: Option<u64> },
 }
@@ -53,7 +55,11 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
         }
         match play::<G>(&run, machine, client, &setup, incarnation).await {
             Played::Finished(client) => {
-                leave(&run, machine, client).await;
+                leave(&run, machine, client, true).await;
+                return Ok(());
+            }
+            Played::Left(client) => {
+                leave(&run, machine, client, false).await;
                 return Ok(());
             }
             Played::Crashed { restart_after_ms: None } => return Ok(()),
@@ -63,6 +69,7 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
                 run.with_player(machine, |report| {
                     report.hashes.clear();
                     report.executed_at_ms.clear();
+                    report.left_seen.clear();
                     report.commands.clear();
                     report.executed = 0;
                 });
@@ -173,6 +180,10 @@ async fn play<G: SimGame>(
         }
         _ => None,
     });
+    let leave_at = run.config.timeline.iter().find_map(|step| match *step {
+        Step::Leave { at_ms, player } if player == me && incarnation == 0 => Some(at_ms),
+        _ => None,
+    });
     let mut game = G::new(me, run.config.seed, setup);
     let interval = run.config.session.sync_interval_turns.max(1);
     let mut flipped = 0u64;
@@ -187,6 +198,9 @@ async fn play<G: SimGame>(
             drop(client);
             drop(game);
             return Played::Crashed { restart_after_ms };
+        }
+        if leave_at.is_some_and(|at_ms| now_ms() >= at_ms) {
+            return Played::Left(client);
         }
         game.execute(&turn);
         sampler.executed(me, &turn, &run.report);
@@ -222,6 +236,14 @@ fn record_turn<C: Serialize + DeserializeOwned>(
             run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
         }
     }
+    let left: Vec<_> = turn
+        .records
+        .iter()
+        .filter_map(|record| match record {
+            TypedRecord::Left(player) => Some((*player, now_ms())),
+            _ => None,
+        })
+        .collect();
     let commands: Vec<_> = turn
         .records
         .iter()
@@ -235,6 +257,7 @@ fn record_turn<C: Serialize + DeserializeOwned>(
         report.executed_at_ms.push(now_ms());
         report.executed += commands.len() as u64;
         report.commands.extend(commands);
+        report.left_seen.extend(left);
     });
 }
 
@@ -261,9 +284,14 @@ async fn submit<C: Serialize + DeserializeOwned>(
     }
 }
 
-/// Reports the finished player's counters, stays a little so the last acknowledgements reach
-/// the host, and leaves.
-async fn leave<C: Serialize + DeserializeOwned>(run: &Run, machine: usize, client: Client<C>) {
+/// Reports the finished player's counters and leaves; `linger`: it stays a little first so
+/// its last acknowledgements reach the host.
+async fn leave<C: Serialize + DeserializeOwned>(
+    run: &Run,
+    machine: usize,
+    client: Client<C>,
+    linger: bool,
+) {
     let stats = client.stats().await.ok();
     let (up, down) = flows(&run.trace, machine);
     run.with_player(machine, |report| {
@@ -280,6 +308,8 @@ async fn leave<C: Serialize + DeserializeOwned>(run: &Run, machine: usize, clien
         report.wire_datagrams = (up.0, down.0);
         report.wire_bytes = (up.1, down.1);
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    if linger {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     client.shutdown().await;
 }

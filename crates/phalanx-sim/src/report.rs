@@ -28,6 +28,10 @@ pub struct SimReport {
     pub flood_refused: u32,
     /// Timeline steps that named a seat nobody had taken by their time: they did nothing.
     pub steps_skipped: Vec<Step>,
+    /// After a [`Step::EndGame`]: when the host's `end` call returned, and the last turn.
+    pub game_ended: Option<(u64, Turn)>,
+    /// After a [`Step::ShutdownHost`]: when the host's shutdown began.
+    pub host_shutdown_ms: Option<u64>,
 }
 
 /// One player's part of a [`SimReport`].
@@ -73,6 +77,8 @@ pub struct PlayerReport {
     pub stall_ms: u64,
     /// Its client's playout buffer at the end (client stats).
     pub playout_ms: u32,
+    /// Every `Left` record its game executed: whose, and the simulated ms it executed it.
+    pub left_seen: Vec<(PlayerId, u64)>,
     /// When [`SimConfig::samples_every_ms`](crate::SimConfig::samples_every_ms) is set: its
     /// counters over time.
     pub samples: Vec<Sample>,

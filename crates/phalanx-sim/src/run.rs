@@ -139,7 +139,38 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
     options.reset_key = Some([7; 32]);
     let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
     let (mut joined, mut started) = (0, false);
+    let mut steps: Vec<Step> = config
+        .timeline
+        .iter()
+        .copied()
+        .filter(|step| matches!(step, Step::EndGame { .. } | Step::ShutdownHost { .. }))
+        .collect();
+    steps.sort_by_key(Step::at_ms);
+    let mut steps = steps.into_iter().peekable();
     loop {
+        while let Some(step) = steps.next_if(|step| now_ms() >= step.at_ms()) {
+            let what = match step {
+                Step::EndGame { code, .. } => {
+                    let ended = host.end(code).await;
+                    if let Ok(last) = ended {
+                        run.with_report(|report| report.game_ended = Some((now_ms(), last)));
+                    }
+                    format!("end({code}): {ended:?}")
+                }
+                _ => {
+                    run.with_report(|report| report.host_shutdown_ms = Some(now_ms()));
+                    host.shutdown().await;
+                    run.with_report(|report| {
+                        report.host_events.push((now_ms(), "shutdown".into()))
+                    });
+                    // Nothing runs here any more; the players end on their own.
+                    loop {
+                        tokio::time::sleep(Duration::from_secs(3_600)).await;
+                    }
+                }
+            };
+            run.with_report(|report| report.host_events.push((now_ms(), what)));
+        }
         while let Some(event) = host.try_event() {
             if matches!(event, HostEvent::PlayerJoined(_)) {
                 joined += 1;

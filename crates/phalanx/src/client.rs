@@ -16,10 +16,11 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::driver::{self, Datagrams, Handle, Side};
+use crate::driver::{self, Datagrams, FromHost, Handle, Side};
+use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification};
 use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, ConnectError, SessionError};
+use crate::{Clock, ConnectError, NoTurn, SessionError};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -157,7 +158,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         let window = client.config().turns_ahead_max as usize;
         let (ended_tx, ended_rx) = tokio::sync::watch::channel(None);
         let side = ClientSide { client, connection: connection.clone(), ended: ended_tx };
-        let inputs = Datagrams(connection.clone());
+        let inputs = Datagrams::new(connection.clone());
         let (handle, driver) = driver::spawn(side, move || clock, inputs, window);
         Ok(Client {
             endpoint,
@@ -188,6 +189,11 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// The next turn to execute, in order; `None` once the session is over.
     pub async fn next_turn(&mut self) -> Option<TypedTurn<C>> {
         self.handle.next_turn::<C, K>().await
+    }
+
+    /// The next turn if it is due, without waiting (for a frame loop); see [`NoTurn`].
+    pub fn try_next_turn(&mut self) -> Result<TypedTurn<C>, NoTurn> {
+        self.handle.try_next_turn::<C, K>()
     }
 
     /// Reports the game's state hash after a check turn.
@@ -222,10 +228,12 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         self.handle.ask(Command::Stats).await
     }
 
-    /// Leaves: closes the connection and stops the driver.
+    /// Leaves: closes the connection (code [`CLOSE_LEFT`]) and stops the driver. The host
+    /// removes our player at its next sealed turn, so the others see us go within a turn and
+    /// a round trip instead of an idle timeout.
     pub async fn shutdown(self) {
         self.driver.abort();
-        self.connection.close(quinn::VarInt::from_u32(0), b"client left");
+        self.connection.close(quinn::VarInt::from_u32(CLOSE_LEFT), b"client left");
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.endpoint.wait_idle())
             .await;
     }
@@ -274,8 +282,18 @@ impl Side for ClientSide {
         }
     }
 
-    fn handle_input(&mut self, now_ms: u64, datagram: Bytes) {
-        self.client.handle_datagram(now_ms, &datagram);
+    fn handle_input(&mut self, now_ms: u64, input: FromHost) {
+        match input {
+            FromHost::Datagram(datagram) => self.client.handle_datagram(now_ms, &datagram),
+            // The host said why it closed: end at once rather than after the idle timeout.
+            FromHost::Closed(code) if code == u64::from(CLOSE_SHUTDOWN) => {
+                self.client.on_host_closed();
+            }
+            FromHost::Closed(code) if code == u64::from(CLOSE_REMOVED) => {
+                self.client.on_removed();
+            }
+            FromHost::Closed(_) => {}
+        }
     }
 
     fn handle_timeout(&mut self, now_ms: u64) {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::{Clock, SessionError};
+use crate::{Clock, NoTurn, SessionError};
 
 /// Events kept for the application; see [`EventQueue`] for what happens past it.
 const EVENTS_MAX: usize = 1_024;
@@ -55,14 +55,45 @@ impl<T: Send> Inputs for mpsc::Receiver<T> {
     }
 }
 
-/// The datagrams of one QUIC connection; ends when the connection does.
-pub(crate) struct Datagrams(pub(crate) quinn::Connection);
+/// The datagrams of a client's QUIC connection to the host, then how it closed.
+pub(crate) struct Datagrams {
+    connection: quinn::Connection,
+    closed: bool,
+}
+
+impl Datagrams {
+    pub(crate) fn new(connection: quinn::Connection) -> Datagrams {
+        Datagrams { connection, closed: false }
+    }
+}
+
+/// What a client's connection delivers.
+pub(crate) enum FromHost {
+    /// A datagram.
+    Datagram(Bytes),
+    /// The host closed the connection on purpose, with this application code.
+    Closed(u64),
+}
 
 impl Inputs for Datagrams {
-    type Item = Bytes;
+    type Item = FromHost;
 
-    async fn next(&mut self) -> Option<Bytes> {
-        self.0.read_datagram().await.ok()
+    async fn next(&mut self) -> Option<FromHost> {
+        if self.closed {
+            return None;
+        }
+        match self.connection.read_datagram().await {
+            Ok(bytes) => Some(FromHost::Datagram(bytes)),
+            Err(error) => {
+                self.closed = true;
+                match error {
+                    quinn::ConnectionError::ApplicationClosed(close) => {
+                        Some(FromHost::Closed(close.error_code.into_inner()))
+                    }
+                    _ => None,
+                }
+            }
+        }
     }
 }
 
@@ -141,7 +172,7 @@ pub(crate) fn spawn<S: Side>(
     let (turn_tx, turn_rx) = mpsc::channel(turns_max);
     let (events, event_rx) = EventQueue::new();
     let driver = tokio::spawn(async move {
-        let channels = Channels { commands: command_rx, inputs, turns: turn_tx, events };
+        let channels = Channels { commands: command_rx, inputs, turns: Some(turn_tx), events };
         drive(side, clock(), channels).await;
     });
     (Handle { commands: command_tx, turns: turn_rx, events: event_rx }, driver)
@@ -151,7 +182,8 @@ pub(crate) fn spawn<S: Side>(
 struct Channels<S: Side> {
     commands: mpsc::Receiver<Command<S::Command>>,
     inputs: S::Inputs,
-    turns: mpsc::Sender<TurnBundle>,
+    /// `None` once the session is over.
+    turns: Option<mpsc::Sender<TurnBundle>>,
     events: EventQueue<S::Event>,
 }
 
@@ -189,15 +221,23 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
         }
         // Only take a turn when the game has room for it: a game that falls behind holds the
         // session back through the window instead of queueing without bound.
-        while channels.turns.capacity() > 0 {
-            let Some(bundle) = side.next_turn(now) else { break };
-            if channels.turns.try_send(bundle).is_err() {
-                break;
+        if let Some(turns) = &channels.turns {
+            while turns.capacity() > 0 {
+                let Some(bundle) = side.next_turn(now) else { break };
+                if turns.try_send(bundle).is_err() {
+                    break;
+                }
             }
         }
+        // Executing a turn can raise events too (the end of the session among them).
+        while let Some(event) = side.poll_event() {
+            channels.events.push(event);
+        }
         if side.is_over() {
-            // What is left was handed over; next_turn returns None after the last turn.
-            break;
+            // Every turn was handed over: the game's next_turn returns None after the last.
+            // The driver stays for the application's questions (stats, the replay) until it
+            // lets go of its handle.
+            channels.turns = None;
         }
     }
 }
@@ -217,6 +257,17 @@ impl<Own, Event> Handle<Own, Event> {
         &mut self,
     ) -> Option<TypedTurn<C>> {
         self.turns.recv().await.map(TypedTurn::decode::<K>)
+    }
+
+    /// The next turn if one is waiting, decoded, without waiting.
+    pub(crate) fn try_next_turn<C: DeserializeOwned, K: CommandCodec>(
+        &mut self,
+    ) -> Result<TypedTurn<C>, NoTurn> {
+        match self.turns.try_recv() {
+            Ok(bundle) => Ok(TypedTurn::decode::<K>(bundle)),
+            Err(mpsc::error::TryRecvError::Empty) => Err(NoTurn::NotYet),
+            Err(mpsc::error::TryRecvError::Disconnected) => Err(NoTurn::Over),
+        }
     }
 
     /// Reports the game's state hash after a check turn.

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use phalanx_proto::{
-    CommandCodec, DefaultCodec, HostEvent, HostStats, JoinResponse, PeerStats, PlayerId,
-    SessionConfig, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    CommandCodec, DefaultCodec, EndError, HostEvent, HostStats, JoinResponse, PeerStats, PlayerId,
+    RemoveError, Replay, SessionConfig, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -20,12 +20,16 @@ use tokio::task::JoinHandle;
 use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, HostError, SessionError};
+use crate::{Clock, HostError, NoTurn, SessionError};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
 pub const CLOSE_REMOVED: u32 = 1;
-/// QUIC application error code when the host shuts down.
+/// QUIC application error code when the host shuts down: clients end with
+/// [`EndReason::HostClosed`](crate::EndReason::HostClosed) at once.
 pub const CLOSE_SHUTDOWN: u32 = 2;
+/// QUIC application error code when a client leaves ([`Client::shutdown`](crate::Client::shutdown)):
+/// the host removes the player at its next sealed turn.
+pub const CLOSE_LEFT: u32 = 3;
 
 /// Everything a host needs to listen.
 #[derive(Debug)]
@@ -35,8 +39,13 @@ pub struct HostOptions {
     pub session: SessionConfig,
     /// The seat tokens the lobby handed out (each usable once).
     pub tokens: Vec<u64>,
-    /// Whether the host also plays (a listen server).
+    /// Whether the host also plays (a listen server). Default: no.
     pub local_player: bool,
+    /// A dedicated host (no `local_player`) whose own game takes every sealed turn through
+    /// [`Host::next_turn`] (to run the simulation, check state, record). Like a player's, that
+    /// game must keep up: a window (`turns_ahead_max`) behind, it holds the session back.
+    /// Ignored when the host plays (its player takes the turns). Default: no.
+    pub observe_turns: bool,
     /// The certificate and key; clients pin its fingerprint.
     pub identity: HostIdentity,
     /// Where to listen (`127.0.0.1:0` picks a free loopback port).
@@ -59,6 +68,7 @@ impl HostOptions {
             session: SessionConfig::default(),
             tokens,
             local_player: false,
+            observe_turns: false,
             identity,
             bind,
             reset_key: None,
@@ -82,6 +92,8 @@ enum Input {
     /// rejoin the player's old connection may still deliver: only the current one counts.
     Datagram(PlayerId, usize, Bytes),
     Closed(PlayerId, usize),
+    /// The client closed its connection on purpose: it left.
+    Left(PlayerId, usize),
     /// The client acknowledged every byte of the join reply.
     Delivered(PlayerId, usize),
 }
@@ -90,6 +102,11 @@ enum Input {
 enum Command {
     Start,
     Stats(oneshot::Sender<(HostStats, Vec<(PlayerId, PeerStats)>)>),
+    End(u32, oneshot::Sender<Result<Turn, EndError>>),
+    Remove(PlayerId, oneshot::Sender<Result<(), RemoveError>>),
+    Pause(bool),
+    Record { seed: u64, turns_max: usize },
+    Replay(oneshot::Sender<Option<Replay>>),
 }
 
 /// A running host. Generic over the game's command type `C` and codec `K` (postcard).
@@ -110,6 +127,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             session,
             tokens,
             local_player,
+            observe_turns,
             identity,
             bind,
             reset_key,
@@ -121,6 +139,10 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         let local_player = if local_player {
             Some(host.add_local_player().map_err(|_| HostError::NoSeatForLocalPlayer)?)
         } else {
+            if observe_turns {
+                // Before the start and without a local player: cannot be refused.
+                let _ = host.observe_turns();
+            }
             None
         };
         let tls = identity.server_tls().map_err(HostError::Identity)?;
@@ -188,10 +210,17 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         self.handle.submit::<C, K>(command).await
     }
 
-    /// The next turn for the host's own game, in order; `None` once the session is over. A game
-    /// that stops calling this holds the session back (the window), as a slow client would.
+    /// The next turn for the host's own game, in order; `None` once the session is over. The
+    /// host's player's game, or a dedicated host's with [`HostOptions::observe_turns`] (without
+    /// either, no turn ever comes). A game that stops calling this holds the session back (the
+    /// window), as a slow client would.
     pub async fn next_turn(&mut self) -> Option<TypedTurn<C>> {
         self.handle.next_turn::<C, K>().await
+    }
+
+    /// The next turn for the host's own game if it is due, without waiting; see [`NoTurn`].
+    pub fn try_next_turn(&mut self) -> Result<TypedTurn<C>, NoTurn> {
+        self.handle.try_next_turn::<C, K>()
     }
 
     /// The host's own game's state hash after a check turn (see sync checks).
@@ -207,6 +236,44 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// Session counters and every connected player's.
     pub async fn stats(&self) -> Result<(HostStats, Vec<(PlayerId, PeerStats)>), SessionError> {
         self.handle.ask(Command::Stats).await
+    }
+
+    /// Ends the game with the game's own `code`: the next sealed turn is the last, every peer
+    /// executes up to it and ends with [`EndReason::Finished`](crate::EndReason::Finished);
+    /// [`next_turn`](Self::next_turn) returns `None` after it, and once every player holds
+    /// it the host's driver stops (then call [`shutdown`](Self::shutdown)). Returns the last
+    /// turn.
+    pub async fn end(&self, code: u32) -> Result<Turn, SessionError> {
+        self.handle.ask(|reply| Command::End(code, reply)).await?.map_err(SessionError::End)
+    }
+
+    /// Removes (kicks) a remote player: they leave at the next sealed turn and their
+    /// connection is closed ([`CLOSE_REMOVED`]: they end with `EndReason::Removed` at once).
+    pub async fn remove(&self, player: PlayerId) -> Result<(), SessionError> {
+        self.handle.ask(|reply| Command::Remove(player, reply)).await?.map_err(SessionError::Remove)
+    }
+
+    /// Pauses the game after the next sealed turn (every peer gets `Paused` on that turn).
+    pub async fn pause(&self) -> Result<(), SessionError> {
+        self.handle.tell(Command::Pause(true)).await
+    }
+
+    /// Resumes a paused game.
+    pub async fn resume(&self) -> Result<(), SessionError> {
+        self.handle.tell(Command::Pause(false)).await
+    }
+
+    /// Starts recording every turn sealed from now on into a [`Replay`] (at most `turns_max`
+    /// turns, then it is marked truncated); `seed` is the game's own seed, stored with it.
+    pub async fn start_recording(&self, seed: u64, turns_max: usize) -> Result<(), SessionError> {
+        self.handle.tell(Command::Record { seed, turns_max }).await
+    }
+
+    /// A copy of the recording so far (`None`: not recording). The replay holds the real
+    /// sealed bundles and the agreed check hashes: `phalanx_proto::verify_replay` checks a
+    /// game against it.
+    pub async fn replay(&self) -> Result<Option<Replay>, SessionError> {
+        self.handle.ask(Command::Replay).await
     }
 
     /// Closes every connection and stops the tasks.
@@ -279,6 +346,10 @@ async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>
                     return;
                 }
             }
+            Err(quinn::ConnectionError::ApplicationClosed(_)) => {
+                let _ = inputs.send(Input::Left(player, id)).await;
+                return;
+            }
             Err(_) => {
                 let _ = inputs.send(Input::Closed(player, id)).await;
                 return;
@@ -326,6 +397,18 @@ impl Side for HostSide {
     fn handle_command(&mut self, now_ms: u64, command: Command) {
         match command {
             Command::Start => self.host.start(now_ms),
+            Command::End(code, reply) => {
+                let _ = reply.send(self.host.end(now_ms, code));
+            }
+            Command::Remove(player, reply) => {
+                let _ = reply.send(self.host.remove(now_ms, player));
+            }
+            Command::Pause(true) => self.host.pause(now_ms),
+            Command::Pause(false) => self.host.resume(now_ms),
+            Command::Record { seed, turns_max } => self.host.start_recording(seed, turns_max),
+            Command::Replay(reply) => {
+                let _ = reply.send(self.host.replay().cloned());
+            }
             Command::Stats(reply) => {
                 let host = &self.host;
                 let peers = self.conns.keys().filter_map(|&p| host.peer_stats(p).map(|s| (p, s)));
@@ -360,6 +443,14 @@ impl Side for HostSide {
                     self.conns.remove(&player);
                 }
             }
+            Input::Left(player, id) => {
+                if self.is_current(player, id) {
+                    self.conns.remove(&player);
+                    // Seated and current: removal cannot fail. After the last turn it only
+                    // stops the host waiting for the player's acknowledgements.
+                    let _ = self.host.remove(now_ms, player);
+                }
+            }
         }
     }
 
@@ -378,7 +469,10 @@ impl Side for HostSide {
 
     fn poll_event(&mut self) -> Option<HostEvent> {
         let event = self.host.poll_event()?;
-        if let HostEvent::PlayerTimedOut(player) | HostEvent::PlayerMisbehaved(player) = event {
+        if let HostEvent::PlayerTimedOut(player)
+        | HostEvent::PlayerMisbehaved(player)
+        | HostEvent::PlayerRemoved(player) = event
+        {
             if let Some(conn) = self.conns.remove(&player) {
                 conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"removed");
             }
@@ -391,6 +485,6 @@ impl Side for HostSide {
     }
 
     fn is_over(&self) -> bool {
-        false
+        self.host.is_finished()
     }
 }

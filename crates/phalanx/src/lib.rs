@@ -27,13 +27,21 @@
 //!     // Execute every command of `turn`, in order, in the deterministic simulation.
 //!     # let _ = turn; break;
 //! }
+//! // The host ends the game for everyone (the code is the game's own); each client's
+//! // `next_turn` returns `None` after the last turn and `ended()` says why.
+//! host.end(0).await?;
+//! println!("{:?}", client.ended()); // Some(Finished { code: 0 }) once the last turn ran
 //! # Ok(()) }
 //! ```
 //!
-//! Each end runs one driver task that owns its sans-IO endpoint (`driver.rs`: one loop for
-//! both, the ends differing only in where inputs come from and where datagrams go).
+//! A session ends when the host calls [`Host::end`] (every client: `EndReason::Finished`),
+//! shuts down (`HostClosed`, at once) or removes a player; a client leaves with
+//! [`Client::shutdown`] (the others execute its `Left` record at the next sealed turn).
 //!
-//! quinn is configured for games, not bulk transfer (see `transport.rs`): one stream, small
+//! Each end runs one driver task that owns its sans-IO endpoint: one loop for both ends,
+//! differing only in where inputs come from and where datagrams go.
+//!
+//! quinn is configured for games, not bulk transfer: one stream, small
 //! windows, bounded datagram buffers, QUIC idle timeout just behind phalanx's own, and
 //! **0-RTT off** (early data is replayable). Crypto is rustls with ring, TLS 1.3.
 #![forbid(unsafe_code)]
@@ -41,18 +49,22 @@
 mod client;
 mod driver;
 mod host;
+mod session;
 mod tls;
 mod transport;
 
 use std::fmt;
 
 pub use client::{Client, ClientOptions, RawDatagramSender};
-pub use host::{Host, HostOptions, CLOSE_REMOVED, CLOSE_SHUTDOWN};
+pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
-    ClientEvent, ClientJoinError, ClientStats, CodecError, CommandSeq, DesyncReport, EndReason,
-    HostEvent, HostStats, JoinRefusal, Pace, PeerStats, PlayerId, SessionConfig, SplitMix64,
-    SubmitError, Ticket, Turn, TypedRecord, TypedTurn,
+    ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq, ConfigError,
+    DefaultCodec, DesyncPolicy, DesyncReference, DesyncReport, DropCounters, EndCause, EndError,
+    EndReason, HostEvent, HostStats, JoinRefusal, LinkStats, Pace, PauseBy, PeerStats, PlayerId,
+    RemoveError, Replay, SessionConfig, SplitMix64, SubmitError, Ticket, Turn, TypedRecord,
+    TypedTurn,
 };
+pub use session::{Session, SessionEvent, SessionStats};
 pub use tls::{
     Fingerprint, FingerprintParseError, HostIdentity, HostVerification, IdentityError, ALPN,
 };
@@ -225,6 +237,22 @@ pub enum SessionError {
     Submit(SubmitError),
     /// The session's driver has stopped (the session ended or was shut down).
     Closed,
+    /// [`Host::end`] was refused (not started, or already ending).
+    End(EndError),
+    /// [`Host::remove`] was refused (nobody remote in that seat).
+    Remove(RemoveError),
+    /// Only a host does that (a [`Session`] of a client was asked to start or end the game).
+    NotHost,
+}
+
+/// Why `try_next_turn` returned no turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NoTurn {
+    /// The next turn has not arrived, or its time on the playout schedule has not come.
+    NotYet,
+    /// The session is over and every turn was taken: none will come.
+    Over,
 }
 
 impl fmt::Display for SessionError {
@@ -233,6 +261,9 @@ impl fmt::Display for SessionError {
             SessionError::Codec(error) => error.fmt(f),
             SessionError::Submit(error) => error.fmt(f),
             SessionError::Closed => write!(f, "the session has ended"),
+            SessionError::End(error) => write!(f, "cannot end the game: {error}"),
+            SessionError::Remove(error) => write!(f, "cannot remove the player: {error}"),
+            SessionError::NotHost => write!(f, "only a host can do that"),
         }
     }
 }

@@ -136,7 +136,9 @@ impl HostSession {
             while let Some(event) = self.host.try_event() {
                 match &event {
                     HostEvent::PlayerJoined(_) => outcome.joined += 1,
-                    HostEvent::PlayerTimedOut(_) | HostEvent::PlayerMisbehaved(_) => gone += 1,
+                    HostEvent::PlayerTimedOut(_)
+                    | HostEvent::PlayerMisbehaved(_)
+                    | HostEvent::PlayerRemoved(_) => gone += 1,
                     HostEvent::Desync(report) => outcome
                         .desyncs
                         .push((report.turn.0, report.diverged.iter().map(|p| p.0).collect())),

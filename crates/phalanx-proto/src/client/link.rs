@@ -142,15 +142,17 @@ impl Client {
     }
 
     /// Writes the next datagram for the host into `buf` (cleared first); `false` when nothing
-    /// is due.
+    /// is due. After the last turn, one farewell datagram acknowledges it.
     pub fn poll_transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
         let turn_ack = self.turn_ack();
         let next_exec = self.next_exec;
         let has_new = self.unacked.back().is_some_and(|command| command.seq >= self.send_next);
         let outstanding = !self.unacked.is_empty();
         let pause_due = self.pause_request.is_some();
-        let Some(link) = self.live_link() else { return false };
-        if !(has_new || link.is_due(outstanding) || pause_due) {
+        let farewell = std::mem::take(&mut self.farewell);
+        let link = if farewell { self.link.as_deref_mut() } else { self.live_link() };
+        let Some(link) = link else { return false };
+        if !(farewell || has_new || link.is_due(outstanding) || pause_due) {
             return false;
         }
         buf.clear();

@@ -48,6 +48,17 @@ pub enum EndReason {
     Removed,
     /// The host ended the session after a desync (`DesyncPolicy::End`).
     Desync,
+    /// The host ended the game ([`Host::end`](crate::Host::end)); every turn up to the last
+    /// was executed. The code is the game's own.
+    Finished {
+        /// The game's reason, as the host gave it.
+        code: u32,
+    },
+    /// The host closed the connection on purpose (it shut down): reported by the driver
+    /// through [`Client::on_host_closed`].
+    HostClosed,
+    /// We left ([`Client::leave`]).
+    Left,
 }
 
 /// Something the client's driver or game should know. Drained with [`Client::poll_event`]
@@ -167,6 +178,8 @@ pub struct Client {
     playout: Playout,
     /// The playout buffer as reported to the host (rounded up to `PLAYOUT_REPORT_STEP_MS`).
     playout_report: Report,
+    /// The session ended with the last turn: one more datagram acknowledges it.
+    farewell: bool,
 }
 
 /// A value the client reports to the host in its datagrams' extras (turn cost, playout
@@ -242,6 +255,7 @@ impl Client {
             catch_up: VecDeque::new(),
             playout,
             playout_report: Report::default(),
+            farewell: false,
         };
         Ok((client, request))
     }
@@ -350,7 +364,29 @@ impl Client {
         if !matches!(self.state, State::Ended(_)) {
             self.state = State::Ended(reason);
             self.push_event(ClientEvent::Ended(reason));
+            // The game ran its last turn: acknowledge it once more, so the host need not wait
+            // for a timeout to know we hold it.
+            self.farewell = matches!(reason, EndReason::Finished { .. } | EndReason::Desync);
         }
+    }
+
+    /// The driver saw the host close the connection on purpose (a shutdown): the session ends
+    /// at once with [`EndReason::HostClosed`] instead of waiting out the idle timeout.
+    pub fn on_host_closed(&mut self) {
+        self.end(EndReason::HostClosed);
+    }
+
+    /// The driver saw the host close the connection because it removed us: the session ends
+    /// at once with [`EndReason::Removed`] (the `Left` record can no longer reach us).
+    pub fn on_removed(&mut self) {
+        self.end(EndReason::Removed);
+    }
+
+    /// We leave: the session ends at once with [`EndReason::Left`]. The driver then closes the
+    /// connection, which tells the host (phalanx's QUIC host removes the player at its next
+    /// sealed turn; a sans-IO host calls [`Host::remove`](crate::Host::remove)).
+    pub fn leave(&mut self) {
+        self.end(EndReason::Left);
     }
 
     /// The next event, if any.
@@ -442,6 +478,9 @@ impl Client {
                 Record::Paused(by) => self.push_event(ClientEvent::Paused(*by)),
                 Record::Resumed(by) => self.push_event(ClientEvent::Resumed(*by)),
                 Record::Ended(EndCause::Desync) => self.end(EndReason::Desync),
+                Record::Ended(EndCause::Finished { code }) => {
+                    self.end(EndReason::Finished { code: *code });
+                }
                 _ => {}
             }
         }

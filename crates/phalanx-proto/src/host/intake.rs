@@ -232,7 +232,11 @@ impl Host {
                 },
                 _ => Seat::Gone,
             };
-            self.open[0].controls.push(Record::Left(player));
+            // After the last turn there is no turn to carry the record: the seat just empties
+            // (the session no longer waits for that player's acknowledgements).
+            if !self.ended {
+                self.open[0].controls.push(Record::Left(player));
+            }
         }
     }
 }

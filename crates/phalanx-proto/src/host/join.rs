@@ -10,7 +10,9 @@ use crate::wire::{
 };
 use crate::PROTOCOL_VERSION;
 
-use super::{refused, Host, HostEvent, JoinError, JoinResponse, LocalSeat, Peer, Seat};
+use super::{
+    refused, Host, HostEvent, JoinError, JoinResponse, LocalSeat, ObserveError, Peer, Seat,
+};
 
 impl Host {
     /// Seats the host's own player (a listen server). Before [`start`](Self::start) only.
@@ -23,6 +25,22 @@ impl Host {
             Seat::Local(LocalSeat { next_seq: CommandSeq(0), next_exec: Turn::ZERO });
         self.open[0].controls.push(Record::Joined(player));
         Ok(player)
+    }
+
+    /// Lets the host's own game, when the host does not play (a dedicated server), take every
+    /// sealed turn through [`next_turn`](Self::next_turn) — to simulate the game, check its
+    /// state, record it. Like a player's, that game is in the window: falling
+    /// `turns_ahead_max` turns behind holds the session back. Refused once the game started,
+    /// or when the host already plays (its player takes the turns).
+    pub fn observe_turns(&mut self) -> Result<(), ObserveError> {
+        if self.started {
+            return Err(ObserveError::GameStarted);
+        }
+        if self.local_player().is_some() {
+            return Err(ObserveError::HostPlays);
+        }
+        self.observer = Some(Turn::ZERO);
+        Ok(())
     }
 
     fn free_seat(&self) -> Option<PlayerId> {

@@ -3,13 +3,13 @@
 
 use bytes::Bytes;
 
-use crate::bundle::{PauseBy, Record, TurnBundle};
+use crate::bundle::{EndCause, PauseBy, Record, TurnBundle};
 use crate::config::TURN_COST_MAX_MS;
 use crate::replay::{Recorder, Replay, REPLAY_FORMAT_VERSION};
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::SubmitError;
 
-use super::{Host, HostEvent, LocalSeat, Seat};
+use super::{EndError, Host, HostEvent, LocalSeat, RemoveError, Seat};
 
 impl Host {
     /// Pauses or resumes: the record goes into the next sealed turn. A pause takes effect
@@ -37,6 +37,41 @@ impl Host {
             self.next_seal_at_ms = now_ms + u64::from(self.pace.current.turn_length_ms);
         }
     }
+    /// Ends the game: an [`EndCause::Finished`] record with the game's `code` goes into the
+    /// next sealed turn, the last one; every peer executes up to it and then ends
+    /// ([`EndReason::Finished`](crate::EndReason::Finished)). A paused game seals that turn at
+    /// once. Returns the last turn.
+    pub fn end(&mut self, now_ms: u64, code: u32) -> Result<Turn, EndError> {
+        if !self.started {
+            return Err(EndError::NotStarted);
+        }
+        if self.ended || self.end_pending.is_some() {
+            return Err(EndError::AlreadyEnded);
+        }
+        let cause = EndCause::Finished { code };
+        self.open[0].controls.push(Record::Ended(cause));
+        self.end_pending = Some(cause);
+        if self.paused {
+            self.paused = false;
+            self.next_seal_at_ms = now_ms;
+        }
+        Ok(self.next_seal)
+    }
+
+    /// Removes a remote player now (kicked by the operator, or their connection closed on
+    /// purpose): a `Left` record in the next sealed turn, and the window stops waiting for
+    /// them. Their seat stays open for a rejoin within `rejoin_window_ms`, as after a timeout.
+    /// After the game ended there is no turn for the record: the host just stops waiting for
+    /// them (see [`is_finished`](Self::is_finished)).
+    pub fn remove(&mut self, now_ms: u64, player: PlayerId) -> Result<(), RemoveError> {
+        if !matches!(self.seats.get(player.0 as usize), Some(Seat::Remote(_))) {
+            return Err(RemoveError::NotSeated(player));
+        }
+        self.remove_player(now_ms, player, true);
+        self.push_event(HostEvent::PlayerRemoved(player));
+        Ok(())
+    }
+
     /// Pauses the game after the next sealed turn (the host's operator).
     pub fn pause(&mut self, now_ms: u64) {
         self.set_paused(now_ms, true, PauseBy::Host);
@@ -127,8 +162,16 @@ impl Host {
         Ok(Ticket { seq: next_seq, turn })
     }
 
-    /// The next sealed turn for the host's own game, in order, each exactly once.
+    /// The next sealed turn for the host's own game, in order, each exactly once: its
+    /// player's, or with [`observe_turns`](Self::observe_turns) a dedicated host's.
     pub fn next_turn(&mut self) -> Option<TurnBundle> {
+        if let Some(next) = self.observer {
+            let index = next.0.checked_sub(self.sealed_base.0)? as usize;
+            let bundle = self.sealed.get(index)?.bundle.clone();
+            self.observer = Some(next.next());
+            self.prune_sealed();
+            return Some(bundle);
+        }
         let sealed_base = self.sealed_base;
         let (_, local) = self.local_seat()?;
         let index = local.next_exec.0.checked_sub(sealed_base.0)? as usize;

@@ -64,6 +64,9 @@ pub enum HostEvent {
     /// A player sent more than `misbehaviour_max` malformed or spoofed datagrams. They leave
     /// at the next sealed turn; the driver must close the connection.
     PlayerMisbehaved(PlayerId),
+    /// A player was removed by [`Host::remove`] (kicked, or left on purpose). They leave at
+    /// the next sealed turn; the driver should close the connection.
+    PlayerRemoved(PlayerId),
     /// A check turn's state hashes differ; the report is in the turn just sealed.
     Desync(DesyncReport),
     /// Sealing has waited `stall_notice_ms` for these players (their acknowledgements are a
@@ -80,6 +83,66 @@ pub enum HostEvent {
     /// The session ended after the turn just sealed; nothing more is sealed.
     Ended(EndCause),
 }
+
+/// Why [`Host::end`] did nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndError {
+    /// The game has not started: there is no turn to end it in (close the lobby instead).
+    NotStarted,
+    /// The session is already ending or ended.
+    AlreadyEnded,
+}
+
+impl std::fmt::Display for EndError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndError::NotStarted => write!(f, "the game has not started"),
+            EndError::AlreadyEnded => write!(f, "the session is already ending or ended"),
+        }
+    }
+}
+
+impl std::error::Error for EndError {}
+
+/// Why [`Host::observe_turns`] was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ObserveError {
+    /// Only before the game starts.
+    GameStarted,
+    /// The host plays: its player takes the turns.
+    HostPlays,
+}
+
+impl std::fmt::Display for ObserveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ObserveError::GameStarted => write!(f, "the game has started"),
+            ObserveError::HostPlays => write!(f, "the host plays: its player takes the turns"),
+        }
+    }
+}
+
+impl std::error::Error for ObserveError {}
+
+/// Why [`Host::remove`] did nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemoveError {
+    /// No remote player sits in that seat (never joined, already gone, or the host's own).
+    NotSeated(PlayerId),
+}
+
+impl std::fmt::Display for RemoveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RemoveError::NotSeated(player) => write!(f, "no remote player in seat {player}"),
+        }
+    }
+}
+
+impl std::error::Error for RemoveError {}
 
 /// Why a join did not succeed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -223,6 +286,11 @@ pub struct Host {
     paused: bool,
     /// A pause was granted: stop after sealing the turn that carries its record.
     pause_pending: bool,
+    /// With [`Host::observe_turns`]: the next sealed turn the host's own (non-playing) game
+    /// takes.
+    observer: Option<Turn>,
+    /// [`Host::end`] was called: the cause goes out in the next sealed turn, the last.
+    end_pending: Option<EndCause>,
     ended: bool,
     /// Players announced as holding up the game (bit i: player i).
     waiting: u64,
@@ -262,6 +330,8 @@ impl Host {
             sync: SyncChecks::default(),
             paused: false,
             pause_pending: false,
+            observer: None,
+            end_pending: None,
             ended: false,
             waiting: 0,
             local_cost_ms: 0,
@@ -295,6 +365,26 @@ impl Host {
     /// Whether the game is paused.
     pub fn is_paused(&self) -> bool {
         self.paused
+    }
+
+    /// Whether the last turn is sealed ([`end`](Self::end), or the desync policy): nothing
+    /// more is sealed, but the host keeps delivering what it sealed.
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether the session is over for the host: it ended, every remote player still seated
+    /// holds every sealed turn, and the host's own game (if it plays) took them all. A driver
+    /// may then close the connections.
+    pub fn is_finished(&self) -> bool {
+        let next_seal = self.next_seal;
+        self.ended
+            && self.observer.is_none_or(|next| next >= next_seal)
+            && self.seats.iter().all(|seat| match seat {
+                Seat::Remote(peer) => peer.turn_ack >= next_seal,
+                Seat::Local(local) => local.next_exec >= next_seal,
+                _ => true,
+            })
     }
 
     /// The pace in force.

@@ -30,6 +30,10 @@ impl Host {
             if std::mem::take(&mut self.pause_pending) {
                 self.paused = true;
             }
+            if let Some(cause) = self.end_pending.take() {
+                self.ended = true;
+                self.push_event(HostEvent::Ended(cause));
+            }
             let turn_ms = u64::from(self.pace.current.turn_length_ms);
             // Keep the cadence unless a whole turn was lost waiting; then restart it from now
             // rather than bursting to catch up.
@@ -47,9 +51,12 @@ impl Host {
         })
     }
 
-    /// Whether sealing `turn` keeps every player within the window.
+    /// Whether sealing `turn` keeps every player, and the host's own observing game, within
+    /// the window.
     fn window_allows(&self, turn: Turn) -> bool {
-        self.blocking_players(turn) == 0
+        let window = self.config.turns_ahead_max;
+        let observer_behind = self.observer.is_some_and(|next| turn.since(next) >= window);
+        self.blocking_players(turn) == 0 && !observer_behind
     }
 
     /// Tells the driver and every client who the game is waiting for (0: nobody).
@@ -150,7 +157,7 @@ impl Host {
                     self.push_event(HostEvent::Paused(PauseBy::Host));
                 }
                 DesyncPolicy::Pause => {}
-                DesyncPolicy::End if !self.ended => {
+                DesyncPolicy::End if !self.ended && self.end_pending.is_none() => {
                     self.ended = true;
                     records.push(Record::Ended(EndCause::Desync));
                     self.push_event(HostEvent::Ended(EndCause::Desync));
@@ -199,6 +206,7 @@ impl Host {
                 Seat::Local(local) => Some(local.next_exec),
                 Seat::Free | Seat::Away { .. } | Seat::Gone => None,
             })
+            .chain(self.observer)
             .min()
             .unwrap_or(self.next_seal);
         while self.sealed_base < oldest_needed && !self.sealed.is_empty() {

@@ -90,7 +90,8 @@ fn extended_bytes_max(config: &SessionConfig) -> usize {
     let desync = 2 + VARINT32_MAX + 1 + 9 * usize::from(config.players_max) + VARINT_MAX;
     let pause_resume = 2 * 2;
     // (a host-made pause and a player's resume can share a bundle: still two records)
-    let ended = 3;
+    // One `Ended` at most: the tag and a game code.
+    let ended = 3 + VARINT32_MAX;
     pace + desync + pause_resume + ended
 }
 

@@ -74,9 +74,13 @@ pub(crate) fn encode_bundle(out: &mut Vec<u8>, records: &[Record]) {
             Record::Ended(cause) => {
                 out.put_u8(record_head(RECORD_EXTENDED, PlayerId(0)));
                 out.put_u8(EXT_ENDED);
-                out.put_u8(match cause {
-                    EndCause::Desync => 0,
-                });
+                match cause {
+                    EndCause::Desync => out.put_u8(0),
+                    EndCause::Finished { code } => {
+                        out.put_u8(1);
+                        put_varint(out, (*code).into());
+                    }
+                }
             }
         }
     }
@@ -151,6 +155,7 @@ fn decode_extended(
         EXT_RESUMED_BY_HOST => Record::Resumed(PauseBy::Host),
         EXT_ENDED => match reader.u8()? {
             0 => Record::Ended(EndCause::Desync),
+            1 => Record::Ended(EndCause::Finished { code: reader.varint_u32()? }),
             tag => return Err(DecodeError::UnknownTag(tag)),
         },
         tag => return Err(DecodeError::UnknownTag(tag)),

@@ -116,6 +116,7 @@ enum RecordSpec {
     Paused(Option<u8>),
     Resumed(Option<u8>),
     Ended,
+    Finished(u32),
 }
 
 fn record() -> impl Strategy<Value = RecordSpec> {
@@ -135,6 +136,7 @@ fn record() -> impl Strategy<Value = RecordSpec> {
         1 => prop::option::of(0..8u8).prop_map(RecordSpec::Paused),
         1 => prop::option::of(0..8u8).prop_map(RecordSpec::Resumed),
         1 => Just(RecordSpec::Ended),
+        1 => any::<u32>().prop_map(RecordSpec::Finished),
     ]
 }
 
@@ -162,6 +164,7 @@ fn wire_records(specs: &[RecordSpec]) -> Vec<Record> {
             RecordSpec::Paused(by) => Record::Paused(pause_by(*by)),
             RecordSpec::Resumed(by) => Record::Resumed(pause_by(*by)),
             RecordSpec::Ended => Record::Ended(EndCause::Desync),
+            RecordSpec::Finished(code) => Record::Ended(EndCause::Finished { code: *code }),
         })
         .collect()
 }

@@ -1,0 +1,289 @@
+//! The polling session: phalanx for a game loop that is not async.
+//!
+//! A [`Session`] is any role — a host that plays, a dedicated host that observes every turn,
+//! a client — behind one set of calls a frame loop makes every frame: [`Session::try_next_turn`]
+//! (the next turn if it is due, never waiting), [`Session::try_event`], [`Session::submit`].
+//! It runs the same drivers as the async [`Host`] and [`Client`], on a tokio runtime it owns
+//! (one worker thread, started by the constructor) or on one it is given.
+//!
+//! Calls that need the driver's answer (`submit`, `stats`, `end`...) wait for it: a channel
+//! round trip to a task that does nothing slow, tens of microseconds. They must not be made
+//! from inside an async task of the same runtime (tokio refuses to block there): a game that
+//! is async already uses [`Host`] and [`Client`] directly.
+
+use std::net::SocketAddr;
+
+use phalanx_proto::{
+    ClientEvent, ClientStats, CommandCodec, DefaultCodec, EndCause, EndReason, HostEvent,
+    HostStats, PeerStats, PlayerId, Ticket, Turn, TypedTurn,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::{
+    Client, ClientOptions, ConnectError, Host, HostError, HostOptions, NoTurn, SessionError,
+};
+
+/// Where a session's tasks run.
+#[derive(Debug)]
+enum Runtime {
+    /// Ours: dropped with the session.
+    Owned(tokio::runtime::Runtime),
+    /// The game's.
+    Given(tokio::runtime::Handle),
+}
+
+impl Runtime {
+    fn new(given: Option<tokio::runtime::Handle>) -> std::io::Result<Runtime> {
+        match given {
+            Some(handle) => Ok(Runtime::Given(handle)),
+            None => tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("phalanx")
+                .enable_io()
+                .enable_time()
+                .build()
+                .map(Runtime::Owned),
+        }
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        match self {
+            Runtime::Owned(runtime) => runtime.handle(),
+            Runtime::Given(handle) => handle,
+        }
+    }
+
+    fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.handle().block_on(future)
+    }
+}
+
+/// The role behind a session.
+enum Role<C, K: CommandCodec> {
+    Host(Host<C, K>),
+    Client(Client<C, K>),
+}
+
+/// Something a session's driver tells the game: the host's events or a client's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionEvent {
+    /// From a host (a listen server or a dedicated host).
+    Host(HostEvent),
+    /// From a client.
+    Client(ClientEvent),
+}
+
+/// A session's counters: the host's (with every connected player's) or a client's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionStats {
+    /// A host's counters and every connected player's.
+    Host(HostStats, Vec<(PlayerId, PeerStats)>),
+    /// A client's counters.
+    Client(ClientStats),
+}
+
+/// A lockstep session driven by polling, for any role. See the module docs.
+///
+/// ```no_run
+/// # fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// use phalanx::{ClientOptions, HostVerification, Session};
+/// # let fingerprint: phalanx::Fingerprint = todo!();
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Order(u32);
+///
+/// let options = ClientOptions::new(7, HostVerification::Pinned(fingerprint));
+/// let mut session: Session<Order> = Session::connect("192.0.2.1:4433".parse()?, options, None)?;
+/// loop {
+///     // A frame: take every turn that is due (usually none or one), then input and render.
+///     while let Some(turn) = session.try_next_turn() {
+///         // Execute `turn` in the deterministic simulation.
+///         # let _ = turn;
+///     }
+///     while let Some(event) = session.try_event() {
+///         // Show waiting notices, desyncs, the end...
+///         # let _ = event;
+///     }
+///     if session.is_over() {
+///         break; // `session.ended()` says why.
+///     }
+///     session.submit(&Order(1))?;
+///     # break;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Session<C, K: CommandCodec = DefaultCodec> {
+    // Dropped before the runtime its tasks run on.
+    role: Role<C, K>,
+    runtime: Runtime,
+    over: bool,
+    /// A host's end: from its own `end`, or the desync policy's `Ended` event.
+    host_end: Option<EndReason>,
+}
+
+impl<C, K> Session<C, K>
+where
+    C: Serialize + DeserializeOwned + Send + 'static,
+    K: CommandCodec,
+{
+    /// A host (see [`HostOptions`]: `local_player` for a listen server, `observe_turns` for a
+    /// dedicated host whose game takes every turn). `runtime`: the game's tokio runtime, or
+    /// `None` to start one for the session.
+    pub fn host(
+        options: HostOptions,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> Result<Self, HostError> {
+        let runtime = Runtime::new(runtime).map_err(HostError::Bind)?;
+        let host = runtime.block_on(Host::bind(options))?;
+        Ok(Session { role: Role::Host(host), runtime, over: false, host_end: None })
+    }
+
+    /// A client: connects and joins (waiting for the join's answer). `runtime` as for
+    /// [`host`](Self::host).
+    pub fn connect(
+        addr: SocketAddr,
+        options: ClientOptions,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> Result<Self, ConnectError> {
+        let runtime = Runtime::new(runtime).map_err(ConnectError::Endpoint)?;
+        let client = runtime.block_on(Client::connect(addr, options))?;
+        Ok(Session { role: Role::Client(client), runtime, over: false, host_end: None })
+    }
+
+    /// The underlying host, for what only a host does (its address, fingerprint, `remove`...);
+    /// its async methods run with [`block_on`](Self::block_on).
+    pub fn as_host(&self) -> Option<&Host<C, K>> {
+        match &self.role {
+            Role::Host(host) => Some(host),
+            Role::Client(_) => None,
+        }
+    }
+
+    /// The underlying client, if this session is one.
+    pub fn as_client(&self) -> Option<&Client<C, K>> {
+        match &self.role {
+            Role::Client(client) => Some(client),
+            Role::Host(_) => None,
+        }
+    }
+
+    /// Runs a future on the session's runtime and waits for it (for the async methods of
+    /// [`as_host`](Self::as_host) and [`as_client`](Self::as_client)).
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime.block_on(future)
+    }
+
+    /// Our player: a client's, or a listen server's own (`None` for a dedicated host).
+    pub fn player(&self) -> Option<PlayerId> {
+        match &self.role {
+            Role::Host(host) => host.local_player(),
+            Role::Client(client) => Some(client.player()),
+        }
+    }
+
+    /// Starts the game (a host; a client's session starts when the host's does).
+    pub fn start(&self) -> Result<(), SessionError> {
+        match &self.role {
+            Role::Host(host) => self.runtime.block_on(host.start()),
+            Role::Client(_) => Err(SessionError::NotHost),
+        }
+    }
+
+    /// Submits a command for our player; the ticket says which turn it is stamped for.
+    pub fn submit(&self, command: &C) -> Result<Ticket, SessionError> {
+        match &self.role {
+            Role::Host(host) => self.runtime.block_on(host.submit(command)),
+            Role::Client(client) => self.runtime.block_on(client.submit(command)),
+        }
+    }
+
+    /// The next turn if it is due, without waiting; each turn once, in order. After the last
+    /// turn of the session, [`is_over`](Self::is_over) turns true.
+    pub fn try_next_turn(&mut self) -> Option<TypedTurn<C>> {
+        let turn = match &mut self.role {
+            Role::Host(host) => host.try_next_turn(),
+            Role::Client(client) => client.try_next_turn(),
+        };
+        match turn {
+            Ok(turn) => Some(turn),
+            Err(NoTurn::Over) => {
+                self.over = true;
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Whether the session is over and every turn was taken: no turn will come again.
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+
+    /// How the session ended (`None` while it runs). A host's ends once it is
+    /// [over](Self::is_over) after its [`end`](Self::end) (or after the desync policy ended it,
+    /// seen through [`try_event`](Self::try_event)), as `Finished` or `Desync`, as its clients'
+    /// do.
+    pub fn ended(&self) -> Option<EndReason> {
+        match &self.role {
+            Role::Client(client) => client.ended(),
+            Role::Host(_) => self.host_end.filter(|_| self.over),
+        }
+    }
+
+    /// The next event, if one is waiting.
+    pub fn try_event(&mut self) -> Option<SessionEvent> {
+        match &mut self.role {
+            Role::Host(host) => {
+                let event = host.try_event()?;
+                if let HostEvent::Ended(EndCause::Desync) = event {
+                    self.host_end = Some(EndReason::Desync);
+                }
+                Some(SessionEvent::Host(event))
+            }
+            Role::Client(client) => client.try_event().map(SessionEvent::Client),
+        }
+    }
+
+    /// Reports the game's state hash after executing check turn `turn`.
+    pub fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
+        match &self.role {
+            Role::Host(host) => self.runtime.block_on(host.report_state_hash(turn, hash)),
+            Role::Client(client) => self.runtime.block_on(client.report_state_hash(turn, hash)),
+        }
+    }
+
+    /// The session's counters.
+    pub fn stats(&self) -> Result<SessionStats, SessionError> {
+        match &self.role {
+            Role::Host(host) => {
+                let (stats, peers) = self.runtime.block_on(host.stats())?;
+                Ok(SessionStats::Host(stats, peers))
+            }
+            Role::Client(client) => self.runtime.block_on(client.stats()).map(SessionStats::Client),
+        }
+    }
+
+    /// Ends the game for everyone (a host; see [`Host::end`]). Returns the last turn.
+    pub fn end(&mut self, code: u32) -> Result<Turn, SessionError> {
+        match &self.role {
+            Role::Host(host) => {
+                let last = self.runtime.block_on(host.end(code))?;
+                self.host_end = Some(EndReason::Finished { code });
+                Ok(last)
+            }
+            Role::Client(_) => Err(SessionError::NotHost),
+        }
+    }
+
+    /// Leaves (a client) or shuts down (a host), and stops the session's tasks.
+    pub fn shutdown(self) {
+        let Session { role, runtime, .. } = self;
+        match role {
+            Role::Host(host) => runtime.block_on(host.shutdown()),
+            Role::Client(client) => runtime.block_on(client.shutdown()),
+        }
+    }
+}

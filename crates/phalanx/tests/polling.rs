@@ -1,0 +1,130 @@
+//! The polling [`Session`] from plain threads, as a 60 Hz frame loop would use it: one loop
+//! function drives every role — a host that plays, a dedicated host that observes, a client —
+//! with no async in the game's code. Every session executes the same turns, and the host's
+//! `end` ends every one of them. Bounded in time.
+
+use std::time::{Duration, Instant};
+
+use phalanx::{
+    ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, Session, SessionConfig,
+    SessionEvent, TypedRecord,
+};
+
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+struct Order(u32);
+
+fn config() -> SessionConfig {
+    let mut session = SessionConfig::default();
+    session.turn_length_ms = 20;
+    session
+}
+
+/// The game loop every role runs: take every due turn, submit an order every few turns (when
+/// the session has a player), end the game at `end_at` (a host), sleep a frame; stop when the
+/// session is over. Returns every executed turn, rendered, and the last turn `end` named.
+fn frame_loop(session: &mut Session<Order>, end_at: Option<u32>) -> (Vec<String>, Option<u32>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut turns, mut last) = (Vec::new(), None);
+    while !session.is_over() && Instant::now() < deadline {
+        while let Some(turn) = session.try_next_turn() {
+            if session.player().is_some() && turn.turn.0 % 3 == 0 {
+                session.submit(&Order(turn.turn.0)).expect("within budget");
+            }
+            if end_at == Some(turn.turn.0) {
+                last = Some(session.end(9).expect("a host ends the game").0);
+            }
+            turns.push(format!("{:?}", turn.records));
+        }
+        while let Some(event) = session.try_event() {
+            if let SessionEvent::Client(phalanx::ClientEvent::Desync(report)) = event {
+                panic!("desync {report:?}");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(16));
+    }
+    (turns, last)
+}
+
+/// Runs a host (playing or observing) and two clients, each in its own thread with its own
+/// session runtime; returns each one's turns and how its session ended.
+/// The last turn, and each session's turns and end: the host's first, then the clients'.
+type Game = (u32, Vec<(Vec<String>, Option<EndReason>)>);
+
+fn game(host_plays: bool) -> Game {
+    let identity = HostIdentity::generate_self_signed("polling").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+    options.session = config();
+    options.local_player = host_plays;
+    options.observe_turns = !host_plays;
+    let mut host: Session<Order> = Session::host(options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let clients: Vec<Session<Order>> = [1, 2]
+        .into_iter()
+        .map(|token| {
+            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+            options.session = config();
+            Session::connect(addr, options, None).expect("joins")
+        })
+        .collect();
+    host.start().expect("starts");
+    let threads: Vec<_> = clients
+        .into_iter()
+        .map(|mut client| {
+            std::thread::spawn(move || {
+                let (turns, _) = frame_loop(&mut client, None);
+                let ended = client.ended();
+                client.shutdown();
+                (turns, ended)
+            })
+        })
+        .collect();
+    let (turns, last) = frame_loop(&mut host, Some(40));
+    let mut results = vec![(turns, None)];
+    results.extend(threads.into_iter().map(|thread| thread.join().expect("no panic")));
+    host.shutdown();
+    (last.expect("the host reached turn 40"), results)
+}
+
+fn check((last, results): &Game) {
+    let (reference, _) = &results[0];
+    assert!(*last > 40, "the end goes into a turn not sealed yet");
+    assert_eq!(reference.len(), *last as usize + 1, "every turn up to the last, then over");
+    assert!(reference.iter().any(|turn| turn.contains("Command")), "orders flowed");
+    for (turns, ended) in &results[1..] {
+        assert_eq!(turns, reference, "every role executes the same turns");
+        assert_eq!(*ended, Some(EndReason::Finished { code: 9 }));
+    }
+}
+
+#[test]
+fn a_listen_server_and_its_clients_share_one_loop() {
+    let results = game(true);
+    check(&results);
+    let host_turns = &results.1[0].0;
+    // The host's own player submitted too.
+    assert!(host_turns.iter().any(|t| t.contains("player: PlayerId(0)")), "{host_turns:?}");
+}
+
+#[test]
+fn a_dedicated_host_and_its_clients_share_one_loop() {
+    check(&game(false));
+}
+
+#[test]
+fn a_client_cannot_end_the_game() {
+    let identity = HostIdentity::generate_self_signed("polling").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
+    options.session = config();
+    let host: Session<Order> = Session::host(options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
+    options.session = config();
+    let mut client: Session<Order> = Session::connect(addr, options, None).expect("joins");
+    assert!(matches!(client.end(0), Err(phalanx::SessionError::NotHost)));
+    assert!(matches!(client.start(), Err(phalanx::SessionError::NotHost)));
+    let _ = TypedRecord::<Order>::Left; // the record type games match on is public
+    client.shutdown();
+    host.shutdown();
+}
