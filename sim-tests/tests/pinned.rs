@@ -1,6 +1,7 @@
 //! Behaviour pins at L2: the trace digest and every player's final state hash of a few seeded
 //! runs over real quinn, taken on main before the structure change (5ce35a4) and reprinted for
-//! the playout schedule and the host's early commands (issue 11). A refactor that
+//! the playout schedule and the host's early commands (issue 11), then for the simulated host
+//! waiting on events instead of polling every 5 ms (issue 12). A refactor that
 //! changes any datagram's time, size or fate changes a digest and fails here; a change meant
 //! to alter behaviour updates the pins in the same commit and says why.
 
@@ -40,12 +41,12 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "lossy",
-            0xfd90d2b302722e93,
-            vec![Some(0x64643da0bbdfdb1), Some(0x64643da0bbdfdb1), Some(0x64643da0bbdfdb1)],
+            0xf319089ab6d5496d,
+            vec![Some(0x2e8c9511ee2ecdcd), Some(0x2e8c9511ee2ecdcd), Some(0x2e8c9511ee2ecdcd)],
         ),
         (
             "removed",
-            0x25f6a7caec4cf95,
+            0xd695fb8cba8941d7,
             vec![Some(0x115794958254fa39), Some(0x999bfdbe99a0c4d1), Some(0x999bfdbe99a0c4d1)],
         ),
     ];

@@ -10,19 +10,26 @@ const EVENTS_MAX: usize = 1024;
 #[derive(Debug)]
 pub(crate) struct EventQueue<E> {
     events: VecDeque<E>,
+    dropped: u64,
 }
 
 impl<E> EventQueue<E> {
     pub(crate) fn new() -> Self {
-        EventQueue { events: VecDeque::new() }
+        EventQueue { events: VecDeque::new(), dropped: 0 }
     }
 
-    /// Queues `event`, dropping the oldest when full.
+    /// Queues `event`, dropping (and counting) the oldest when full.
     pub(crate) fn push(&mut self, event: E) {
         if self.events.len() == EVENTS_MAX {
             self.events.pop_front();
+            self.dropped += 1;
         }
         self.events.push_back(event);
+    }
+
+    /// Events dropped so far because nobody polled them.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// The oldest event, if any.
@@ -41,6 +48,7 @@ mod tests {
         for event in 0..EVENTS_MAX + 3 {
             queue.push(event);
         }
+        assert_eq!(queue.dropped(), 3);
         assert_eq!(queue.pop(), Some(3));
         let rest: Vec<usize> = std::iter::from_fn(|| queue.pop()).collect();
         assert_eq!(rest.len(), EVENTS_MAX - 1);

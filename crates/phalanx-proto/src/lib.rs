@@ -116,6 +116,8 @@ pub enum SubmitError {
     },
     /// The session is not running (not joined yet, or ended).
     NotRunning,
+    /// This end has no player to submit for (a dedicated host).
+    NoPlayer,
 }
 
 impl std::fmt::Display for SubmitError {
@@ -126,6 +128,7 @@ impl std::fmt::Display for SubmitError {
             }
             SubmitError::OverBudget { turn } => write!(f, "{turn} is over this player's budget"),
             SubmitError::NotRunning => write!(f, "session is not running"),
+            SubmitError::NoPlayer => write!(f, "a dedicated host has no player to submit for"),
         }
     }
 }

@@ -101,6 +101,8 @@ pub struct HostStats {
     pub rejoins: u64,
     /// Bytes of sealed turns kept for rejoins (bounded by `rejoin_log_bytes_max`).
     pub rejoin_log_bytes: usize,
+    /// Events dropped because nobody polled them (1,024 are held).
+    pub events_dropped: u64,
 }
 
 /// Counters of a client.
@@ -136,4 +138,6 @@ pub struct ClientStats {
     pub playout_ms: u32,
     /// Turns that arrived after their time on the playout schedule and executed on arrival.
     pub playout_late: u64,
+    /// Events dropped because nobody polled them (1,024 are held).
+    pub events_dropped: u64,
 }

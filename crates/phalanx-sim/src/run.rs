@@ -138,7 +138,7 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
     options.quic_seed = Some(quic_seed(config.seed, 0));
     options.reset_key = Some([7; 32]);
     let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
-    let (mut joined, mut started) = (0, false);
+    let (mut joined, mut started, mut events_open) = (0, false, true);
     let mut steps: Vec<Step> = config
         .timeline
         .iter()
@@ -171,22 +171,38 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
             };
             run.with_report(|report| report.host_events.push((now_ms(), what)));
         }
-        while let Some(event) = host.try_event() {
-            if matches!(event, HostEvent::PlayerJoined(_)) {
-                joined += 1;
-            }
-            run.with_report(|report| report.host_events.push((now_ms(), format!("{event:?}"))));
-        }
         // Start when everyone is in, or once joining has had 20 s (a player whose joins all
         // failed is reported in `join_error`, not waited for forever).
-        let late = turmoil::elapsed() >= Duration::from_secs(20);
+        let late = now_ms() >= JOIN_WAIT_MS;
         if !started && (joined == config.players || late && joined > 0) {
             host.start().await.map_err(|e| e.to_string())?;
             started = true;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        // Wait for the next event, timeline step or the join deadline: no polling.
+        let mut wake_ms = steps.peek().map_or(u64::MAX, Step::at_ms);
+        if !started && !late {
+            wake_ms = wake_ms.min(JOIN_WAIT_MS);
+        }
+        let sleep = Duration::from_millis(wake_ms.saturating_sub(now_ms()).min(3_600_000));
+        tokio::select! {
+            biased;
+            event = host.next_event(), if events_open => match event {
+                Some(event) => {
+                    if matches!(event, HostEvent::PlayerJoined(_)) {
+                        joined += 1;
+                    }
+                    let line = (now_ms(), format!("{event:?}"));
+                    run.with_report(|report| report.host_events.push(line));
+                }
+                None => events_open = false,
+            },
+            () = tokio::time::sleep(sleep) => {}
+        }
     }
 }
+
+/// How long the host waits for every player before starting with those who joined.
+const JOIN_WAIT_MS: u64 = 20_000;
 
 /// Steps simulated time by hand, so host crashes happen at their time, until every client is
 /// done (or turmoil fails: the report then holds what happened up to then).

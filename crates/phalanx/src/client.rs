@@ -18,9 +18,9 @@ use tokio::task::JoinHandle;
 
 use crate::driver::{self, Datagrams, FromHost, Handle, Side};
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
-use crate::tls::{client_tls, HostVerification};
+use crate::tls::{client_tls, HostVerification, Mismatch};
 use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, ConnectError, NoTurn, SessionError};
+use crate::{Clock, ConnectError, NoTurn, SessionError, Submitter};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -105,30 +105,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         } = options;
         let (mut client, request) =
             phalanx_proto::Client::new(session.clone(), token).map_err(ConnectError::Config)?;
-        let tls = client_tls(&verification).map_err(ConnectError::Tls)?;
+        let mismatch = Mismatch::default();
+        let tls = client_tls(&verification, &mismatch).map_err(ConnectError::Tls)?;
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
             .map_err(|error| ConnectError::Tls(rustls::Error::General(error.to_string())))?;
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
         config.transport_config(transport_config(&session, CLIENT_STREAM_WINDOW));
-        let bind: SocketAddr = if addr.is_ipv4() {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        let mut endpoint_config = quinn::EndpointConfig::default();
-        crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::CLIENT_CID_LEN);
-        let runtime = quinn::default_runtime()
-            .ok_or_else(|| ConnectError::Stream("no tokio runtime is running".into()))?;
-        let mut endpoint = match socket {
-            Some(socket) => {
-                quinn::Endpoint::new_with_abstract_socket(endpoint_config, None, socket, runtime)
-            }
-            None => {
-                let socket = std::net::UdpSocket::bind(bind).map_err(ConnectError::Endpoint)?;
-                quinn::Endpoint::new(endpoint_config, None, socket, runtime)
-            }
-        }
-        .map_err(ConnectError::Endpoint)?;
+        let mut endpoint = client_endpoint(addr, socket, quic_seed)?;
         endpoint.set_default_client_config(config);
         let connecting = endpoint.connect(addr, &server_name).map_err(ConnectError::Connect)?;
         let clock = Clock::new();
@@ -146,7 +129,16 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             Ok::<_, ConnectError>((connection, reply))
         })
         .await
-        .map_err(|_| ConnectError::Timeout)??;
+        .map_err(|_| ConnectError::Timeout)?
+        .map_err(|error| {
+            match (mismatch.lock().ok().and_then(|seen| *seen), &verification) {
+                // The handshake failed because the host is not the one the lobby named.
+                (Some(found), HostVerification::Pinned(expected)) => {
+                    ConnectError::WrongHost { expected: *expected, found }
+                }
+                _ => error,
+            }
+        })?;
         let (connection, reply) = joined;
         let player = match client.handle_join_reply(clock.now_ms(), &reply) {
             Ok(player) => player,
@@ -186,9 +178,16 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         self.handle.submit::<C, K>(command).await
     }
 
-    /// The next turn to execute, in order; `None` once the session is over.
+    /// The next turn to execute, in order; `None` once the session is over. Cancel-safe: a
+    /// turn is never lost to a `select!` that drops this future.
     pub async fn next_turn(&mut self) -> Option<TypedTurn<C>> {
         self.handle.next_turn::<C, K>().await
+    }
+
+    /// A handle that submits for our player from another task or thread, while this one takes
+    /// the turns.
+    pub fn submitter(&self) -> Submitter<C, K> {
+        self.handle.submitter()
     }
 
     /// The next turn if it is due, without waiting (for a frame loop); see [`NoTurn`].
@@ -218,6 +217,18 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         RawDatagramSender(self.connection.clone())
     }
 
+    /// Events dropped because they were not taken with [`try_event`](Self::try_event) (1,024
+    /// are held; newer ones are dropped and counted here).
+    pub fn events_dropped(&self) -> u64 {
+        self.handle.events_dropped()
+    }
+
+    /// The next event, waiting for it (cancel-safe: use it in `select!` beside the game's own
+    /// work); `None` once the session's driver has stopped.
+    pub async fn next_event(&mut self) -> Option<ClientEvent> {
+        self.handle.next_event().await
+    }
+
     /// The next event, if one is waiting.
     pub fn try_event(&mut self) -> Option<ClientEvent> {
         self.handle.try_event()
@@ -237,6 +248,33 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.endpoint.wait_idle())
             .await;
     }
+}
+
+/// A client endpoint on `socket`, or on a fresh local UDP socket of `addr`'s family.
+fn client_endpoint(
+    addr: SocketAddr,
+    socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
+    quic_seed: Option<[u8; 32]>,
+) -> Result<quinn::Endpoint, ConnectError> {
+    let bind: SocketAddr = if addr.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let mut endpoint_config = quinn::EndpointConfig::default();
+    crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::CLIENT_CID_LEN);
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| ConnectError::Stream("no tokio runtime is running".into()))?;
+    match socket {
+        Some(socket) => {
+            quinn::Endpoint::new_with_abstract_socket(endpoint_config, None, socket, runtime)
+        }
+        None => {
+            let socket = std::net::UdpSocket::bind(bind).map_err(ConnectError::Endpoint)?;
+            quinn::Endpoint::new(endpoint_config, None, socket, runtime)
+        }
+    }
+    .map_err(ConnectError::Endpoint)
 }
 
 /// The client as its driver sees it: the sans-IO client, its connection to send on, and where

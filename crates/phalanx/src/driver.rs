@@ -8,6 +8,9 @@
 //! means, where a datagram goes, what an event does besides reaching the application, and
 //! when the session is over. The application talks to a driver through a [`Handle`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use bytes::Bytes;
 use phalanx_proto::{CommandCodec, SubmitError, Ticket, Turn, TurnBundle, TypedTurn};
 use serde::de::DeserializeOwned;
@@ -30,13 +33,16 @@ const IDLE_WAKE_MS: u64 = 60_000;
 /// A message from the application to a driver: the commands both ends take, and `Own`, the
 /// ones only this end takes.
 pub(crate) enum Command<Own> {
-    /// An encoded game command for our player; the reply is its ticket or why it was refused.
-    Submit(Vec<u8>, oneshot::Sender<Result<Ticket, SubmitError>>),
     /// The game's state hash after a check turn.
     ReportHash(Turn, u64),
     /// A command of this end only.
     Own(Own),
 }
+
+/// An encoded game command for our player, and where its ticket (or why it was refused) goes.
+/// Submits have a channel of their own, so a [`Submitter`] can be handed to another thread
+/// whatever the end.
+type SubmitRequest = (Vec<u8>, oneshot::Sender<Result<Ticket, SubmitError>>);
 
 /// Where a driver's network inputs come from (the host: its connection tasks; a client: its
 /// one connection).
@@ -136,28 +142,37 @@ pub(crate) trait Side: Send + 'static {
 }
 
 /// The bounded queue of events for the application. Overflow policy: when it holds
-/// [`EVENTS_MAX`] events, newer ones are dropped — the state they describe is in the turn
-/// bundles and stats either way, and a game that never drains events must not grow the host.
-struct EventQueue<E>(mpsc::Sender<E>);
+/// [`EVENTS_MAX`] events, newer ones are dropped and counted (`events_dropped`) — the state
+/// they describe is in the turn bundles and stats either way, and a game that never drains
+/// events must not grow the host.
+struct EventQueue<E> {
+    sender: mpsc::Sender<E>,
+    dropped: Arc<AtomicU64>,
+}
 
 impl<E> EventQueue<E> {
-    /// The queue, and the application's end of it.
-    fn new() -> (EventQueue<E>, mpsc::Receiver<E>) {
+    /// The queue, the application's end of it, and its drop counter.
+    fn new() -> (EventQueue<E>, mpsc::Receiver<E>, Arc<AtomicU64>) {
         let (sender, receiver) = mpsc::channel(EVENTS_MAX);
-        (EventQueue(sender), receiver)
+        let dropped = Arc::new(AtomicU64::new(0));
+        (EventQueue { sender, dropped: dropped.clone() }, receiver, dropped)
     }
 
-    /// Queues `event`, or drops it when the queue is full (see the overflow policy).
+    /// Queues `event`, or drops and counts it when the queue is full (see the overflow policy).
     fn push(&self, event: E) {
-        let _ = self.0.try_send(event);
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.sender.try_send(event) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
 /// The application's end of a driver task: commands in, turns and events out.
 pub(crate) struct Handle<Own, Event> {
     commands: mpsc::Sender<Command<Own>>,
+    submits: mpsc::Sender<SubmitRequest>,
     turns: mpsc::Receiver<TurnBundle>,
     events: mpsc::Receiver<Event>,
+    events_dropped: Arc<AtomicU64>,
 }
 
 /// Spawns the driver of `side`, fed by `inputs`, with room for `turns_max` turns the game has
@@ -168,30 +183,39 @@ pub(crate) fn spawn<S: Side>(
     inputs: S::Inputs,
     turns_max: usize,
 ) -> (Handle<S::Command, S::Event>, JoinHandle<()>) {
-    let (command_tx, command_rx) = mpsc::channel(COMMANDS_MAX);
+    let (command_tx, commands) = mpsc::channel(COMMANDS_MAX);
+    let (submit_tx, submits) = mpsc::channel(COMMANDS_MAX);
     let (turn_tx, turn_rx) = mpsc::channel(turns_max);
-    let (events, event_rx) = EventQueue::new();
+    let (events, event_rx, events_dropped) = EventQueue::new();
     let driver = tokio::spawn(async move {
-        let channels = Channels { commands: command_rx, inputs, turns: Some(turn_tx), events };
+        let channels = Channels { commands, submits, inputs, turns: Some(turn_tx), events };
         drive(side, clock(), channels).await;
     });
-    (Handle { commands: command_tx, turns: turn_rx, events: event_rx }, driver)
+    let handle = Handle {
+        commands: command_tx,
+        submits: submit_tx,
+        turns: turn_rx,
+        events: event_rx,
+        events_dropped,
+    };
+    (handle, driver)
 }
 
 /// A driver's ends of its channels.
 struct Channels<S: Side> {
     commands: mpsc::Receiver<Command<S::Command>>,
+    submits: mpsc::Receiver<SubmitRequest>,
     inputs: S::Inputs,
     /// `None` once the session is over.
     turns: Option<mpsc::Sender<TurnBundle>>,
     events: EventQueue<S::Event>,
 }
 
-/// The driver loop. `biased;` keeps the order of the branches fixed (commands, then inputs,
-/// then the timer), so a seeded simulation replays exactly.
+/// The driver loop. `biased;` keeps the order of the branches fixed (commands, submits, then
+/// inputs, then the timer), so a seeded simulation replays exactly.
 async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
     let mut buf = Vec::with_capacity(side.datagram_bytes_max());
-    let mut inputs_open = true;
+    let (mut inputs_open, mut submits_open) = (true, true);
     // The first datagrams (a client's hello) go out before waiting for anything.
     while side.transmit(clock.now_ms(), &mut buf) {}
     loop {
@@ -200,11 +224,14 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
             biased;
             command = channels.commands.recv() => match command {
                 None => break,
-                Some(Command::Submit(bytes, reply)) => {
-                    let _ = reply.send(side.submit(clock.now_ms(), &bytes));
-                }
                 Some(Command::ReportHash(turn, hash)) => side.report_state_hash(turn, hash),
                 Some(Command::Own(command)) => side.handle_command(clock.now_ms(), command),
+            },
+            request = channels.submits.recv(), if submits_open => match request {
+                Some((bytes, reply)) => {
+                    let _ = reply.send(side.submit(clock.now_ms(), &bytes));
+                }
+                None => submits_open = false,
             },
             input = channels.inputs.next(), if inputs_open => match input {
                 Some(input) => side.handle_input(clock.now_ms(), input),
@@ -248,8 +275,12 @@ impl<Own, Event> Handle<Own, Event> {
         &self,
         command: &C,
     ) -> Result<Ticket, SessionError> {
-        let bytes = K::encode(command).map_err(SessionError::Codec)?;
-        self.ask_with(|reply| Command::Submit(bytes, reply)).await?.map_err(SessionError::Submit)
+        submit::<C, K>(&self.submits, command).await
+    }
+
+    /// A handle that submits for our player from any task or thread.
+    pub(crate) fn submitter<C, K: CommandCodec>(&self) -> Submitter<C, K> {
+        Submitter { submits: self.submits.clone(), _types: std::marker::PhantomData }
     }
 
     /// The next turn, decoded; `None` once the session is over.
@@ -277,6 +308,17 @@ impl<Own, Event> Handle<Own, Event> {
         hash: u64,
     ) -> Result<(), SessionError> {
         self.send(Command::ReportHash(turn, hash)).await
+    }
+
+    /// Events dropped because the application did not take them (the queue holds
+    /// [`EVENTS_MAX`]).
+    pub(crate) fn events_dropped(&self) -> u64 {
+        self.events_dropped.load(Ordering::Relaxed)
+    }
+
+    /// The next event, waiting for it; `None` once the driver has stopped.
+    pub(crate) async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
     }
 
     /// The next event, if one is waiting.
@@ -308,5 +350,47 @@ impl<Own, Event> Handle<Own, Event> {
         let (reply, answer) = oneshot::channel();
         self.send(command(reply)).await?;
         answer.await.map_err(|_| SessionError::Closed)
+    }
+}
+
+async fn submit<C: Serialize, K: CommandCodec>(
+    submits: &mpsc::Sender<SubmitRequest>,
+    command: &C,
+) -> Result<Ticket, SessionError> {
+    let bytes = K::encode(command).map_err(SessionError::Codec)?;
+    let (reply, answer) = oneshot::channel();
+    submits.send((bytes, reply)).await.map_err(|_| SessionError::Closed)?;
+    answer.await.map_err(|_| SessionError::Closed)?.map_err(SessionError::Submit)
+}
+
+/// Submits commands for a session's player from any task or thread, while another one takes
+/// the turns (from [`Host::submitter`](crate::Host::submitter),
+/// [`Client::submitter`](crate::Client::submitter) or
+/// [`Session::submitter`](crate::Session::submitter)). Cheap to clone.
+pub struct Submitter<C, K: CommandCodec = phalanx_proto::DefaultCodec> {
+    submits: mpsc::Sender<SubmitRequest>,
+    _types: std::marker::PhantomData<fn(C) -> K>,
+}
+
+impl<C, K: CommandCodec> Clone for Submitter<C, K> {
+    fn clone(&self) -> Self {
+        Submitter { submits: self.submits.clone(), _types: std::marker::PhantomData }
+    }
+}
+
+impl<C: Serialize, K: CommandCodec> Submitter<C, K> {
+    /// Submits a command for the session's player; the ticket says which turn it is stamped
+    /// for.
+    pub async fn submit(&self, command: &C) -> Result<Ticket, SessionError> {
+        submit::<C, K>(&self.submits, command).await
+    }
+
+    /// The same from a thread that is not running async code (a game's input thread); it waits
+    /// for the driver's answer. Must not be called from inside an async task.
+    pub fn submit_blocking(&self, command: &C) -> Result<Ticket, SessionError> {
+        let bytes = K::encode(command).map_err(SessionError::Codec)?;
+        let (reply, answer) = oneshot::channel();
+        self.submits.blocking_send((bytes, reply)).map_err(|_| SessionError::Closed)?;
+        answer.blocking_recv().map_err(|_| SessionError::Closed)?.map_err(SessionError::Submit)
     }
 }

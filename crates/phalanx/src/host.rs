@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, HostError, NoTurn, SessionError};
+use crate::{Clock, HostError, NoTurn, SessionError, Submitter};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
 pub const CLOSE_REMOVED: u32 = 1;
@@ -134,6 +134,16 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             socket,
             quic_seed,
         } = options;
+        let seats = usize::from(session.players_max) - usize::from(local_player);
+        if tokens.len() > seats {
+            // Every token promises a seat: the host's own player takes one of them.
+            return Err(HostError::Config(phalanx_proto::ConfigError::OutOfRange {
+                field: "tokens",
+                value: tokens.len() as u64,
+                min: 0,
+                max: seats as u64,
+            }));
+        }
         let mut host =
             phalanx_proto::Host::new(session.clone(), &tokens).map_err(HostError::Config)?;
         let local_player = if local_player {
@@ -213,9 +223,14 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// The next turn for the host's own game, in order; `None` once the session is over. The
     /// host's player's game, or a dedicated host's with [`HostOptions::observe_turns`] (without
     /// either, no turn ever comes). A game that stops calling this holds the session back (the
-    /// window), as a slow client would.
+    /// window), as a slow client would. Cancel-safe.
     pub async fn next_turn(&mut self) -> Option<TypedTurn<C>> {
         self.handle.next_turn::<C, K>().await
+    }
+
+    /// A handle that submits for the host's own player from another task or thread.
+    pub fn submitter(&self) -> Submitter<C, K> {
+        self.handle.submitter()
     }
 
     /// The next turn for the host's own game if it is due, without waiting; see [`NoTurn`].
@@ -226,6 +241,18 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// The host's own game's state hash after a check turn (see sync checks).
     pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
         self.handle.report_state_hash(turn, hash).await
+    }
+
+    /// Events dropped because they were not taken with [`try_event`](Self::try_event) (1,024
+    /// are held; newer ones are dropped and counted here).
+    pub fn events_dropped(&self) -> u64 {
+        self.handle.events_dropped()
+    }
+
+    /// The next event, waiting for it (cancel-safe: use it in `select!` beside the game's own
+    /// work); `None` once the session's driver has stopped.
+    pub async fn next_event(&mut self) -> Option<HostEvent> {
+        self.handle.next_event().await
     }
 
     /// The next event, if one is waiting.

@@ -56,6 +56,7 @@ mod transport;
 use std::fmt;
 
 pub use client::{Client, ClientOptions, RawDatagramSender};
+pub use driver::Submitter;
 pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
     ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq, ConfigError,
@@ -197,6 +198,13 @@ pub enum ConnectError {
     Timeout,
     /// The host refused the join, or its reply was unusable.
     Join(phalanx_proto::ClientJoinError),
+    /// The host's certificate is not the pinned one: another host, or an impostor.
+    WrongHost {
+        /// The fingerprint the client pinned.
+        expected: Fingerprint,
+        /// The one the host presented.
+        found: Fingerprint,
+    },
 }
 
 impl fmt::Display for ConnectError {
@@ -209,6 +217,11 @@ impl fmt::Display for ConnectError {
             ConnectError::Connection(error) => write!(f, "connection failed: {error}"),
             ConnectError::Stream(error) => write!(f, "join stream failed: {error}"),
             ConnectError::Timeout => write!(f, "the host did not answer the join in time"),
+            ConnectError::WrongHost { expected, found } => write!(
+                f,
+                "the host's certificate fingerprint is {found}, not the pinned {expected}: \
+                 another host (or an impostor) answers at that address"
+            ),
             ConnectError::Join(error) => error.fmt(f),
         }
     }

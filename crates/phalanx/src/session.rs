@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::{
     Client, ClientOptions, ConnectError, Host, HostError, HostOptions, NoTurn, SessionError,
+    Submitter,
 };
 
 /// Where a session's tasks run.
@@ -200,6 +201,15 @@ where
         }
     }
 
+    /// A handle that submits for our player from another thread (its
+    /// [`submit_blocking`](Submitter::submit_blocking)) or task, while this one takes the turns.
+    pub fn submitter(&self) -> Submitter<C, K> {
+        match &self.role {
+            Role::Host(host) => host.submitter(),
+            Role::Client(client) => client.submitter(),
+        }
+    }
+
     /// The next turn if it is due, without waiting; each turn once, in order. After the last
     /// turn of the session, [`is_over`](Self::is_over) turns true.
     pub fn try_next_turn(&mut self) -> Option<TypedTurn<C>> {
@@ -244,6 +254,14 @@ where
                 Some(SessionEvent::Host(event))
             }
             Role::Client(client) => client.try_event().map(SessionEvent::Client),
+        }
+    }
+
+    /// Events dropped because they were not taken with [`try_event`](Self::try_event).
+    pub fn events_dropped(&self) -> u64 {
+        match &self.role {
+            Role::Host(host) => host.events_dropped(),
+            Role::Client(client) => client.events_dropped(),
         }
     }
 

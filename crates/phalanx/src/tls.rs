@@ -179,8 +179,12 @@ pub enum HostVerification {
 }
 
 /// The rustls client config for a verification choice: TLS 1.3, ALPN `phalanx/1`, no 0-RTT.
+/// What a pinned-fingerprint check saw: the host's fingerprint when it was not the pinned one.
+pub(crate) type Mismatch = Arc<std::sync::Mutex<Option<Fingerprint>>>;
+
 pub(crate) fn client_tls(
     verification: &HostVerification,
+    mismatch: &Mismatch,
 ) -> Result<rustls::ClientConfig, rustls::Error> {
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?;
@@ -193,6 +197,7 @@ pub(crate) fn client_tls(
             .with_custom_certificate_verifier(Arc::new(PinnedHost {
                 fingerprint: Some(*fingerprint),
                 provider: provider(),
+                mismatch: mismatch.clone(),
             }))
             .with_no_client_auth(),
         HostVerification::DangerousAcceptAnyHost => builder
@@ -200,6 +205,7 @@ pub(crate) fn client_tls(
             .with_custom_certificate_verifier(Arc::new(PinnedHost {
                 fingerprint: None,
                 provider: provider(),
+                mismatch: mismatch.clone(),
             }))
             .with_no_client_auth(),
     };
@@ -214,6 +220,8 @@ pub(crate) fn client_tls(
 struct PinnedHost {
     fingerprint: Option<Fingerprint>,
     provider: Arc<CryptoProvider>,
+    /// Where a mismatch is reported, so the connect error can name it.
+    mismatch: Mismatch,
 }
 
 impl ServerCertVerifier for PinnedHost {
@@ -227,6 +235,9 @@ impl ServerCertVerifier for PinnedHost {
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self.fingerprint {
             Some(pinned) if Fingerprint::of(end_entity.as_ref()) != pinned => {
+                if let Ok(mut seen) = self.mismatch.lock() {
+                    *seen = Some(Fingerprint::of(end_entity.as_ref()));
+                }
                 Err(rustls::Error::InvalidCertificate(
                     rustls::CertificateError::ApplicationVerificationFailure,
                 ))

@@ -104,7 +104,8 @@ async fn loopback_game_reaches_the_same_state_everywhere() {
     }
 }
 
-/// A client pinning another fingerprint cannot connect: the TLS handshake fails.
+/// A client pinning another fingerprint cannot connect: the TLS handshake fails, and the error
+/// names both fingerprints.
 #[tokio::test]
 async fn a_wrong_fingerprint_is_refused() {
     let test = async {
@@ -113,11 +114,18 @@ async fn a_wrong_fingerprint_is_refused() {
         let mut options = client_options(1, &host);
         options.verification = HostVerification::Pinned(other);
         let result = Client::<Order>::connect(host.local_addr().unwrap(), options).await;
+        let real = host.fingerprint();
         host.shutdown().await;
-        result
+        (result, other, real)
     };
-    let result = tokio::time::timeout(Duration::from_secs(20), test).await.expect("bounded");
-    assert!(matches!(result, Err(ConnectError::Connection(_))), "{:?}", result.err());
+    let (result, other, real) =
+        tokio::time::timeout(Duration::from_secs(20), test).await.expect("bounded");
+    match result {
+        Err(ConnectError::WrongHost { expected, found }) => {
+            assert_eq!((expected, found), (other, real));
+        }
+        other => panic!("{:?}", other.err()),
+    }
 }
 
 /// Bad tokens, used tokens and other protocol versions are refused with typed errors naming

@@ -128,3 +128,57 @@ fn a_client_cannot_end_the_game() {
     client.shutdown();
     host.shutdown();
 }
+
+/// Orders come from an input thread through a `Submitter` while the frame loop only executes
+/// turns: every order executes, once, on every peer.
+#[test]
+fn orders_can_come_from_another_thread() {
+    let identity = HostIdentity::generate_self_signed("polling").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
+    options.session = config();
+    options.observe_turns = true;
+    let mut host: Session<Order> = Session::host(options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
+    options.session = config();
+    let mut client: Session<Order> = Session::connect(addr, options, None).expect("joins");
+    let submitter = client.submitter();
+    host.start().expect("starts");
+    let input = std::thread::spawn(move || {
+        (0..10u32)
+            .map(|order| {
+                std::thread::sleep(Duration::from_millis(30));
+                submitter.submit_blocking(&Order(1_000 + order)).expect("accepted").seq
+            })
+            .collect::<Vec<_>>()
+    });
+    let player = std::thread::spawn(move || {
+        let (turns, _) = frame_loop_without_orders(&mut client);
+        client.shutdown();
+        turns
+    });
+    let sent = input.join().expect("no panic");
+    let (observed, _) = frame_loop(&mut host, Some(40));
+    let played = player.join().expect("no panic");
+    host.shutdown();
+    assert_eq!(sent.len(), 10);
+    assert_eq!(played, observed, "the host's game executes what the player executes");
+    for order in 1_000..1_010 {
+        let executed = observed.iter().filter(|turn| turn.contains(&format!("Order({order})")));
+        assert_eq!(executed.count(), 1, "order {order} executes once");
+    }
+}
+
+/// A frame loop that only executes (its orders come from elsewhere).
+fn frame_loop_without_orders(session: &mut Session<Order>) -> (Vec<String>, ()) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut turns = Vec::new();
+    while !session.is_over() && Instant::now() < deadline {
+        while let Some(turn) = session.try_next_turn() {
+            turns.push(format!("{:?}", turn.records));
+        }
+        std::thread::sleep(Duration::from_millis(16));
+    }
+    (turns, ())
+}

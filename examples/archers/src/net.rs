@@ -133,7 +133,19 @@ impl HostSession {
         let mut gone = 0;
         let mut running = false;
         loop {
-            while let Some(event) = self.host.try_event() {
+            // Wait for the next event (or the next deadline to check): no polling.
+            let deadline = if running { limit } else { join_wait };
+            let left = deadline.saturating_sub(started.elapsed());
+            let event = tokio::select! {
+                biased;
+                event = self.host.next_event() => match event {
+                    Some(event) => Some(event),
+                    // The driver stopped: nothing more will happen.
+                    None => break,
+                },
+                () = tokio::time::sleep(left) => None,
+            };
+            if let Some(event) = event {
                 match &event {
                     HostEvent::PlayerJoined(_) => outcome.joined += 1,
                     HostEvent::PlayerTimedOut(_)
@@ -161,7 +173,6 @@ impl HostSession {
             } else if gone >= outcome.joined || started.elapsed() > limit {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         if let Ok((stats, _)) = self.host.stats().await {
             outcome.turns_sealed = stats.turns_sealed;

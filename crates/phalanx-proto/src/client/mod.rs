@@ -170,6 +170,8 @@ pub struct Client {
     waiting: u64,
     /// Submit → execute latencies of our commands, the most recent `LATENCY_SAMPLES`.
     latencies_ms: VecDeque<u32>,
+    /// The same samples, sorted (kept in step, so reading percentiles every frame is cheap).
+    latencies_sorted: Vec<u32>,
     last_exec_ms: Option<u64>,
     /// After a rejoin: the turns before live play, for the game to replay first (bounded by
     /// `rejoin_log_bytes_max` through the join reply's size).
@@ -251,6 +253,7 @@ impl Client {
             pause_seq: 0,
             waiting: 0,
             latencies_ms: VecDeque::new(),
+            latencies_sorted: Vec::new(),
             last_exec_ms: None,
             catch_up: VecDeque::new(),
             playout,
@@ -490,10 +493,16 @@ impl Client {
     fn on_own_command(&mut self, seq: CommandSeq, turn: Turn, now_ms: u64) {
         let Some((stamped, submitted)) = self.in_flight.remove(&seq) else { return };
         if self.latencies_ms.len() == LATENCY_SAMPLES {
-            self.latencies_ms.pop_front();
+            if let Some(oldest) = self.latencies_ms.pop_front() {
+                if let Ok(index) = self.latencies_sorted.binary_search(&oldest) {
+                    self.latencies_sorted.remove(index);
+                }
+            }
         }
-        let latency = now_ms.saturating_sub(submitted).min(u64::from(u32::MAX));
-        self.latencies_ms.push_back(latency as u32);
+        let latency = now_ms.saturating_sub(submitted).min(u64::from(u32::MAX)) as u32;
+        self.latencies_ms.push_back(latency);
+        let index = self.latencies_sorted.partition_point(|&other| other < latency);
+        self.latencies_sorted.insert(index, latency);
         if turn > stamped {
             self.stats.commands_late += 1;
             self.push_event(ClientEvent::CommandLate { seq, stamped, executed: turn });
@@ -510,9 +519,9 @@ impl Client {
         }
         stats.turn_length_ms = self.pace.turn_length_ms;
         stats.playout_ms = self.playout.buffer_ms() as u32;
+        stats.events_dropped = self.events.dropped();
         stats.command_delay_turns = self.pace.command_delay_turns;
-        let mut sorted: Vec<u32> = self.latencies_ms.iter().copied().collect();
-        sorted.sort_unstable();
+        let sorted = &self.latencies_sorted;
         let percentile = |p: usize| {
             let index = (sorted.len() * p / 100).min(sorted.len().saturating_sub(1));
             sorted.get(index).copied()

@@ -131,8 +131,11 @@ impl Host {
     /// a game that wants equal delay for every player can hold the host's commands back itself.
     pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
         let next_seal = self.next_seal;
-        let Some((player, local)) = self.local_seat() else {
+        if self.ended {
             return Err(SubmitError::NotRunning);
+        }
+        let Some((player, local)) = self.local_seat() else {
+            return Err(SubmitError::NoPlayer);
         };
         let (next_seq, next_exec) = (local.next_seq, local.next_exec);
         if payload.len() > usize::from(self.config.command_bytes_max) {

@@ -304,10 +304,19 @@ pub struct Host {
 }
 
 impl Host {
-    /// A host in the lobby, accepting joins with any of `tokens` (each
-    /// usable once).
+    /// A host in the lobby, accepting joins with any of `tokens` (each usable once; at most
+    /// `players_max` of them, or a [`ConfigError::OutOfRange`] names `tokens`).
     pub fn new(config: SessionConfig, tokens: &[u64]) -> Result<Host, ConfigError> {
         config.validate()?;
+        if tokens.len() > usize::from(config.players_max) {
+            // More seat tokens than seats: some player would be refused a seat it was promised.
+            return Err(ConfigError::OutOfRange {
+                field: "tokens",
+                value: tokens.len() as u64,
+                min: 0,
+                max: config.players_max.into(),
+            });
+        }
         let window = config.turns_ahead_max as usize;
         let mut open = VecDeque::with_capacity(window);
         open.resize_with(window, OpenTurn::default);
@@ -399,6 +408,7 @@ impl Host {
 
     fn push_event(&mut self, event: HostEvent) {
         self.events.push(event);
+        self.stats.events_dropped = self.events.dropped();
     }
 
     /// The next event, if any.
