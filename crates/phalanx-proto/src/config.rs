@@ -54,6 +54,12 @@ pub struct SessionConfig {
     pub commands_per_turn_max: u16,
     /// Payload bytes one player may have in one turn. At least `command_bytes_max`.
     pub turn_bytes_per_player_max: u16,
+    /// Turns an over-budget command may spill into (a local setting; 0, the default: it is
+    /// refused with `SubmitError::OverBudget` and the game queues it itself). With `k`, a
+    /// command that does not fit its stamped turn's budget is stamped for the first of the next
+    /// `k` turns that has room, in submission order; the ticket names that turn. At most
+    /// `turns_ahead_max − command_delay_max_turns − 1`, so it stays inside the window.
+    pub overflow_turns_max: u32,
     /// Payload bytes of one command. 1..=`turn_bytes_per_player_max`. Larger orders must be
     /// split by the game (or sent as bulk data): they are refused, never truncated.
     pub command_bytes_max: u16,
@@ -153,6 +159,7 @@ impl Default for SessionConfig {
             players_max: 8,
             commands_per_turn_max: 4,
             turn_bytes_per_player_max: 72,
+            overflow_turns_max: 0,
             command_bytes_max: 72,
             datagram_bytes_max: 1162,
             redundant_turns: 2,
@@ -303,6 +310,13 @@ impl SessionConfig {
             self.idle_timeout_ms.into(),
             u64::from(self.keep_alive_ms) + 1,
             600_000,
+        )?;
+        check(
+            "overflow_turns_max",
+            self.overflow_turns_max.into(),
+            0,
+            u64::from(self.turns_ahead_max)
+                .saturating_sub(u64::from(self.command_delay_max_turns) + 1),
         )?;
         check("playout_max_ms", self.playout_max_ms.into(), 0, PLAYOUT_MAX_MS.into())?;
         check("join_grace_ms", self.join_grace_ms.into(), self.idle_timeout_ms.into(), 600_000)?;

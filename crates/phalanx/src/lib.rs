@@ -59,11 +59,11 @@ pub use client::{Client, ClientOptions, RawDatagramSender};
 pub use driver::Submitter;
 pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
-    ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq, ConfigError,
-    DefaultCodec, DesyncPolicy, DesyncReference, DesyncReport, DropCounters, EndCause, EndError,
-    EndReason, HostEvent, HostStats, JoinRefusal, LinkStats, Pace, PauseBy, PeerStats, PlayerId,
-    RemoveError, Replay, SessionConfig, SplitMix64, SubmitError, Ticket, Turn, TypedRecord,
-    TypedTurn,
+    verify_replay, ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq,
+    ConfigError, DefaultCodec, DesyncPolicy, DesyncReference, DesyncReport, DropCounters, EndCause,
+    EndError, EndReason, HostEvent, HostStats, JoinRefusal, LinkStats, Pace, PauseBy, PeerStats,
+    PlayerId, RemoveError, Replay, ReplayError, ReplayGame, ReplayVerified, SessionConfig,
+    SplitMix64, SubmitError, Ticket, Turn, TurnBundle, TypedRecord, TypedTurn,
 };
 pub use session::{Session, SessionEvent, SessionStats};
 pub use tls::{

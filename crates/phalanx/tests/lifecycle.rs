@@ -6,8 +6,9 @@
 use std::time::{Duration, Instant};
 
 use phalanx::{
-    Client, ClientEvent, ClientOptions, EndError, EndReason, Host, HostIdentity, HostOptions,
-    HostVerification, PauseBy, PlayerId, SessionConfig, SessionError, TypedRecord,
+    verify_replay, Client, ClientEvent, ClientOptions, DefaultCodec, EndError, EndReason, Host,
+    HostIdentity, HostOptions, HostVerification, PauseBy, PlayerId, ReplayGame, SessionConfig,
+    SessionError, TurnBundle, TypedRecord, TypedTurn,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -32,6 +33,33 @@ async fn join(host: &Host<Order>, token: u64) -> Client<Order> {
     Client::connect(host.local_addr().unwrap(), options).await.expect("joins")
 }
 
+/// The game: a hash chain over every order and membership change, in execution order.
+fn fold(state: u64, turn: &TypedTurn<Order>) -> u64 {
+    turn.records.iter().fold(state, |state, record| {
+        let value = match record {
+            TypedRecord::Command { player, command: Ok(Order(order)), .. } => {
+                u64::from(*order) << 8 | u64::from(player.0)
+            }
+            TypedRecord::Joined(player) => 1 << 40 | u64::from(player.0),
+            TypedRecord::Left(player) => 2 << 40 | u64::from(player.0),
+            _ => 3 << 40,
+        };
+        (state ^ value).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The same game, re-run from a replay's bundles.
+struct Chain(u64);
+
+impl ReplayGame for Chain {
+    fn execute(&mut self, bundle: &TurnBundle) {
+        self.0 = fold(self.0, &TypedTurn::decode::<DefaultCodec>(bundle.clone()));
+    }
+    fn state_hash(&self) -> u64 {
+        self.0
+    }
+}
+
 /// What a client saw: the last turn it executed, the events it got, who it saw leave, and how
 /// its session ended.
 #[derive(Debug)]
@@ -54,7 +82,12 @@ fn play(mut client: Client<Order>, stop_after: Option<u32>) -> tokio::task::Join
             ended: None,
             ended_at: Instant::now(),
         };
+        let mut state = 0;
         while let Some(turn) = client.next_turn().await {
+            state = fold(state, &turn);
+            if turn.turn.0 % session().sync_interval_turns == 0 {
+                let _ = client.report_state_hash(turn.turn, state).await;
+            }
             seen.last_turn = Some(turn.turn.0);
             for record in &turn.records {
                 if let TypedRecord::Left(player) = record {
@@ -125,6 +158,11 @@ async fn the_host_ends_the_game_for_everyone() {
     assert_eq!(replay.seed, 42);
     assert_eq!(replay.first_turn + replay.turns.len() as u32, last.0 + 1, "every sealed turn");
     assert!(!replay.truncated);
+    // Recording started at turn 0 here, so the game re-runs from its initial state.
+    assert_eq!(replay.first_turn, 0);
+    let verified = verify_replay(&replay, &mut Chain(0)).expect("the replay verifies");
+    assert_eq!(verified.turns, last.0 + 1);
+    assert!(verified.checks_matched >= 3, "{verified:?}");
 }
 
 /// The host shuts down mid-game: every client ends `HostClosed` at once, not after the 3 s

@@ -408,12 +408,15 @@ impl Client {
         if payload.len() > max {
             return Err(SubmitError::TooLarge { len: payload.len(), max });
         }
-        let turn = stamp(self.next_exec, self.pace.command_delay_turns);
-        let usage = self.usage.entry(turn).or_default();
-        if !usage.admits(&self.config, payload.len()) {
-            return Err(SubmitError::OverBudget { turn });
-        }
-        usage.add(payload.len());
+        let stamped = stamp(self.next_exec, self.pace.command_delay_turns);
+        // The stamped turn, or with `overflow_turns_max` the first later one with room.
+        let turn = (0..=self.config.overflow_turns_max)
+            .filter_map(|later| stamped.checked_add(later))
+            .find(|turn| {
+                self.usage.get(turn).is_none_or(|usage| usage.admits(&self.config, payload.len()))
+            })
+            .ok_or(SubmitError::OverBudget { turn: stamped })?;
+        self.usage.entry(turn).or_default().add(payload.len());
         let seq = self.next_seq;
         self.next_seq = CommandSeq(seq.0.wrapping_add(1));
         self.unacked.push_back(Unacked { seq, turn, payload: Bytes::copy_from_slice(payload) });

@@ -145,17 +145,20 @@ impl Host {
             });
         }
         let stamped = next_exec.max(next_seal);
-        // The local player has no network between it and the host: over budget for the
-        // stamped turn is refused rather than spilled, as a client's would be.
-        let index = stamped.since(next_seal) as usize;
-        let usage = self
-            .open
-            .get(index)
-            .and_then(|open| open.usage.get(player.0 as usize).copied())
-            .unwrap_or_default();
-        if !usage.admits(&self.config, payload.len()) {
+        // Over budget for the stamped turn is refused, as a client's would be — or with
+        // `overflow_turns_max`, spilled into the first later turn with room, as a client's.
+        let first = stamped.since(next_seal) as usize;
+        let last = first + self.config.overflow_turns_max as usize;
+        let room = (first..=last).find(|&index| {
+            self.open.get(index).is_some_and(|open| {
+                let usage = open.usage.get(player.0 as usize).copied().unwrap_or_default();
+                usage.admits(&self.config, payload.len())
+            })
+        });
+        let Some(index) = room else {
             return Err(SubmitError::OverBudget { turn: stamped });
-        }
+        };
+        let stamped = next_seal.saturating_add(index as u32);
         let turn = self
             .place_command(player, next_seq, stamped, Bytes::copy_from_slice(payload))
             .ok_or(SubmitError::OverBudget { turn: stamped })?;
