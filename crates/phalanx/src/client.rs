@@ -20,7 +20,7 @@ use crate::driver::{self, Datagrams, FromHost, Handle, Side};
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification, Mismatch};
 use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, ConnectError, NoTurn, SessionError, Submitter};
+use crate::{Clock, ConnectError, NoTurn, SessionError, Submitter, Update};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -221,6 +221,14 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// are held; newer ones are dropped and counted here).
     pub fn events_dropped(&self) -> u64 {
         self.handle.events_dropped()
+    }
+
+    /// The next turn or event, whichever comes first (turns first when both wait): one
+    /// future to await for a loop that does both, where [`next_turn`](Self::next_turn) and
+    /// [`next_event`](Self::next_event) would each need this handle. Cancel-safe; `None` once
+    /// the driver stopped and everything was taken.
+    pub async fn next_update(&mut self) -> Option<Update<C, ClientEvent>> {
+        self.handle.next_update::<C, K>().await
     }
 
     /// The next event, waiting for it (cancel-safe: use it in `select!` beside the game's own

@@ -316,6 +316,19 @@ impl<Own, Event> Handle<Own, Event> {
         self.events_dropped.load(Ordering::Relaxed)
     }
 
+    /// The next turn or event, whichever comes first (turns first when both are waiting);
+    /// `None` once the driver has stopped and everything was taken.
+    pub(crate) async fn next_update<C: DeserializeOwned, K: CommandCodec>(
+        &mut self,
+    ) -> Option<Update<C, Event>> {
+        tokio::select! {
+            biased;
+            Some(bundle) = self.turns.recv() => Some(Update::Turn(TypedTurn::decode::<K>(bundle))),
+            Some(event) = self.events.recv() => Some(Update::Event(event)),
+            else => None,
+        }
+    }
+
     /// The next event, waiting for it; `None` once the driver has stopped.
     pub(crate) async fn next_event(&mut self) -> Option<Event> {
         self.events.recv().await
@@ -393,4 +406,14 @@ impl<C: Serialize, K: CommandCodec> Submitter<C, K> {
         self.submits.blocking_send((bytes, reply)).map_err(|_| SessionError::Closed)?;
         answer.blocking_recv().map_err(|_| SessionError::Closed)?.map_err(SessionError::Submit)
     }
+}
+
+/// What [`Host::next_update`](crate::Host::next_update) and
+/// [`Client::next_update`](crate::Client::next_update) return: a turn to execute, or an event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update<C, E> {
+    /// The next turn, in order.
+    Turn(TypedTurn<C>),
+    /// An event.
+    Event(E),
 }

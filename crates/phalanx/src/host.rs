@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, HostError, NoTurn, SessionError, Submitter};
+use crate::{Clock, HostError, NoTurn, SessionError, Submitter, Update};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
 pub const CLOSE_REMOVED: u32 = 1;
@@ -247,6 +247,14 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// are held; newer ones are dropped and counted here).
     pub fn events_dropped(&self) -> u64 {
         self.handle.events_dropped()
+    }
+
+    /// The next turn or event, whichever comes first (turns first when both wait): one
+    /// future to await for a loop that does both, where [`next_turn`](Self::next_turn) and
+    /// [`next_event`](Self::next_event) would each need this handle. Cancel-safe; `None` once
+    /// the driver stopped and everything was taken.
+    pub async fn next_update(&mut self) -> Option<Update<C, HostEvent>> {
+        self.handle.next_update::<C, K>().await
     }
 
     /// The next event, waiting for it (cancel-safe: use it in `select!` beside the game's own

@@ -56,7 +56,7 @@ mod transport;
 use std::fmt;
 
 pub use client::{Client, ClientOptions, RawDatagramSender};
-pub use driver::Submitter;
+pub use driver::{Submitter, Update};
 pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
     verify_replay, ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq,

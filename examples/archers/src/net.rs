@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use phalanx::{
-    Client, ClientEvent, ClientOptions, Fingerprint, Host, HostEvent, HostIdentity, HostOptions,
-    HostVerification, SessionConfig, TypedRecord,
+    Client, ClientEvent, ClientOptions, EndReason, Fingerprint, Host, HostEvent, HostIdentity,
+    HostOptions, HostVerification, SessionConfig, TypedRecord, Update,
 };
 use phalanx_sim::SimGame;
 
@@ -106,6 +106,9 @@ impl HostSession {
         let identity = HostIdentity::generate_self_signed("archers").map_err(|e| e.to_string())?;
         let mut options = HostOptions::new(identity, bind, tokens);
         options.session = game.session();
+        // The host watches the sealed turns (without simulating them) to end the match after
+        // its last one.
+        options.observe_turns = true;
         let host = Host::bind(options).await.map_err(|e| e.to_string())?;
         Ok(HostSession { host, game })
     }
@@ -133,13 +136,18 @@ impl HostSession {
         let mut gone = 0;
         let mut running = false;
         loop {
-            // Wait for the next event (or the next deadline to check): no polling.
+            // Wait for the next sealed turn, event or deadline: no polling.
             let deadline = if running { limit } else { join_wait };
             let left = deadline.saturating_sub(started.elapsed());
             let event = tokio::select! {
-                biased;
-                event = self.host.next_event() => match event {
-                    Some(event) => Some(event),
+                update = self.host.next_update() => match update {
+                    // The match's last turn is sealed: the next one ends it for everyone.
+                    Some(Update::Turn(turn)) if turn.turn.0 + 1 == self.game.turns => {
+                        self.host.end(0).await.map_err(|e| e.to_string())?;
+                        None
+                    }
+                    Some(Update::Turn(_)) => None,
+                    Some(Update::Event(event)) => Some(event),
                     // The driver stopped: nothing more will happen.
                     None => break,
                 },
@@ -202,7 +210,8 @@ pub struct ClientOutcome {
     pub latency_ms: Option<(u32, u32, u32)>,
     /// Time the game waited for turns beyond their length.
     pub stall_ms: u64,
-    /// How the session ended early, if it did.
+    /// How the session ended (`finished` when the host ended the match after its last turn),
+    /// lower case.
     pub ended: Option<String>,
 }
 
@@ -225,7 +234,12 @@ pub async fn play(
     let mut archers = Archers::new(player, game.seed, &setup);
     let interval = game.session().sync_interval_turns.max(1);
     let mut outcome = ClientOutcome { player: player.0, ..ClientOutcome::default() };
+    // Until the session ends: the host ends it after the match's last turn.
     while let Some(turn) = client.next_turn().await {
+        if turn.turn.0 >= game.turns {
+            // The turn that carries the end: nothing of the match's is left in it.
+            continue;
+        }
         archers.execute(&turn);
         outcome.turns += 1;
         outcome.executed +=
@@ -243,7 +257,7 @@ pub async fn play(
             }
         }
         if turn.turn.0 + 1 >= game.turns {
-            break;
+            continue;
         }
         for order in archers.commands(turn.turn) {
             if client.submit(&order).await.is_ok() {
@@ -258,9 +272,21 @@ pub async fn play(
         };
         outcome.stall_ms = stats.stall_ms;
     }
-    outcome.ended = client.ended().map(|reason| format!("{reason:?}"));
-    // Stay a moment so the last acknowledgements and hash reports reach the host.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    outcome.ended = client.ended().map(end_name);
     client.shutdown().await;
     Ok(outcome)
+}
+
+/// A session's end in lower case, as the reports print it.
+pub fn end_name(reason: EndReason) -> String {
+    match reason {
+        EndReason::Finished { .. } => "finished".into(),
+        EndReason::HostClosed => "host_closed".into(),
+        EndReason::HostLost => "host_lost".into(),
+        EndReason::HostMisbehaved => "host_misbehaved".into(),
+        EndReason::Removed => "removed".into(),
+        EndReason::Desync => "desync".into(),
+        EndReason::Left => "left".into(),
+        other => format!("{other:?}").to_lowercase(),
+    }
 }

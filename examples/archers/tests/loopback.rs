@@ -142,6 +142,7 @@ fn host_and_three_client_processes_agree_over_loopback() {
     assert_eq!(players, [0, 1, 2], "three distinct players");
     for line in &lines {
         assert_eq!(line["turns"], 60, "{line}");
+        assert_eq!(line["ended"], "finished", "the host ends the match: {line}");
         assert_eq!(line["desyncs"], serde_json::json!([]), "{line}");
         assert_eq!(line["final_state_hash"], lines[0]["final_state_hash"]);
     }

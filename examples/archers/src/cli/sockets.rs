@@ -17,6 +17,8 @@ use super::{ClientArgs, HostArgs, MatchArgs};
 struct ClientSummary {
     player: u8,
     turns: u32,
+    /// How the session ended: `finished` when the host ended the match after its last turn.
+    ended: String,
     #[serde(flatten)]
     play: json::Play,
 }
@@ -108,6 +110,7 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
         json::print_line(&ClientSummary {
             player: outcome.player,
             turns: outcome.turns,
+            ended: outcome.ended.clone().unwrap_or_else(|| "running".into()),
             play: json::Play {
                 final_state_hash: outcome.final_state_hash,
                 desyncs: outcome
@@ -124,7 +127,11 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
             },
         });
     }
-    if outcome.turns == game.turns && (outcome.desyncs.is_empty() || args.inject_desync.is_some()) {
+    let finished = outcome.ended.as_deref() == Some("finished");
+    if outcome.turns == game.turns
+        && finished
+        && (outcome.desyncs.is_empty() || args.inject_desync.is_some())
+    {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
@@ -146,7 +153,5 @@ fn print_outcome(outcome: &ClientOutcome, turns: u32, wall: f64) {
     println!("  command latency         p50 {p50} ms, p95 {p95} ms, max {max} ms");
     println!("  stall total             {} ms", outcome.stall_ms);
     println!("  wall time               {wall:.1} s");
-    if let Some(ended) = &outcome.ended {
-        println!("  ended early             {ended}");
-    }
+    println!("  ended                   {}", outcome.ended.as_deref().unwrap_or("running"));
 }
