@@ -67,8 +67,10 @@ struct Outcome {
     frames: u64,
 }
 
-/// The frame loop every role runs. `end_after`: the host ends the game after this long.
-fn frame_loop(mut session: Session, clock: Instant, end_after: Option<Duration>) -> Outcome {
+/// The frame loop every role runs. The match lasts `match_length`; `ends` (the host): this
+/// loop ends it then.
+fn frame_loop(mut session: Session, clock: Instant, match_length: Duration, ends: bool) -> Outcome {
+    let end_after = ends.then_some(match_length);
     let me = session.player().map(|player| player.0);
     let mut world = World::new(4);
     let mut turn_length = Duration::from_millis(100);
@@ -82,7 +84,8 @@ fn frame_loop(mut session: Session, clock: Instant, end_after: Option<Duration>)
         frames: 0,
     };
     let frame = Duration::from_nanos(1_000_000_000 / FPS);
-    let limit = clock + end_after.unwrap_or_default() + Duration::from_secs(30);
+    // A safety net: the end reaches everyone within a second; past this, report what we saw.
+    let limit = clock + match_length + Duration::from_secs(30);
     let mut next_frame = Instant::now();
     while !session.is_over() && Instant::now() < limit {
         while let Some(turn) = session.try_next_turn() {
@@ -156,9 +159,9 @@ fn run(cli: &Cli) -> Result<Vec<Outcome>, String> {
     let end_after = Duration::from_secs_f64(cli.seconds.max(0.0));
     let threads: Vec<_> = joined
         .into_iter()
-        .map(|session| std::thread::spawn(move || frame_loop(session, clock, None)))
+        .map(|session| std::thread::spawn(move || frame_loop(session, clock, end_after, false)))
         .collect();
-    let mut outcomes = vec![frame_loop(host, clock, Some(end_after))];
+    let mut outcomes = vec![frame_loop(host, clock, end_after, true)];
     for thread in threads {
         outcomes.push(thread.join().map_err(|_| "a player's loop panicked")?);
     }
