@@ -78,6 +78,10 @@ pub struct TurnBundle {
     pub turn: Turn,
     /// Its records, in canonical order.
     pub records: Vec<Record>,
+    /// How long this turn lasts: the pace in force for it (a `Pace` record in it applies from
+    /// the next turn). A renderer interpolates between turns over this long. Not part of the
+    /// wire format or the digest: each peer knows it from the pace records it executed.
+    pub length_ms: u32,
 }
 
 impl TurnBundle {

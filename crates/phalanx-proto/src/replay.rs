@@ -135,9 +135,21 @@ impl From<&ReplayRecord> for Record {
 impl Replay {
     /// The bundles, in order, each exactly once: what a live client's `next_turn` returned.
     pub fn bundles(&self) -> impl Iterator<Item = TurnBundle> + '_ {
-        self.turns.iter().enumerate().map(|(index, records)| TurnBundle {
-            turn: Turn(self.first_turn.saturating_add(index as u32)),
-            records: records.iter().map(Record::from).collect(),
+        let mut length_ms = self.first_pace.0;
+        self.turns.iter().enumerate().map(move |(index, records)| {
+            let records: Vec<Record> = records.iter().map(Record::from).collect();
+            let bundle = TurnBundle {
+                turn: Turn(self.first_turn.saturating_add(index as u32)),
+                records,
+                length_ms,
+            };
+            // A pace change applies from the next turn.
+            for record in &bundle.records {
+                if let Record::Pace(pace) = record {
+                    length_ms = pace.turn_length_ms;
+                }
+            }
+            bundle
         })
     }
 }
@@ -257,4 +269,30 @@ pub fn verify_replay<G: ReplayGame>(
         }
     }
     Ok(verified)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundles_carry_the_turn_length_in_force() {
+        let pace = ReplayRecord::Pace { turn_length_ms: 125, command_delay_turns: 2 };
+        let replay = Replay {
+            format_version: REPLAY_FORMAT_VERSION,
+            protocol_version: crate::PROTOCOL_VERSION,
+            game_data_hash: 0,
+            seed: 0,
+            players_max: 2,
+            first_pace: (100, 2),
+            first_turn: 7,
+            turns: vec![vec![], vec![pace], vec![], vec![]],
+            checks: Vec::new(),
+            truncated: false,
+        };
+        let lengths: Vec<(u32, u32)> =
+            replay.bundles().map(|bundle| (bundle.turn.0, bundle.length_ms)).collect();
+        // The pace record in turn 8 applies from turn 9.
+        assert_eq!(lengths, [(7, 100), (8, 100), (9, 125), (10, 125)]);
+    }
 }

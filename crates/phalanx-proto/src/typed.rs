@@ -134,6 +134,8 @@ pub struct TypedTurn<C> {
     pub turn: Turn,
     /// Its records in canonical order.
     pub records: Vec<TypedRecord<C>>,
+    /// How long this turn lasts (see [`TurnBundle::length_ms`](crate::TurnBundle::length_ms)).
+    pub length_ms: u32,
 }
 
 impl<C: DeserializeOwned> TypedTurn<C> {
@@ -152,7 +154,7 @@ impl<C: DeserializeOwned> TypedTurn<C> {
                 _ => None,
             })
             .collect();
-        TypedTurn { turn: bundle.turn, records }
+        TypedTurn { turn: bundle.turn, records, length_ms: bundle.length_ms }
     }
 }
 

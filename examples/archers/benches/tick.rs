@@ -29,7 +29,7 @@ fn battle(after: u64) -> World {
             }
         })
         .collect();
-    world.execute(&TypedTurn { turn: Turn(0), records });
+    world.execute(&TypedTurn { turn: Turn(0), records, length_ms: 100 });
     while world.events_pending() == 0 {
         world.tick();
     }

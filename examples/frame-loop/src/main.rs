@@ -93,6 +93,7 @@ fn frame_loop(mut session: Session, clock: Instant, match_length: Duration, ends
             let hash = world.hash();
             outcome.hashes.push(hash);
             last_turn_at = Instant::now();
+            turn_length = Duration::from_millis(turn.length_ms.into());
             // Every turn's hash is offered; the session keeps the check turns'.
             let _ = session.report_state_hash(turn.turn, hash);
             if let Some(order) = me.and_then(|me| world.bot_order(me, turn.turn)) {
@@ -100,8 +101,8 @@ fn frame_loop(mut session: Session, clock: Instant, match_length: Duration, ends
             }
         }
         while let Some(event) = session.try_event() {
-            if let SessionEvent::Client(ClientEvent::PaceChanged(pace)) = event {
-                turn_length = Duration::from_millis(pace.turn_length_ms.into());
+            if let SessionEvent::Client(ClientEvent::Desync(report)) = event {
+                log_problem(&format!("desync: {report:?}"));
             }
         }
         // Where to draw every unit this frame: between the last two turns' positions.

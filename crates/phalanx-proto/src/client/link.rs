@@ -131,7 +131,8 @@ impl Client {
                 link.drops_mut().duplicate += 1;
                 continue;
             }
-            self.buffered[index] = Some(TurnBundle { turn, records });
+            // Its length is the pace in force when it executes (set then).
+            self.buffered[index] = Some(TurnBundle { turn, records, length_ms: 0 });
             if self.playout.due_ms(turn).is_some_and(|due| due < now_ms) {
                 self.stats.playout_late += 1;
             }

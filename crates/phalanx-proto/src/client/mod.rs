@@ -286,7 +286,12 @@ impl Client {
             self.catch_up = bundles
                 .into_iter()
                 .enumerate()
-                .map(|(turn, records)| TurnBundle { turn: Turn(turn as u32), records })
+                // Replayed at once; their lengths are the pace at the rejoin.
+                .map(|(turn, records)| TurnBundle {
+                    turn: Turn(turn as u32),
+                    records,
+                    length_ms: accept.turn_length_ms,
+                })
                 .collect();
             self.next_exec = Turn(rejoin.turns);
             self.next_seq = rejoin.next_seq;
@@ -446,7 +451,8 @@ impl Client {
         if self.playout.due_ms(self.next_exec).is_some_and(|due| due > now_ms) {
             return None;
         }
-        let bundle = self.buffered.front_mut()?.take()?;
+        let mut bundle = self.buffered.front_mut()?.take()?;
+        bundle.length_ms = self.pace.turn_length_ms;
         if let Some(last) = self.last_exec_ms {
             let gap = now_ms.saturating_sub(last);
             let turn = u64::from(self.pace.turn_length_ms);

@@ -89,6 +89,8 @@ impl Host {
         self.open_commands -= open.commands.len();
         self.stats.commands_sealed += open.commands.len() as u64;
         let mut records = open.controls;
+        // This turn's length: a pace change sealed into it applies from the next.
+        let length_ms = self.pace.current.turn_length_ms;
         self.seal_verdicts(&mut records);
         self.seal_pace(&mut records);
         records.extend(open.commands.into_iter().map(|(player, seq, payload)| Record::Command {
@@ -96,7 +98,7 @@ impl Host {
             seq,
             payload,
         }));
-        let bundle = TurnBundle { turn: self.next_seal, records };
+        let bundle = TurnBundle { turn: self.next_seal, records, length_ms };
         let mut encoded = Vec::with_capacity(64);
         encode_bundle(&mut encoded, &bundle.records);
         if let Some(recorder) = &mut self.recorder {
