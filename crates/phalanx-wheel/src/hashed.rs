@@ -15,7 +15,7 @@
 //! definition in `shared.rs`.
 
 use crate::shared::wheel_api;
-use crate::store::{Store, NIL};
+use crate::store::{Ref, Store};
 use crate::SlotCountError;
 
 /// The largest table [`HashedWheel::new`] accepts: 2^24 slots (16 Mi lists, 128 MiB of heads).
@@ -65,18 +65,13 @@ impl<T> HashedWheel<T> {
             return Err(SlotCountError { requested: slot_count, max: HASHED_SLOTS_MAX });
         }
         Ok(HashedWheel {
-            store: Store::new(slot_count, 1),
+            store: Store::new(slot_count),
             mask: slot_count as u64 - 1,
             slot_count,
             now,
             last_due: now,
-            horizon: 0,
+            horizon: u64::MAX,
         })
-    }
-
-    #[inline]
-    fn ready_list(&self) -> u32 {
-        self.slot_count as u32
     }
 
     /// The number of slots in the table.
@@ -84,11 +79,14 @@ impl<T> HashedWheel<T> {
         self.slot_count
     }
 
-    fn place(&mut self, index: u32, deadline: u64) {
-        self.horizon = self.horizon.min(deadline);
-        let list =
-            if deadline == self.now { self.ready_list() } else { (deadline & self.mask) as u32 };
-        self.store.push_back(list, index);
+    #[inline]
+    fn place(&mut self, r: Ref) {
+        self.horizon = self.horizon.min(r.deadline);
+        if r.deadline == self.now {
+            self.store.push_ready(r);
+        } else {
+            self.store.push((r.deadline & self.mask) as u32, r);
+        }
     }
 
     /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).
@@ -97,21 +95,17 @@ impl<T> HashedWheel<T> {
     /// timer is more than a revolution away; with the few timers of a connection that is a
     /// handful of loads.
     pub fn next_deadline(&self) -> Option<u64> {
-        if self.store.head(self.ready_list()) != NIL {
-            return Some(self.now);
-        }
         if self.is_empty() {
             return None;
+        }
+        if self.store.ready_has_live() {
+            return Some(self.now);
         }
         let mut offset = 0;
         while let Some((tick_offset, slot)) = self.next_occupied(offset, self.slot_count as u64) {
             let tick = self.tick_at(tick_offset);
-            let mut cursor = self.store.head(slot);
-            while cursor != NIL {
-                if self.store.node(cursor).deadline == tick {
-                    return Some(tick);
-                }
-                cursor = self.store.next_in_list(cursor);
+            if self.store.live_refs(slot).any(|r| r.deadline == tick) {
+                return Some(tick);
             }
             offset = tick_offset + 1;
         }
@@ -141,9 +135,15 @@ impl<T> HashedWheel<T> {
     }
 
     /// Moves the clock forward to the next tick with due entries (moving them to the ready
-    /// list), or to `until` if there is none before it.
+    /// queue), or to `until` if there is none before it.
     fn step(&mut self, until: u64) {
-        if self.horizon > until || self.is_empty() {
+        if self.is_empty() {
+            // Only tombstones, if anything: they are dropped when their slots come round.
+            self.horizon = u64::MAX;
+            self.now = until;
+            return;
+        }
+        if self.horizon > until {
             self.now = until;
             return;
         }
@@ -159,23 +159,13 @@ impl<T> HashedWheel<T> {
                 }
             }
         }
-        // One pass per occupied slot: move its due entries (already in start order) to the
-        // ready list; stop at the first slot that had any.
+        // One pass per occupied slot: move its due references (already in start order) to the
+        // ready queue; stop at the first slot that had any.
         let span = (until - self.now).min(self.slot_count as u64);
-        let ready = self.ready_list();
         let mut offset = 0;
         while let Some((tick_offset, slot)) = self.next_occupied(offset, span) {
             let tick = self.tick_at(tick_offset);
-            let mut cursor = self.store.head(slot);
-            while cursor != NIL {
-                let next = self.store.next_in_list(cursor);
-                if self.store.node(cursor).deadline == tick {
-                    self.store.unlink(cursor);
-                    self.store.push_back(ready, cursor);
-                }
-                cursor = next;
-            }
-            if self.store.head(ready) != NIL {
+            if self.store.collect_due(slot, tick) {
                 self.now = tick;
                 self.last_due = tick;
                 self.horizon = tick;

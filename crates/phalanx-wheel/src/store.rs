@@ -1,14 +1,41 @@
-//! The entry store both wheels share: a slab of timer entries with a free list, and intrusive
-//! doubly linked lists that thread the entries into wheel slots. (The public methods the
-//! wheels share on top of it are in `shared.rs`.)
+//! The entry store both wheels share: a slab of timer entries with a free list, and slot
+//! lists of *references* to entries. (The public methods the wheels share on top of it are in
+//! `shared.rs`.)
 //!
-//! Everything is addressed by `u32` indices so a handle stays small and `Copy`. A slot's list is
-//! always kept in *start sequence* order (entries are only ever appended at the tail, and a
-//! wheel only moves a whole list into an empty one), which is what makes the firing order
-//! deterministic without any sorting at fire time. Each list also has one bit in an occupancy
-//! bitmap so a wheel can jump over empty slots with `trailing_zeros`.
+//! Everything is addressed by `u32` indices so a handle stays small and `Copy`.
+//!
+//! # Lazy cancellation
+//!
+//! A slot list is a vector of [`Ref`]s: `(deadline, start sequence, slab index)`. Cancelling a
+//! timer frees its slab entry at once (so `len`, handles, the free list and snapshots are
+//! exactly what they would be with eager removal) but leaves its `Ref` in the slot list as a
+//! *tombstone*: a reference whose sequence no longer matches the entry's. A tombstone is
+//! dropped when its slot is visited (fired, cascaded or swept) and never fires: a `Ref` is live
+//! only while its entry is occupied *and* carries the same start sequence, and a start
+//! sequence is never issued twice. `reset` does the same to the old `Ref` and files a new one.
+//! So a cancel touches one entry, where unlinking from a doubly linked list touched three
+//! scattered ones.
+//!
+//! Tombstones are counted; when they outnumber twice the live timers (plus a constant and the
+//! table's size in words) every list is swept, which keeps memory within a constant factor
+//! of the live timers and costs O(1) amortized per cancel.
+//!
+//! # Order
+//!
+//! A slot list is always in start-sequence order *among its live references*: references
+//! are only appended (a new start has the largest sequence so far), and a wheel only moves a
+//! list's references, in order, into lists that hold no live reference. So firing order is
+//! deterministic without any sorting. Each list has one bit in an occupancy bitmap, set while
+//! the list holds any reference, so a wheel can jump over empty slots with `trailing_zeros`.
+//!
+//! Due entries wait in a separate *ready* queue (a vector and a read position) until `poll`
+//! hands them out.
 
 use crate::{Expired, TimerHandle};
+
+/// Tombstones allowed beyond twice the live timers (and the bitmap's words) before a sweep.
+/// Small in debug builds so that the tests sweep often, mid-drain included.
+const SWEEP_SLACK: usize = if cfg!(debug_assertions) { 2 } else { 64 };
 
 /// The "no entry" link. It is never a valid slab index: the slab refuses to grow to it.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -16,64 +43,58 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// The most entries a store can hold: every index below [`NIL`].
 pub(crate) const ENTRIES_MAX: usize = NIL as usize;
 
-/// A live timer.
-pub(crate) struct Node<T> {
-    pub(crate) deadline: u64,
-    pub(crate) seq: u64,
-    prev: u32,
-    next: u32,
-    /// The list this node is linked into, or [`NIL`] while detached.
-    list: u32,
-    pub(crate) value: T,
-}
-
-enum Slot<T> {
-    Vacant { next_free: u32 },
-    Occupied(Node<T>),
-}
-
+/// A slab entry: a live timer while `value` is `Some`, else a link of the free list.
 struct Entry<T> {
+    deadline: u64,
+    seq: u64,
     /// Bumped every time the entry is freed, so handles to the old occupant go stale.
     generation: u32,
-    slot: Slot<T>,
+    /// The next free entry while vacant.
+    next_free: u32,
+    value: Option<T>,
 }
 
-#[derive(Clone, Copy)]
-struct List {
-    head: u32,
-    tail: u32,
+/// A slot list's reference to a timer: live while the entry at `index` is occupied with
+/// start sequence `seq` (then its deadline is `deadline`), a tombstone otherwise.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ref {
+    pub(crate) deadline: u64,
+    pub(crate) seq: u64,
+    pub(crate) index: u32,
 }
 
-impl List {
-    const EMPTY: List = List { head: NIL, tail: NIL };
-}
-
-/// Slab + lists + occupancy bitmap. Lists `0..list_count` are wheel slots and have a bit in
-/// the bitmap; a wheel may keep extra lists (such as a ready list) above them, without a bit.
+/// Slab + slot lists + occupancy bitmap + ready queue.
 pub(crate) struct Store<T> {
     entries: Vec<Entry<T>>,
     free_head: u32,
     len: usize,
-    lists: Vec<List>,
-    bitmap_lists: usize,
+    lists: Vec<Vec<Ref>>,
     occupied: Vec<u64>,
+    ready: Vec<Ref>,
+    /// The next reference of `ready` to hand out.
+    ready_pos: usize,
+    /// Tombstones in `lists` and `ready`.
+    stale: usize,
     next_seq: u64,
 }
 
 impl<T> Store<T> {
-    /// A store with `bitmap_lists` slot lists (tracked in the bitmap) and `extra_lists` more.
-    pub(crate) fn new(bitmap_lists: usize, extra_lists: usize) -> Self {
+    /// A store with `list_count` slot lists.
+    pub(crate) fn new(list_count: usize) -> Self {
         Store {
             entries: Vec::new(),
             free_head: NIL,
             len: 0,
-            lists: vec![List::EMPTY; bitmap_lists + extra_lists],
-            bitmap_lists,
-            occupied: vec![0; bitmap_lists.div_ceil(64)],
+            lists: (0..list_count).map(|_| Vec::new()).collect(),
+            occupied: vec![0; list_count.div_ceil(64)],
+            ready: Vec::new(),
+            ready_pos: 0,
+            stale: 0,
             next_seq: 0,
         }
     }
 
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -90,29 +111,33 @@ impl<T> Store<T> {
         self.next_seq
     }
 
-    /// Stores a detached node and returns its index, or `None` when the slab is full.
-    pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<u32> {
-        let node = Node { deadline, seq: self.take_seq(), prev: NIL, next: NIL, list: NIL, value };
+    /// Stores a new timer and returns its reference (not yet in any list), or `None` when the
+    /// slab is full.
+    #[inline]
+    pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<Ref> {
+        let seq = self.take_seq();
         let index = if self.free_head != NIL {
             let index = self.free_head;
             let entry = &mut self.entries[index as usize];
-            match entry.slot {
-                Slot::Vacant { next_free } => self.free_head = next_free,
-                Slot::Occupied(_) => unreachable!("free list points at an occupied entry"),
-            }
-            entry.slot = Slot::Occupied(node);
+            self.free_head = entry.next_free;
+            entry.deadline = deadline;
+            entry.seq = seq;
+            entry.next_free = NIL;
+            entry.value = Some(value);
             index
         } else {
             if self.entries.len() >= ENTRIES_MAX {
                 return None;
             }
-            self.entries.push(Entry { generation: 0, slot: Slot::Occupied(node) });
+            let entry = Entry { deadline, seq, generation: 0, next_free: NIL, value: Some(value) };
+            self.entries.push(entry);
             (self.entries.len() - 1) as u32
         };
         self.len += 1;
-        Some(index)
+        Some(Ref { deadline, seq, index })
     }
 
+    #[inline]
     fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         // 2^64 starts would take centuries at a billion per second; saturate rather than wrap
@@ -121,142 +146,209 @@ impl<T> Store<T> {
         seq
     }
 
-    /// Gives a node a fresh start sequence (used by `reset`: a re-armed timer counts as new).
-    pub(crate) fn renew_seq(&mut self, index: u32) {
-        let seq = self.take_seq();
-        self.node_mut(index).seq = seq;
-    }
-
+    #[inline]
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
         TimerHandle { index, generation: self.entries[index as usize].generation }
     }
 
     /// The index behind a handle, if the handle still names a live timer.
+    #[inline]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
         let entry = self.entries.get(handle.index as usize)?;
-        match entry.slot {
-            Slot::Occupied(_) if entry.generation == handle.generation => Some(handle.index),
-            _ => None,
-        }
+        (entry.generation == handle.generation && entry.value.is_some()).then_some(handle.index)
     }
 
-    pub(crate) fn node(&self, index: u32) -> &Node<T> {
-        match &self.entries[index as usize].slot {
-            Slot::Occupied(node) => node,
-            Slot::Vacant { .. } => unreachable!("index {index} is vacant"),
-        }
+    pub(crate) fn deadline(&self, index: u32) -> u64 {
+        self.entries[index as usize].deadline
     }
 
-    pub(crate) fn node_mut(&mut self, index: u32) -> &mut Node<T> {
-        match &mut self.entries[index as usize].slot {
-            Slot::Occupied(node) => node,
-            Slot::Vacant { .. } => unreachable!("index {index} is vacant"),
-        }
+    pub(crate) fn value(&self, index: u32) -> &T {
+        self.entries[index as usize].value.as_ref().expect("a resolved entry is occupied")
     }
 
-    /// Appends a detached node at the tail of `list`.
-    pub(crate) fn push_back(&mut self, list: u32, index: u32) {
-        let tail = self.lists[list as usize].tail;
-        {
-            let node = self.node_mut(index);
-            debug_assert_eq!(node.list, NIL, "node is already linked");
-            node.list = list;
-            node.prev = tail;
-            node.next = NIL;
-        }
-        if tail == NIL {
-            self.lists[list as usize].head = index;
-            if (list as usize) < self.bitmap_lists {
-                self.occupied[list as usize / 64] |= 1 << (list % 64);
-            }
-        } else {
-            self.node_mut(tail).next = index;
-        }
-        self.lists[list as usize].tail = index;
+    pub(crate) fn value_mut(&mut self, index: u32) -> &mut T {
+        self.entries[index as usize].value.as_mut().expect("a resolved entry is occupied")
     }
 
-    /// Detaches a node from whatever list holds it.
-    pub(crate) fn unlink(&mut self, index: u32) {
-        let (list, prev, next) = {
-            let node = self.node_mut(index);
-            let links = (node.list, node.prev, node.next);
-            node.list = NIL;
-            node.prev = NIL;
-            node.next = NIL;
-            links
-        };
-        if list == NIL {
-            return;
-        }
-        if prev == NIL {
-            self.lists[list as usize].head = next;
-        } else {
-            self.node_mut(prev).next = next;
-        }
-        if next == NIL {
-            self.lists[list as usize].tail = prev;
-        } else {
-            self.node_mut(next).prev = prev;
-        }
-        if self.lists[list as usize].head == NIL && (list as usize) < self.bitmap_lists {
-            self.occupied[list as usize / 64] &= !(1 << (list % 64));
-        }
+    /// Whether `r` still names a live timer (else it is a tombstone).
+    #[inline]
+    fn is_live(&self, r: Ref) -> bool {
+        let entry = &self.entries[r.index as usize];
+        entry.seq == r.seq && entry.value.is_some()
+    }
+
+    /// Cancels a live timer: frees its entry and leaves its reference as a tombstone.
+    #[inline]
+    pub(crate) fn cancel(&mut self, index: u32) -> T {
+        let expired = self.release(index);
+        self.add_tombstone();
+        expired.value
+    }
+
+    /// Re-arms a live timer to `deadline` with a fresh start sequence, leaving its old
+    /// reference as a tombstone; returns the new reference (not yet in any list).
+    pub(crate) fn renew(&mut self, index: u32, deadline: u64) -> Ref {
+        let seq = self.take_seq();
+        let entry = &mut self.entries[index as usize];
+        entry.deadline = deadline;
+        entry.seq = seq;
+        self.add_tombstone();
+        Ref { deadline, seq, index }
     }
 
     #[inline]
-    pub(crate) fn head(&self, list: u32) -> u32 {
-        self.lists[list as usize].head
-    }
-
-    pub(crate) fn next_in_list(&self, index: u32) -> u32 {
-        self.node(index).next
-    }
-
-    /// Detaches a whole list at once and returns its first node; walk it with
-    /// [`Store::next_in_list`] *before* relinking each node.
-    pub(crate) fn detach_all(&mut self, list: u32) -> u32 {
-        let head = self.lists[list as usize].head;
-        self.lists[list as usize] = List::EMPTY;
-        if (list as usize) < self.bitmap_lists {
-            self.occupied[list as usize / 64] &= !(1 << (list % 64));
+    fn add_tombstone(&mut self) {
+        self.stale += 1;
+        if self.stale > 2 * self.len + SWEEP_SLACK + self.occupied.len() {
+            self.sweep();
         }
-        let mut cursor = head;
-        while cursor != NIL {
-            let node = self.node_mut(cursor);
-            node.list = NIL;
-            cursor = node.next;
-        }
-        head
     }
 
-    /// Removes a node from its list and the slab, making every handle to it stale.
-    pub(crate) fn release(&mut self, index: u32) -> Expired<T> {
-        self.unlink(index);
-        let handle = self.handle(index);
+    /// Removes every tombstone from every list and the ready queue, keeping the order of the
+    /// live references.
+    fn sweep(&mut self) {
+        let Store { entries, lists, occupied, ready, ready_pos, .. } = self;
+        let live = |r: &Ref| {
+            let entry = &entries[r.index as usize];
+            entry.seq == r.seq && entry.value.is_some()
+        };
+        for (word_index, word) in occupied.iter_mut().enumerate() {
+            let mut bits = *word;
+            while bits != 0 {
+                let bit = bits.trailing_zeros();
+                bits &= bits - 1;
+                let list = &mut lists[word_index * 64 + bit as usize];
+                list.retain(live);
+                if list.is_empty() {
+                    *word &= !(1 << bit);
+                }
+            }
+        }
+        ready.drain(..*ready_pos);
+        *ready_pos = 0;
+        ready.retain(live);
+        self.stale = 0;
+    }
+
+    /// Frees a live entry, making every handle to it stale.
+    #[inline]
+    fn release(&mut self, index: u32) -> Expired<T> {
         let entry = &mut self.entries[index as usize];
+        let handle = TimerHandle { index, generation: entry.generation };
         entry.generation = entry.generation.wrapping_add(1);
-        let slot = std::mem::replace(&mut entry.slot, Slot::Vacant { next_free: self.free_head });
+        entry.next_free = self.free_head;
+        let value = entry.value.take().expect("released a vacant entry");
         self.free_head = index;
         self.len -= 1;
-        match slot {
-            Slot::Occupied(node) => Expired { handle, deadline: node.deadline, value: node.value },
-            Slot::Vacant { .. } => unreachable!("released a vacant entry"),
+        Expired { handle, deadline: entry.deadline, value }
+    }
+
+    /// Appends a reference to slot list `list`.
+    #[inline]
+    pub(crate) fn push(&mut self, list: u32, r: Ref) {
+        let refs = &mut self.lists[list as usize];
+        if refs.is_empty() {
+            self.occupied[list as usize / 64] |= 1 << (list % 64);
+        }
+        refs.push(r);
+    }
+
+    /// Appends a reference to the ready queue.
+    #[inline]
+    pub(crate) fn push_ready(&mut self, r: Ref) {
+        self.ready.push(r);
+    }
+
+    /// Hands out the next live entry of the ready queue, dropping tombstones on the way.
+    #[inline]
+    pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
+        while let Some(&r) = self.ready.get(self.ready_pos) {
+            self.ready_pos += 1;
+            if self.is_live(r) {
+                return Some(self.release(r.index));
+            }
+            self.stale -= 1;
+        }
+        if self.ready_pos != 0 {
+            self.ready.clear();
+            self.ready_pos = 0;
+        }
+        None
+    }
+
+    /// Whether the ready queue holds a live entry.
+    pub(crate) fn ready_has_live(&self) -> bool {
+        self.ready[self.ready_pos..].iter().any(|&r| self.is_live(r))
+    }
+
+    /// Makes slot list `list` the ready queue (which must be empty).
+    pub(crate) fn list_to_ready(&mut self, list: u32) {
+        debug_assert_eq!(self.ready_pos, self.ready.len());
+        self.ready.clear();
+        self.ready_pos = 0;
+        std::mem::swap(&mut self.ready, &mut self.lists[list as usize]);
+        self.occupied[list as usize / 64] &= !(1 << (list % 64));
+    }
+
+    /// Takes all references out of slot list `list`; give the vector back with
+    /// [`Store::return_list`] so its capacity is kept.
+    pub(crate) fn take_list(&mut self, list: u32) -> Vec<Ref> {
+        self.occupied[list as usize / 64] &= !(1 << (list % 64));
+        std::mem::take(&mut self.lists[list as usize])
+    }
+
+    /// Gives back the (emptied) vector of [`Store::take_list`], if the list is still empty.
+    pub(crate) fn return_list(&mut self, list: u32, mut refs: Vec<Ref>) {
+        refs.clear();
+        if self.lists[list as usize].is_empty() {
+            self.lists[list as usize] = refs;
         }
     }
 
-    /// Pops the first node of `list`, releasing it.
-    #[inline]
-    pub(crate) fn pop_front(&mut self, list: u32) -> Option<Expired<T>> {
-        let head = self.lists[list as usize].head;
-        (head != NIL).then(|| self.release(head))
+    /// Moves the references due at `tick` from slot list `list` to the (empty) ready queue,
+    /// in order, and drops those due before it (tombstones: a live entry is never left
+    /// behind its tick). Keeps the rest. Whether any reference was moved.
+    pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
+        let refs = &mut self.lists[list as usize];
+        if refs.iter().all(|r| r.deadline == tick) {
+            self.list_to_ready(list);
+            return !self.ready.is_empty();
+        }
+        debug_assert_eq!(self.ready_pos, self.ready.len());
+        self.ready.clear();
+        self.ready_pos = 0;
+        let mut kept = 0;
+        for read in 0..refs.len() {
+            let r = refs[read];
+            if r.deadline == tick {
+                self.ready.push(r);
+            } else if r.deadline < tick {
+                self.stale -= 1;
+            } else {
+                refs[kept] = r;
+                kept += 1;
+            }
+        }
+        refs.truncate(kept);
+        if kept == 0 {
+            self.occupied[list as usize / 64] &= !(1 << (list % 64));
+        }
+        !self.ready.is_empty()
+    }
+
+    /// The live references of slot list `list`.
+    pub(crate) fn live_refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
+        self.lists[list as usize].iter().copied().filter(|&r| self.is_live(r))
     }
 
     /// One 64-bit word of the occupancy bitmap.
+    #[inline]
     pub(crate) fn occupied_word(&self, word: usize) -> u64 {
         self.occupied[word]
     }
 
     /// The first occupied slot list in `from..limit`, if any.
+    #[inline]
     pub(crate) fn next_occupied(&self, from: usize, limit: usize) -> Option<usize> {
         if from >= limit {
             return None;
@@ -282,25 +374,21 @@ impl<T> Store<T> {
             .entries
             .iter()
             .enumerate()
-            .filter_map(|(index, entry)| match &entry.slot {
-                Slot::Occupied(node) => Some((node.deadline, node.seq, index as u32)),
-                Slot::Vacant { .. } => None,
-            })
+            .filter(|(_, entry)| entry.value.is_some())
+            .map(|(index, entry)| (entry.deadline, entry.seq, index as u32))
             .collect();
         live.sort_unstable();
         live
     }
 
-    /// The smallest deadline of any node, by walking every slot list (O(n)).
+    /// The smallest deadline of any live timer not in the ready queue, by walking every slot
+    /// list (O(n)).
     pub(crate) fn min_deadline(&self) -> Option<u64> {
         let mut best: Option<u64> = None;
         let mut slot = 0;
-        while let Some(found) = self.next_occupied(slot, self.bitmap_lists) {
-            let mut cursor = self.head(found as u32);
-            while cursor != NIL {
-                let node = self.node(cursor);
-                best = Some(best.map_or(node.deadline, |b| b.min(node.deadline)));
-                cursor = node.next;
+        while let Some(found) = self.next_occupied(slot, self.lists.len()) {
+            for r in self.live_refs(found as u32) {
+                best = Some(best.map_or(r.deadline, |b| b.min(r.deadline)));
             }
             slot = found + 1;
         }
@@ -312,7 +400,7 @@ impl<T> Store<T> {
 mod snapshot {
     //! The slab layout as data, so a restored wheel hands out the same handles as the original.
 
-    use super::{Entry, List, Slot, Store, NIL};
+    use super::{Entry, Store, NIL};
 
     impl<T> Store<T> {
         /// Per-entry generations and the free list in chain order.
@@ -322,10 +410,7 @@ mod snapshot {
             let mut cursor = self.free_head;
             while cursor != NIL {
                 free.push(cursor);
-                cursor = match self.entries[cursor as usize].slot {
-                    Slot::Vacant { next_free } => next_free,
-                    Slot::Occupied(_) => NIL,
-                };
+                cursor = self.entries[cursor as usize].next_free;
             }
             (generations, free)
         }
@@ -333,33 +418,46 @@ mod snapshot {
         /// A store laid out as `generations` / `free` describe, with nothing live yet.
         /// The caller has checked that the indices are in range and distinct.
         pub(crate) fn from_layout(
-            bitmap_lists: usize,
-            extra_lists: usize,
+            list_count: usize,
             generations: &[u32],
             free: &[u32],
             next_seq: u64,
         ) -> Self {
-            let mut store = Store::new(bitmap_lists, extra_lists);
+            let mut store = Store::new(list_count);
             store.entries = generations
                 .iter()
-                .map(|&generation| Entry { generation, slot: Slot::Vacant { next_free: NIL } })
+                .map(|&generation| Entry {
+                    deadline: 0,
+                    seq: 0,
+                    generation,
+                    next_free: NIL,
+                    value: None,
+                })
                 .collect();
             store.len = generations.len();
             for (position, &index) in free.iter().enumerate() {
-                let next_free = free.get(position + 1).copied().unwrap_or(NIL);
-                store.entries[index as usize].slot = Slot::Vacant { next_free };
+                store.entries[index as usize].next_free =
+                    free.get(position + 1).copied().unwrap_or(NIL);
                 store.len -= 1;
             }
             store.free_head = free.first().copied().unwrap_or(NIL);
             store.next_seq = next_seq;
-            debug_assert!(store.lists.iter().all(|list| list.head == List::EMPTY.head));
             store
         }
 
-        /// Puts a detached node at a chosen (vacant, off-free-list) index.
-        pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) {
-            let node = super::Node { deadline, seq, prev: NIL, next: NIL, list: NIL, value };
-            self.entries[index as usize].slot = Slot::Occupied(node);
+        /// Puts a timer at a chosen (vacant, off-free-list) index and returns its reference.
+        pub(crate) fn occupy(
+            &mut self,
+            index: u32,
+            deadline: u64,
+            seq: u64,
+            value: T,
+        ) -> super::Ref {
+            let entry = &mut self.entries[index as usize];
+            entry.deadline = deadline;
+            entry.seq = seq;
+            entry.value = Some(value);
+            super::Ref { deadline, seq, index }
         }
     }
 }
