@@ -91,12 +91,12 @@ impl<T> HashedWheel<T> {
 
     /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).
     ///
-    /// Exact. It scans at most one revolution of occupied slots, and all entries when every
-    /// timer is more than a revolution away; with the few timers of a connection that is a
-    /// handful of loads.
+    /// Exact. When the wheel has never held more than 16 timers (a connection's handful) it
+    /// scans those entries, a few loads; otherwise at most one revolution of occupied slots,
+    /// and all entries when every timer is more than a revolution away.
     pub fn next_deadline(&self) -> Option<u64> {
-        if self.is_empty() {
-            return None;
+        if let Some(earliest) = self.store.small_min() {
+            return earliest;
         }
         if self.store.ready_has_live() {
             return Some(self.now);
@@ -134,9 +134,31 @@ impl<T> HashedWheel<T> {
         None
     }
 
+    /// [`step`](Self::step) for a small wheel, whose earliest deadline is known exactly:
+    /// straight to that tick's slot, without walking the table.
+    fn step_small(&mut self, earliest: Option<u64>, until: u64) {
+        let Some(earliest) = earliest else {
+            self.horizon = u64::MAX;
+            self.now = until;
+            return;
+        };
+        self.horizon = earliest;
+        if earliest > until {
+            self.now = until;
+            return;
+        }
+        self.now = earliest;
+        self.last_due = earliest;
+        self.store.collect_due((earliest & self.mask) as u32, earliest);
+    }
+
     /// Moves the clock forward to the next tick with due entries (moving them to the ready
     /// queue), or to `until` if there is none before it.
     fn step(&mut self, until: u64) {
+        if let Some(earliest) = self.store.small_min() {
+            self.step_small(earliest, until);
+            return;
+        }
         if self.is_empty() {
             // Only tombstones, if anything: they are dropped when their slots come round.
             self.horizon = u64::MAX;

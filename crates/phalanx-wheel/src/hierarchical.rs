@@ -143,10 +143,11 @@ impl<T> HierarchicalWheel<T> {
 
     /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).
     /// Exact; O(levels) plus a walk of the first slot holding a live timer (and of any
-    /// slots before it holding only tombstones).
+    /// slots before it holding only tombstones), or a scan of at most 16 entries when the
+    /// wheel has never held more.
     pub fn next_deadline(&self) -> Option<u64> {
-        if self.is_empty() {
-            return None;
+        if let Some(earliest) = self.store.small_min() {
+            return earliest;
         }
         if self.store.ready_has_live() {
             return Some(self.now);
@@ -186,11 +187,10 @@ impl<T> HierarchicalWheel<T> {
             self.store.list_to_ready(list);
             return;
         }
-        let refs = self.store.take_list(list);
-        for &r in &refs {
+        let mut cursor = self.store.detach(list);
+        while let Some(r) = self.store.take_next(&mut cursor) {
             self.place(r);
         }
-        self.store.return_list(list, refs);
     }
 
     /// Every pending timer in canonical order — `(deadline, start sequence)`, the order they

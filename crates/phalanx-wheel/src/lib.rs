@@ -64,6 +64,7 @@
 
 mod hashed;
 mod hierarchical;
+mod lists;
 #[cfg(feature = "serde")]
 mod serde_impl;
 mod shared;

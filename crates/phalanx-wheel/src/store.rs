@@ -6,7 +6,7 @@
 //!
 //! # Lazy cancellation
 //!
-//! A slot list is a vector of [`Ref`]s: `(deadline, start sequence, slab index)`. Cancelling a
+//! A slot list is a list of [`Ref`]s: `(deadline, start sequence, slab index)`. Cancelling a
 //! timer frees its slab entry at once (so `len`, handles, the free list and snapshots are
 //! exactly what they would be with eager removal) but leaves its `Ref` in the slot list as a
 //! *tombstone*: a reference whose sequence no longer matches the entry's. A tombstone is
@@ -16,9 +16,10 @@
 //! So a cancel touches one entry, where unlinking from a doubly linked list touched three
 //! scattered ones.
 //!
-//! Tombstones are counted; when they outnumber twice the live timers (plus a constant and the
-//! table's size in words) every list is swept, which keeps memory within a constant factor
-//! of the live timers and costs O(1) amortized per cancel.
+//! Tombstones are counted; when they outnumber the slab's entries (the most timers ever
+//! held at once, plus a constant and the table's size in words) every list is swept. That
+//! keeps the lists within a constant factor of the slab, which is the memory the wheel
+//! already holds, and costs O(1) amortized per cancel.
 //!
 //! # Order
 //!
@@ -28,10 +29,14 @@
 //! deterministic without any sorting. Each list has one bit in an occupancy bitmap, set while
 //! the list holds any reference, so a wheel can jump over empty slots with `trailing_zeros`.
 //!
-//! Due entries wait in a separate *ready* queue (a vector and a read position) until `poll`
-//! hands them out.
+//! Due entries wait in a separate *ready* queue until `poll` hands them out. The lists
+//! themselves are in `lists.rs`.
 
+use crate::lists::Lists;
 use crate::{Expired, TimerHandle};
+
+/// The most entries a slab may have held for [`Store::small_min`] to scan it.
+const SMALL_SLAB: usize = 16;
 
 /// Tombstones allowed beyond twice the live timers (and the bitmap's words) before a sweep.
 /// Small in debug builds so that the tests sweep often, mid-drain included.
@@ -63,17 +68,20 @@ pub(crate) struct Ref {
     pub(crate) index: u32,
 }
 
-/// Slab + slot lists + occupancy bitmap + ready queue.
+/// Whether `r` still names a live timer (else it is a tombstone).
+#[inline]
+fn is_live<T>(entries: &[Entry<T>], r: Ref) -> bool {
+    let entry = &entries[r.index as usize];
+    entry.seq == r.seq && entry.value.is_some()
+}
+
+/// Slab + slot lists (with their occupancy bitmap and the ready queue).
 pub(crate) struct Store<T> {
     entries: Vec<Entry<T>>,
     free_head: u32,
     len: usize,
-    lists: Vec<Vec<Ref>>,
-    occupied: Vec<u64>,
-    ready: Vec<Ref>,
-    /// The next reference of `ready` to hand out.
-    ready_pos: usize,
-    /// Tombstones in `lists` and `ready`.
+    lists: Lists,
+    /// Tombstones in the lists and the ready queue.
     stale: usize,
     next_seq: u64,
 }
@@ -85,10 +93,7 @@ impl<T> Store<T> {
             entries: Vec::new(),
             free_head: NIL,
             len: 0,
-            lists: (0..list_count).map(|_| Vec::new()).collect(),
-            occupied: vec![0; list_count.div_ceil(64)],
-            ready: Vec::new(),
-            ready_pos: 0,
+            lists: Lists::new(list_count),
             stale: 0,
             next_seq: 0,
         }
@@ -104,6 +109,8 @@ impl<T> Store<T> {
         if additional > vacant {
             self.entries.reserve(additional - vacant);
         }
+        let spare = self.lists.pool_len().saturating_sub(self.len + self.stale);
+        self.lists.reserve(additional.saturating_sub(spare));
     }
 
     #[cfg(feature = "serde")]
@@ -170,13 +177,6 @@ impl<T> Store<T> {
         self.entries[index as usize].value.as_mut().expect("a resolved entry is occupied")
     }
 
-    /// Whether `r` still names a live timer (else it is a tombstone).
-    #[inline]
-    fn is_live(&self, r: Ref) -> bool {
-        let entry = &self.entries[r.index as usize];
-        entry.seq == r.seq && entry.value.is_some()
-    }
-
     /// Cancels a live timer: frees its entry and leaves its reference as a tombstone.
     #[inline]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
@@ -199,7 +199,7 @@ impl<T> Store<T> {
     #[inline]
     fn add_tombstone(&mut self) {
         self.stale += 1;
-        if self.stale > 2 * self.len + SWEEP_SLACK + self.occupied.len() {
+        if self.stale > self.entries.len() + SWEEP_SLACK + self.lists.words() {
             self.sweep();
         }
     }
@@ -207,26 +207,9 @@ impl<T> Store<T> {
     /// Removes every tombstone from every list and the ready queue, keeping the order of the
     /// live references.
     fn sweep(&mut self) {
-        let Store { entries, lists, occupied, ready, ready_pos, .. } = self;
-        let live = |r: &Ref| {
-            let entry = &entries[r.index as usize];
-            entry.seq == r.seq && entry.value.is_some()
-        };
-        for (word_index, word) in occupied.iter_mut().enumerate() {
-            let mut bits = *word;
-            while bits != 0 {
-                let bit = bits.trailing_zeros();
-                bits &= bits - 1;
-                let list = &mut lists[word_index * 64 + bit as usize];
-                list.retain(live);
-                if list.is_empty() {
-                    *word &= !(1 << bit);
-                }
-            }
-        }
-        ready.drain(..*ready_pos);
-        *ready_pos = 0;
-        ready.retain(live);
+        let entries = &self.entries;
+        let dropped = self.lists.retain_all(|r| is_live(entries, r));
+        debug_assert_eq!(dropped, self.stale);
         self.stale = 0;
     }
 
@@ -246,126 +229,85 @@ impl<T> Store<T> {
     /// Appends a reference to slot list `list`.
     #[inline]
     pub(crate) fn push(&mut self, list: u32, r: Ref) {
-        let refs = &mut self.lists[list as usize];
-        if refs.is_empty() {
-            self.occupied[list as usize / 64] |= 1 << (list % 64);
-        }
-        refs.push(r);
+        self.lists.push(list, r);
     }
 
     /// Appends a reference to the ready queue.
     #[inline]
     pub(crate) fn push_ready(&mut self, r: Ref) {
-        self.ready.push(r);
+        self.lists.push_ready(r);
     }
 
     /// Hands out the next live entry of the ready queue, dropping tombstones on the way.
     #[inline]
     pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
-        while let Some(&r) = self.ready.get(self.ready_pos) {
-            self.ready_pos += 1;
-            if self.is_live(r) {
+        while let Some(r) = self.lists.pop_ready() {
+            if is_live(&self.entries, r) {
                 return Some(self.release(r.index));
             }
             self.stale -= 1;
-        }
-        if self.ready_pos != 0 {
-            self.ready.clear();
-            self.ready_pos = 0;
         }
         None
     }
 
     /// Whether the ready queue holds a live entry.
     pub(crate) fn ready_has_live(&self) -> bool {
-        self.ready[self.ready_pos..].iter().any(|&r| self.is_live(r))
+        self.lists.ready_refs().any(|r| is_live(&self.entries, r))
     }
 
     /// Makes slot list `list` the ready queue (which must be empty).
+    #[inline]
     pub(crate) fn list_to_ready(&mut self, list: u32) {
-        debug_assert_eq!(self.ready_pos, self.ready.len());
-        self.ready.clear();
-        self.ready_pos = 0;
-        std::mem::swap(&mut self.ready, &mut self.lists[list as usize]);
-        self.occupied[list as usize / 64] &= !(1 << (list % 64));
+        self.lists.list_to_ready(list);
     }
 
-    /// Takes all references out of slot list `list`; give the vector back with
-    /// [`Store::return_list`] so its capacity is kept.
-    pub(crate) fn take_list(&mut self, list: u32) -> Vec<Ref> {
-        self.occupied[list as usize / 64] &= !(1 << (list % 64));
-        std::mem::take(&mut self.lists[list as usize])
+    /// Detaches slot list `list`; walk its references with [`Store::take_next`].
+    #[inline]
+    pub(crate) fn detach(&mut self, list: u32) -> u32 {
+        self.lists.detach(list)
     }
 
-    /// Gives back the (emptied) vector of [`Store::take_list`], if the list is still empty.
-    pub(crate) fn return_list(&mut self, list: u32, mut refs: Vec<Ref>) {
-        refs.clear();
-        if self.lists[list as usize].is_empty() {
-            self.lists[list as usize] = refs;
-        }
+    /// The next reference of a detached list (see [`Lists::take_next`]).
+    #[inline]
+    pub(crate) fn take_next(&mut self, cursor: &mut u32) -> Option<Ref> {
+        self.lists.take_next(cursor)
     }
 
     /// Moves the references due at `tick` from slot list `list` to the (empty) ready queue,
     /// in order, and drops those due before it (tombstones: a live entry is never left
     /// behind its tick). Keeps the rest. Whether any reference was moved.
+    #[inline]
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
-        let refs = &mut self.lists[list as usize];
-        if refs.iter().all(|r| r.deadline == tick) {
-            self.list_to_ready(list);
-            return !self.ready.is_empty();
-        }
-        debug_assert_eq!(self.ready_pos, self.ready.len());
-        self.ready.clear();
-        self.ready_pos = 0;
-        let mut kept = 0;
-        for read in 0..refs.len() {
-            let r = refs[read];
-            if r.deadline == tick {
-                self.ready.push(r);
-            } else if r.deadline < tick {
-                self.stale -= 1;
-            } else {
-                refs[kept] = r;
-                kept += 1;
-            }
-        }
-        refs.truncate(kept);
-        if kept == 0 {
-            self.occupied[list as usize / 64] &= !(1 << (list % 64));
-        }
-        !self.ready.is_empty()
+        debug_assert!(self.lists.ready_is_empty());
+        self.stale -= self.lists.collect_due(list, tick);
+        !self.lists.ready_is_empty()
     }
 
     /// The live references of slot list `list`.
     pub(crate) fn live_refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
-        self.lists[list as usize].iter().copied().filter(|&r| self.is_live(r))
+        self.lists.refs(list).filter(|&r| is_live(&self.entries, r))
     }
 
     /// One 64-bit word of the occupancy bitmap.
     #[inline]
     pub(crate) fn occupied_word(&self, word: usize) -> u64 {
-        self.occupied[word]
+        self.lists.occupied_word(word)
     }
 
     /// The first occupied slot list in `from..limit`, if any.
     #[inline]
     pub(crate) fn next_occupied(&self, from: usize, limit: usize) -> Option<usize> {
-        if from >= limit {
-            return None;
-        }
-        let mut word = from / 64;
-        let mut bits = self.occupied[word] & (!0u64 << (from % 64));
-        loop {
-            if bits != 0 {
-                let found = word * 64 + bits.trailing_zeros() as usize;
-                return (found < limit).then_some(found);
-            }
-            word += 1;
-            if word * 64 >= limit {
-                return None;
-            }
-            bits = self.occupied[word];
-        }
+        self.lists.next_occupied(from, limit)
+    }
+
+    /// When the slab is small (a connection's handful of timers), the earliest deadline of
+    /// any live timer, found by scanning the slab: `Some(None)` when there is none. `None`
+    /// when the slab is too large for that to be cheap.
+    #[inline]
+    pub(crate) fn small_min(&self) -> Option<Option<u64>> {
+        (self.entries.len() <= SMALL_SLAB).then(|| {
+            self.entries.iter().filter(|entry| entry.value.is_some()).map(|e| e.deadline).min()
+        })
     }
 
     /// Every live entry as `(deadline, seq, index)`, sorted: the canonical (firing) order.
@@ -386,7 +328,7 @@ impl<T> Store<T> {
     pub(crate) fn min_deadline(&self) -> Option<u64> {
         let mut best: Option<u64> = None;
         let mut slot = 0;
-        while let Some(found) = self.next_occupied(slot, self.lists.len()) {
+        while let Some(found) = self.next_occupied(slot, self.lists.list_count()) {
             for r in self.live_refs(found as u32) {
                 best = Some(best.map_or(r.deadline, |b| b.min(r.deadline)));
             }
