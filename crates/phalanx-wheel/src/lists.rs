@@ -8,10 +8,25 @@
 
 use crate::store::{Ref, NIL};
 
+/// A [`Ref`] and the next link of its list, flat so it packs into 24 bytes.
 #[derive(Clone, Copy)]
 struct Link {
-    r: Ref,
+    deadline: u64,
+    seq: u64,
+    index: u32,
     next: u32,
+}
+
+impl Link {
+    #[inline]
+    fn new(r: Ref) -> Link {
+        Link { deadline: r.deadline, seq: r.seq, index: r.index, next: NIL }
+    }
+
+    #[inline]
+    fn r(&self) -> Ref {
+        Ref { deadline: self.deadline, seq: self.seq, index: self.index }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -52,13 +67,9 @@ impl Lists {
         self.occupied.len()
     }
 
-    /// Links allocated so far (live or free).
-    pub(crate) fn pool_len(&self) -> usize {
-        self.pool.len()
-    }
-
-    pub(crate) fn reserve(&mut self, additional: usize) {
-        self.pool.reserve(additional);
+    /// Makes room for `total` links in all without allocating.
+    pub(crate) fn reserve_total(&mut self, total: usize) {
+        self.pool.reserve(total.saturating_sub(self.pool.len()));
     }
 
     #[inline]
@@ -67,12 +78,12 @@ impl Lists {
             let index = self.free;
             let link = &mut self.pool[index as usize];
             self.free = link.next;
-            *link = Link { r, next: NIL };
+            *link = Link::new(r);
             index
         } else {
             // A link per live reference plus tombstones, which stay fewer than a few times the
             // slab: the pool cannot outgrow `u32` before the slab does.
-            self.pool.push(Link { r, next: NIL });
+            self.pool.push(Link::new(r));
             (self.pool.len() - 1) as u32
         }
     }
@@ -135,7 +146,8 @@ impl Lists {
         if head == NIL {
             return None;
         }
-        let Link { r, next } = self.pool[head as usize];
+        let link = self.pool[head as usize];
+        let (r, next) = (link.r(), link.next);
         self.ready.head = next;
         if next == NIL {
             self.ready.tail = NIL;
@@ -159,7 +171,7 @@ impl Lists {
             (cursor != NIL).then(|| {
                 let link = &self.pool[cursor as usize];
                 cursor = link.next;
-                link.r
+                link.r()
             })
         })
     }
@@ -186,7 +198,8 @@ impl Lists {
         if *cursor == NIL {
             return None;
         }
-        let Link { r, next } = self.pool[*cursor as usize];
+        let link = self.pool[*cursor as usize];
+        let (r, next) = (link.r(), link.next);
         self.free_link(*cursor);
         *cursor = next;
         Some(r)
@@ -200,11 +213,12 @@ impl Lists {
         let mut kept = List::EMPTY;
         let mut dropped = 0;
         while cursor != NIL {
-            let Link { r, next } = self.pool[cursor as usize];
+            let link = self.pool[cursor as usize];
+            let next = link.next;
             self.pool[cursor as usize].next = NIL;
-            if r.deadline == tick {
+            if link.deadline == tick {
                 Self::append(&mut self.pool, &mut self.ready, cursor);
-            } else if r.deadline < tick {
+            } else if link.deadline < tick {
                 self.free_link(cursor);
                 dropped += 1;
             } else {
@@ -247,9 +261,10 @@ impl Lists {
         *list = List::EMPTY;
         let mut dropped = 0;
         while cursor != NIL {
-            let Link { r, next } = self.pool[cursor as usize];
+            let link = self.pool[cursor as usize];
+            let next = link.next;
             self.pool[cursor as usize].next = NIL;
-            if keep(r) {
+            if keep(link.r()) {
                 Self::append(&mut self.pool, list, cursor);
             } else {
                 self.free_link(cursor);

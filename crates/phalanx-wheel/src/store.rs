@@ -109,8 +109,10 @@ impl<T> Store<T> {
         if additional > vacant {
             self.entries.reserve(additional - vacant);
         }
-        let spare = self.lists.pool_len().saturating_sub(self.len + self.stale);
-        self.lists.reserve(additional.saturating_sub(spare));
+        // Lists hold a link per live timer and per tombstone, and tombstones stay fewer than
+        // the slab's entries plus a constant (see `add_tombstone`).
+        let entries = self.entries.len().max(self.len + additional);
+        self.lists.reserve_total(self.len + additional + entries + self.sweep_slack());
     }
 
     #[cfg(feature = "serde")]
@@ -199,9 +201,14 @@ impl<T> Store<T> {
     #[inline]
     fn add_tombstone(&mut self) {
         self.stale += 1;
-        if self.stale > self.entries.len() + SWEEP_SLACK + self.lists.words() {
+        if self.stale > self.entries.len() + self.sweep_slack() {
             self.sweep();
         }
+    }
+
+    /// Tombstones allowed beyond the slab's entries before a sweep.
+    fn sweep_slack(&self) -> usize {
+        SWEEP_SLACK + self.lists.words()
     }
 
     /// Removes every tombstone from every list and the ready queue, keeping the order of the
