@@ -79,7 +79,7 @@ impl<T> HashedWheel<T> {
         self.slot_count
     }
 
-    #[inline]
+    #[inline(always)]
     fn place(&mut self, r: Ref) {
         self.horizon = self.horizon.min(r.deadline);
         if r.deadline == self.now {

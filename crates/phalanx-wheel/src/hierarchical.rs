@@ -106,7 +106,7 @@ impl<T> HierarchicalWheel<T> {
     }
 
     /// Files a reference (`deadline >= now`) in the list its deadline belongs in.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn place(&mut self, r: Ref) {
         if r.deadline == self.now {
             self.store.push_ready(r);

@@ -72,7 +72,7 @@ impl Lists {
         self.pool.reserve(total.saturating_sub(self.pool.len()));
     }
 
-    #[inline]
+    #[inline(always)]
     fn alloc(&mut self, r: Ref) -> u32 {
         if self.free != NIL {
             let index = self.free;
@@ -105,7 +105,7 @@ impl Lists {
     }
 
     /// Appends `link` (with `next == NIL`) to `list`; whether the list was empty.
-    #[inline]
+    #[inline(always)]
     fn append(pool: &mut [Link], list: &mut List, link: u32) -> bool {
         let was_empty = list.tail == NIL;
         if was_empty {
@@ -118,7 +118,7 @@ impl Lists {
     }
 
     /// Appends a reference to slot list `list`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, r: Ref) {
         let link = self.alloc(r);
         if Self::append(&mut self.pool, &mut self.lists[list as usize], link) {
@@ -127,7 +127,7 @@ impl Lists {
     }
 
     /// Appends a reference to the ready queue.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_ready(&mut self, r: Ref) {
         let link = self.alloc(r);
         Self::append(&mut self.pool, &mut self.ready, link);

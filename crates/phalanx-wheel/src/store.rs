@@ -122,7 +122,7 @@ impl<T> Store<T> {
 
     /// Stores a new timer and returns its reference (not yet in any list), or `None` when the
     /// slab is full.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<Ref> {
         let seq = self.take_seq();
         let index = if self.free_head != NIL {
@@ -234,13 +234,13 @@ impl<T> Store<T> {
     }
 
     /// Appends a reference to slot list `list`.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, r: Ref) {
         self.lists.push(list, r);
     }
 
     /// Appends a reference to the ready queue.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_ready(&mut self, r: Ref) {
         self.lists.push_ready(r);
     }
