@@ -201,7 +201,7 @@ impl<T> Store<T> {
     #[inline]
     fn add_tombstone(&mut self) {
         self.stale += 1;
-        if self.stale > self.entries.len() + self.sweep_slack() {
+        if self.stale > 3 * self.entries.len() + self.sweep_slack() {
             self.sweep();
         }
     }
