@@ -188,7 +188,7 @@ impl<T> HierarchicalWheel<T> {
             return;
         }
         let mut cursor = self.store.detach(list);
-        while let Some(r) = self.store.take_next(&mut cursor) {
+        while let Some(r) = self.store.unlink_next(&mut cursor) {
             self.place(r);
         }
     }

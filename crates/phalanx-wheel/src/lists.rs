@@ -1,32 +1,35 @@
-//! The slot lists and the ready queue: singly linked lists of [`Ref`]s whose links all live in
-//! one pool with a free list, so no list allocates on its own (a table of 2^16 slots costs two
+//! The slot lists and the ready queue: singly linked lists of *links* that all live in one
+//! pool with a free list, so no list allocates on its own (a table of 2^16 slots costs two
 //! `u32`s a slot, not a vector each), and once the pool is warm nothing allocates at all.
 //!
-//! Every list keeps its references in the order they were appended, and each slot list has
-//! one bit in an occupancy bitmap, set while it holds any reference, so a wheel can jump over
-//! empty slots with `trailing_zeros`. The ready queue is one more list, without a bit.
+//! A link is 16 bytes: a timer's deadline, its slab index and the next link. A link keeps its
+//! pool index from the moment a timer is filed until it fires or is swept as a tombstone —
+//! cascades, collection into the ready queue and sweeps relink it in place — so the slab can
+//! name the one link that is a timer's live one (see `store.rs`).
+//!
+//! Every list keeps its links in the order they were appended, and each slot list has one bit
+//! in an occupancy bitmap, set while it holds any link, so a wheel can jump over empty slots
+//! with `trailing_zeros`. The ready queue is one more list, without a bit.
 
-use crate::store::{Ref, NIL};
+use crate::store::NIL;
 
-/// A [`Ref`] and the next link of its list, flat so it packs into 24 bytes.
+/// A timer's place in a list.
 #[derive(Clone, Copy)]
 struct Link {
     deadline: u64,
-    seq: u64,
+    /// The timer's slab index.
     index: u32,
     next: u32,
 }
 
-impl Link {
-    #[inline]
-    fn new(r: Ref) -> Link {
-        Link { deadline: r.deadline, seq: r.seq, index: r.index, next: NIL }
-    }
-
-    #[inline]
-    fn r(&self) -> Ref {
-        Ref { deadline: self.deadline, seq: self.seq, index: self.index }
-    }
+/// A link as the store and wheels see it: its pool index and what it says.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ref {
+    /// The link's pool index.
+    pub(crate) link: u32,
+    pub(crate) deadline: u64,
+    /// The slab index of the timer it names (live or not).
+    pub(crate) index: u32,
 }
 
 #[derive(Clone, Copy)]
@@ -72,31 +75,29 @@ impl Lists {
         self.pool.reserve(total.saturating_sub(self.pool.len()));
     }
 
+    /// A new, unlinked link.
     #[inline(always)]
-    fn alloc(&mut self, r: Ref) -> u32 {
-        if self.free != NIL {
-            let index = self.free;
-            let link = &mut self.pool[index as usize];
-            self.free = link.next;
-            *link = Link::new(r);
-            index
+    pub(crate) fn alloc(&mut self, deadline: u64, index: u32) -> Ref {
+        let link = if self.free != NIL {
+            let link = self.free;
+            let slot = &mut self.pool[link as usize];
+            self.free = slot.next;
+            *slot = Link { deadline, index, next: NIL };
+            link
         } else {
-            // A link per live reference plus tombstones, which stay fewer than a few times the
-            // slab: the pool cannot outgrow `u32` before the slab does.
-            self.pool.push(Link::new(r));
+            // A link per live timer plus tombstones, which stay fewer than a few times the
+            // slab: the pool outgrows `u32` only after memory runs out.
+            assert!(self.pool.len() < NIL as usize, "timer lists are full");
+            self.pool.push(Link { deadline, index, next: NIL });
             (self.pool.len() - 1) as u32
-        }
+        };
+        Ref { link, deadline, index }
     }
 
     #[inline]
-    fn free_link(&mut self, index: u32) {
-        self.pool[index as usize].next = self.free;
-        self.free = index;
-    }
-
-    #[inline]
-    fn set_bit(&mut self, list: u32) {
-        self.occupied[list as usize / 64] |= 1 << (list % 64);
+    fn free_link(&mut self, link: u32) {
+        self.pool[link as usize].next = self.free;
+        self.free = link;
     }
 
     #[inline]
@@ -104,7 +105,7 @@ impl Lists {
         self.occupied[list as usize / 64] &= !(1 << (list % 64));
     }
 
-    /// Appends `link` (with `next == NIL`) to `list`; whether the list was empty.
+    /// Appends `link` (whose `next` is `NIL`) to `list`; whether the list was empty.
     #[inline(always)]
     fn append(pool: &mut [Link], list: &mut List, link: u32) -> bool {
         let was_empty = list.tail == NIL;
@@ -117,19 +118,17 @@ impl Lists {
         was_empty
     }
 
-    /// Appends a reference to slot list `list`.
+    /// Appends an unlinked link to slot list `list`.
     #[inline(always)]
-    pub(crate) fn push(&mut self, list: u32, r: Ref) {
-        let link = self.alloc(r);
+    pub(crate) fn push(&mut self, list: u32, link: u32) {
         if Self::append(&mut self.pool, &mut self.lists[list as usize], link) {
-            self.set_bit(list);
+            self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
     }
 
-    /// Appends a reference to the ready queue.
+    /// Appends an unlinked link to the ready queue.
     #[inline(always)]
-    pub(crate) fn push_ready(&mut self, r: Ref) {
-        let link = self.alloc(r);
+    pub(crate) fn push_ready(&mut self, link: u32) {
         Self::append(&mut self.pool, &mut self.ready, link);
     }
 
@@ -139,29 +138,28 @@ impl Lists {
         self.ready.head == NIL
     }
 
-    /// Takes the first reference of the ready queue.
+    /// Takes the first link of the ready queue and frees it.
     #[inline]
     pub(crate) fn pop_ready(&mut self) -> Option<Ref> {
-        let head = self.ready.head;
-        if head == NIL {
+        let link = self.ready.head;
+        if link == NIL {
             return None;
         }
-        let link = self.pool[head as usize];
-        let (r, next) = (link.r(), link.next);
+        let Link { deadline, index, next } = self.pool[link as usize];
         self.ready.head = next;
         if next == NIL {
             self.ready.tail = NIL;
         }
-        self.free_link(head);
-        Some(r)
+        self.free_link(link);
+        Some(Ref { link, deadline, index })
     }
 
-    /// The references of the ready queue, in order.
+    /// The links of the ready queue, in order.
     pub(crate) fn ready_refs(&self) -> impl Iterator<Item = Ref> + '_ {
         self.chain(self.ready.head)
     }
 
-    /// The references of slot list `list`, in order.
+    /// The links of slot list `list`, in order.
     pub(crate) fn refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
         self.chain(self.lists[list as usize].head)
     }
@@ -169,11 +167,18 @@ impl Lists {
     fn chain(&self, mut cursor: u32) -> impl Iterator<Item = Ref> + '_ {
         std::iter::from_fn(move || {
             (cursor != NIL).then(|| {
-                let link = &self.pool[cursor as usize];
-                cursor = link.next;
-                link.r()
+                let link = cursor;
+                let Link { deadline, index, next } = self.pool[link as usize];
+                cursor = next;
+                Ref { link, deadline, index }
             })
         })
+    }
+
+    /// The deadline a link holds.
+    #[inline]
+    pub(crate) fn deadline(&self, link: u32) -> u64 {
+        self.pool[link as usize].deadline
     }
 
     /// Makes slot list `list` the ready queue, which must be empty.
@@ -184,7 +189,7 @@ impl Lists {
         self.clear_bit(list);
     }
 
-    /// Detaches slot list `list` and returns a cursor for [`Lists::take_next`].
+    /// Detaches slot list `list` and returns a cursor for [`Lists::unlink_next`].
     #[inline]
     pub(crate) fn detach(&mut self, list: u32) -> u32 {
         let head = std::mem::replace(&mut self.lists[list as usize], List::EMPTY).head;
@@ -192,33 +197,35 @@ impl Lists {
         head
     }
 
-    /// The reference at `cursor` of a detached chain, freeing its link and advancing.
+    /// The link at `cursor` of a detached chain, unlinked (ready to be pushed again), and the
+    /// cursor advanced.
     #[inline]
-    pub(crate) fn take_next(&mut self, cursor: &mut u32) -> Option<Ref> {
+    pub(crate) fn unlink_next(&mut self, cursor: &mut u32) -> Option<Ref> {
         if *cursor == NIL {
             return None;
         }
-        let link = self.pool[*cursor as usize];
-        let (r, next) = (link.r(), link.next);
-        self.free_link(*cursor);
+        let link = *cursor;
+        let slot = &mut self.pool[link as usize];
+        let Link { deadline, index, next } = *slot;
+        slot.next = NIL;
         *cursor = next;
-        Some(r)
+        Some(Ref { link, deadline, index })
     }
 
-    /// Moves the references with `deadline == tick` from slot list `list` to the end of the
-    /// ready queue and drops those with `deadline < tick`, keeping the order of both; returns
-    /// how many were dropped.
+    /// Moves the links with `deadline == tick` from slot list `list` to the end of the ready
+    /// queue and frees those with `deadline < tick`, keeping the order of both; returns how
+    /// many were freed.
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> usize {
         let mut cursor = self.lists[list as usize].head;
         let mut kept = List::EMPTY;
         let mut dropped = 0;
         while cursor != NIL {
-            let link = self.pool[cursor as usize];
-            let next = link.next;
-            self.pool[cursor as usize].next = NIL;
-            if link.deadline == tick {
+            let slot = &mut self.pool[cursor as usize];
+            let (deadline, next) = (slot.deadline, slot.next);
+            slot.next = NIL;
+            if deadline == tick {
                 Self::append(&mut self.pool, &mut self.ready, cursor);
-            } else if link.deadline < tick {
+            } else if deadline < tick {
                 self.free_link(cursor);
                 dropped += 1;
             } else {
@@ -233,8 +240,8 @@ impl Lists {
         dropped
     }
 
-    /// Keeps only the references of every list (the ready queue too) for which `keep` holds,
-    /// in order; returns how many were dropped.
+    /// Keeps only the links of every list (the ready queue too) for which `keep` holds, in
+    /// order, freeing the others; returns how many were freed.
     pub(crate) fn retain_all(&mut self, mut keep: impl FnMut(Ref) -> bool) -> usize {
         let mut dropped = 0;
         for word in 0..self.occupied.len() {
@@ -261,13 +268,14 @@ impl Lists {
         *list = List::EMPTY;
         let mut dropped = 0;
         while cursor != NIL {
-            let link = self.pool[cursor as usize];
-            let next = link.next;
-            self.pool[cursor as usize].next = NIL;
-            if keep(link.r()) {
-                Self::append(&mut self.pool, list, cursor);
+            let link = cursor;
+            let slot = &mut self.pool[link as usize];
+            let Link { deadline, index, next } = *slot;
+            slot.next = NIL;
+            if keep(Ref { link, deadline, index }) {
+                Self::append(&mut self.pool, list, link);
             } else {
-                self.free_link(cursor);
+                self.free_link(link);
                 dropped += 1;
             }
             cursor = next;

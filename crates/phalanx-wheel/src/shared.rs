@@ -120,6 +120,16 @@ macro_rules! wheel_api {
             /// out entries already due.
             #[inline]
             pub fn poll(&mut self, until: u64) -> Option<$crate::Expired<T>> {
+                if self.store.ready_is_empty() && self.horizon > until {
+                    // Nothing can be due by `until`: the common empty tick, in O(1).
+                    self.now = self.now.max(until);
+                    return None;
+                }
+                self.poll_due(until)
+            }
+
+            /// [`poll`](Self::poll) when something may be due.
+            fn poll_due(&mut self, until: u64) -> Option<$crate::Expired<T>> {
                 loop {
                     if let Some(expired) = self.store.pop_ready() {
                         return Some(expired);

@@ -1,45 +1,46 @@
-//! The entry store both wheels share: a slab of timer entries with a free list, and slot
-//! lists of *references* to entries. (The public methods the wheels share on top of it are in
-//! `shared.rs`.)
+//! The entry store both wheels share: a slab of timer entries with a free list, and the slot
+//! lists of links to entries (`lists.rs`). (The public methods the wheels share on top of it
+//! are in `shared.rs`.)
 //!
 //! Everything is addressed by `u32` indices so a handle stays small and `Copy`.
 //!
 //! # Lazy cancellation
 //!
-//! A slot list is a list of [`Ref`]s: `(deadline, start sequence, slab index)`. Cancelling a
-//! timer frees its slab entry at once (so `len`, handles, the free list and snapshots are
-//! exactly what they would be with eager removal) but leaves its `Ref` in the slot list as a
-//! *tombstone*: a reference whose sequence no longer matches the entry's. A tombstone is
-//! dropped when its slot is visited (fired, cascaded or swept) and never fires: a `Ref` is live
-//! only while its entry is occupied *and* carries the same start sequence, and a start
-//! sequence is never issued twice. `reset` does the same to the old `Ref` and files a new one.
-//! So a cancel touches one entry, where unlinking from a doubly linked list touched three
-//! scattered ones.
+//! A timer is filed in a slot list as a *link* (its deadline and slab index), and its slab
+//! entry names that one link as its live one. Cancelling a timer frees its slab entry at once
+//! (so `len`, handles, the free list and snapshots are exactly what they would be with eager
+//! removal) but leaves its link in the list as a *tombstone*. A link is live only while its
+//! entry is occupied *and* names it; a link keeps its pool index until it is freed, and it is
+//! freed only when it fires or is dropped as a tombstone, so no other link can be mistaken for
+//! it. A tombstone is dropped when its slot is visited (fired or swept) and never fires.
+//! `reset` leaves the old link as a tombstone too and files a new one. So a cancel touches one
+//! 24-byte entry, where unlinking from a doubly linked list touched three scattered nodes.
 //!
-//! Tombstones are counted; when they outnumber the slab's entries (the most timers ever
-//! held at once, plus a constant and the table's size in words) every list is swept. That
-//! keeps the lists within a constant factor of the slab, which is the memory the wheel
-//! already holds, and costs O(1) amortized per cancel.
+//! Tombstones are counted; when they outnumber three times the slab's entries (the most
+//! timers ever held at once, plus a constant and the table's size in words) every list is
+//! swept. That keeps the lists within a constant factor of the slab and costs O(1) amortized
+//! per cancel.
 //!
 //! # Order
 //!
-//! A slot list is always in start-sequence order *among its live references*: references
-//! are only appended (a new start has the largest sequence so far), and a wheel only moves a
-//! list's references, in order, into lists that hold no live reference. So firing order is
-//! deterministic without any sorting. Each list has one bit in an occupancy bitmap, set while
-//! the list holds any reference, so a wheel can jump over empty slots with `trailing_zeros`.
-//!
-//! Due entries wait in a separate *ready* queue until `poll` hands them out. The lists
-//! themselves are in `lists.rs`.
+//! A slot list is always in start-sequence order *among its live links*: links are only
+//! appended (a new start has the largest sequence so far), and a wheel only moves a list's
+//! links, in order, into lists that hold no live link. So firing order is deterministic
+//! without any sorting. Due entries wait in a separate *ready* queue until `poll` hands them
+//! out.
 
 use crate::lists::Lists;
+pub(crate) use crate::lists::Ref;
 use crate::{Expired, TimerHandle};
 
 /// The most entries a slab may have held for [`Store::small_min`] to scan it.
 const SMALL_SLAB: usize = 16;
 
-/// Tombstones allowed beyond twice the live timers (and the bitmap's words) before a sweep.
-/// Small in debug builds so that the tests sweep often, mid-drain included.
+/// How many tombstones per slab entry are allowed before a sweep.
+const SWEEP_RATIO: usize = 3;
+
+/// Tombstones allowed beyond `SWEEP_RATIO` per slab entry (and the bitmap's words) before a
+/// sweep. Small in debug builds so that the tests sweep often, mid-drain included.
 const SWEEP_SLACK: usize = if cfg!(debug_assertions) { 2 } else { 64 };
 
 /// The "no entry" link. It is never a valid slab index: the slab refuses to grow to it.
@@ -48,31 +49,28 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// The most entries a store can hold: every index below [`NIL`].
 pub(crate) const ENTRIES_MAX: usize = NIL as usize;
 
-/// A slab entry: a live timer while `value` is `Some`, else a link of the free list.
+/// A slab entry's payload: a live timer's value, or the next free entry.
+enum Slot<T> {
+    Vacant { next_free: u32 },
+    Occupied(T),
+}
+
+/// A slab entry.
 struct Entry<T> {
-    deadline: u64,
+    /// The timer's start sequence (meaningless while vacant).
     seq: u64,
     /// Bumped every time the entry is freed, so handles to the old occupant go stale.
     generation: u32,
-    /// The next free entry while vacant.
-    next_free: u32,
-    value: Option<T>,
+    /// The timer's live link (meaningless while vacant).
+    link: u32,
+    slot: Slot<T>,
 }
 
-/// A slot list's reference to a timer: live while the entry at `index` is occupied with
-/// start sequence `seq` (then its deadline is `deadline`), a tombstone otherwise.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Ref {
-    pub(crate) deadline: u64,
-    pub(crate) seq: u64,
-    pub(crate) index: u32,
-}
-
-/// Whether `r` still names a live timer (else it is a tombstone).
+/// Whether `r` is its timer's live link (else it is a tombstone).
 #[inline]
 fn is_live<T>(entries: &[Entry<T>], r: Ref) -> bool {
     let entry = &entries[r.index as usize];
-    entry.seq == r.seq && entry.value.is_some()
+    entry.link == r.link && matches!(entry.slot, Slot::Occupied(_))
 }
 
 /// Slab + slot lists (with their occupancy bitmap and the ready queue).
@@ -109,10 +107,9 @@ impl<T> Store<T> {
         if additional > vacant {
             self.entries.reserve(additional - vacant);
         }
-        // Lists hold a link per live timer and per tombstone, and tombstones stay fewer than
-        // the slab's entries plus a constant (see `add_tombstone`).
+        // Lists hold a link per live timer and per tombstone (see `add_tombstone`).
         let entries = self.entries.len().max(self.len + additional);
-        self.lists.reserve_total(self.len + additional + entries + self.sweep_slack());
+        self.lists.reserve_total(entries * (1 + SWEEP_RATIO) + self.sweep_slack() + 1);
     }
 
     #[cfg(feature = "serde")]
@@ -120,30 +117,34 @@ impl<T> Store<T> {
         self.next_seq
     }
 
-    /// Stores a new timer and returns its reference (not yet in any list), or `None` when the
+    /// Stores a new timer and files it in no list yet: returns its link, or `None` when the
     /// slab is full.
     #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<Ref> {
         let seq = self.take_seq();
-        let index = if self.free_head != NIL {
-            let index = self.free_head;
-            let entry = &mut self.entries[index as usize];
-            self.free_head = entry.next_free;
-            entry.deadline = deadline;
-            entry.seq = seq;
-            entry.next_free = NIL;
-            entry.value = Some(value);
-            index
+        let (index, reuse) = if self.free_head != NIL {
+            (self.free_head, true)
+        } else if self.entries.len() < ENTRIES_MAX {
+            (self.entries.len() as u32, false)
         } else {
-            if self.entries.len() >= ENTRIES_MAX {
-                return None;
-            }
-            let entry = Entry { deadline, seq, generation: 0, next_free: NIL, value: Some(value) };
-            self.entries.push(entry);
-            (self.entries.len() - 1) as u32
+            return None;
         };
+        let r = self.lists.alloc(deadline, index);
+        if reuse {
+            let entry = &mut self.entries[index as usize];
+            let Slot::Vacant { next_free } = entry.slot else {
+                unreachable!("free list points at an occupied entry")
+            };
+            self.free_head = next_free;
+            entry.seq = seq;
+            entry.link = r.link;
+            entry.slot = Slot::Occupied(value);
+        } else {
+            let slot = Slot::Occupied(value);
+            self.entries.push(Entry { seq, generation: 0, link: r.link, slot });
+        }
         self.len += 1;
-        Some(Ref { deadline, seq, index })
+        Some(r)
     }
 
     #[inline]
@@ -164,55 +165,63 @@ impl<T> Store<T> {
     #[inline]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
         let entry = self.entries.get(handle.index as usize)?;
-        (entry.generation == handle.generation && entry.value.is_some()).then_some(handle.index)
+        let occupied = matches!(entry.slot, Slot::Occupied(_));
+        (entry.generation == handle.generation && occupied).then_some(handle.index)
     }
 
     pub(crate) fn deadline(&self, index: u32) -> u64 {
-        self.entries[index as usize].deadline
+        self.lists.deadline(self.entries[index as usize].link)
     }
 
     pub(crate) fn value(&self, index: u32) -> &T {
-        self.entries[index as usize].value.as_ref().expect("a resolved entry is occupied")
+        match &self.entries[index as usize].slot {
+            Slot::Occupied(value) => value,
+            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
+        }
     }
 
     pub(crate) fn value_mut(&mut self, index: u32) -> &mut T {
-        self.entries[index as usize].value.as_mut().expect("a resolved entry is occupied")
+        match &mut self.entries[index as usize].slot {
+            Slot::Occupied(value) => value,
+            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
+        }
     }
 
-    /// Cancels a live timer: frees its entry and leaves its reference as a tombstone.
+    /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
     #[inline]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
-        let expired = self.release(index);
+        let (_, value) = self.release(index);
         self.add_tombstone();
-        expired.value
+        value
     }
 
-    /// Re-arms a live timer to `deadline` with a fresh start sequence, leaving its old
-    /// reference as a tombstone; returns the new reference (not yet in any list).
+    /// Re-arms a live timer to `deadline` with a fresh start sequence, leaving its old link
+    /// as a tombstone; returns the new link (not yet in any list).
     pub(crate) fn renew(&mut self, index: u32, deadline: u64) -> Ref {
         let seq = self.take_seq();
+        let r = self.lists.alloc(deadline, index);
         let entry = &mut self.entries[index as usize];
-        entry.deadline = deadline;
         entry.seq = seq;
+        entry.link = r.link;
         self.add_tombstone();
-        Ref { deadline, seq, index }
+        r
     }
 
     #[inline]
     fn add_tombstone(&mut self) {
         self.stale += 1;
-        if self.stale > 3 * self.entries.len() + self.sweep_slack() {
+        if self.stale > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
             self.sweep();
         }
     }
 
-    /// Tombstones allowed beyond the slab's entries before a sweep.
+    /// Tombstones allowed beyond `SWEEP_RATIO` per slab entry before a sweep.
     fn sweep_slack(&self) -> usize {
         SWEEP_SLACK + self.lists.words()
     }
 
     /// Removes every tombstone from every list and the ready queue, keeping the order of the
-    /// live references.
+    /// live links.
     fn sweep(&mut self) {
         let entries = &self.entries;
         let dropped = self.lists.retain_all(|r| is_live(entries, r));
@@ -220,29 +229,31 @@ impl<T> Store<T> {
         self.stale = 0;
     }
 
-    /// Frees a live entry, making every handle to it stale.
+    /// Frees a live entry, making every handle to it stale: its handle and value.
     #[inline]
-    fn release(&mut self, index: u32) -> Expired<T> {
+    fn release(&mut self, index: u32) -> (TimerHandle, T) {
         let entry = &mut self.entries[index as usize];
         let handle = TimerHandle { index, generation: entry.generation };
         entry.generation = entry.generation.wrapping_add(1);
-        entry.next_free = self.free_head;
-        let value = entry.value.take().expect("released a vacant entry");
+        let slot = std::mem::replace(&mut entry.slot, Slot::Vacant { next_free: self.free_head });
         self.free_head = index;
         self.len -= 1;
-        Expired { handle, deadline: entry.deadline, value }
+        match slot {
+            Slot::Occupied(value) => (handle, value),
+            Slot::Vacant { .. } => unreachable!("released a vacant entry"),
+        }
     }
 
-    /// Appends a reference to slot list `list`.
+    /// Appends a link to slot list `list`.
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, r: Ref) {
-        self.lists.push(list, r);
+        self.lists.push(list, r.link);
     }
 
-    /// Appends a reference to the ready queue.
+    /// Appends a link to the ready queue.
     #[inline(always)]
     pub(crate) fn push_ready(&mut self, r: Ref) {
-        self.lists.push_ready(r);
+        self.lists.push_ready(r.link);
     }
 
     /// Hands out the next live entry of the ready queue, dropping tombstones on the way.
@@ -250,11 +261,18 @@ impl<T> Store<T> {
     pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
         while let Some(r) = self.lists.pop_ready() {
             if is_live(&self.entries, r) {
-                return Some(self.release(r.index));
+                let (handle, value) = self.release(r.index);
+                return Some(Expired { handle, deadline: r.deadline, value });
             }
             self.stale -= 1;
         }
         None
+    }
+
+    /// Whether the ready queue is empty (of live links and tombstones alike).
+    #[inline(always)]
+    pub(crate) fn ready_is_empty(&self) -> bool {
+        self.lists.ready_is_empty()
     }
 
     /// Whether the ready queue holds a live entry.
@@ -268,21 +286,21 @@ impl<T> Store<T> {
         self.lists.list_to_ready(list);
     }
 
-    /// Detaches slot list `list`; walk its references with [`Store::take_next`].
+    /// Detaches slot list `list`; take its links with [`Store::unlink_next`].
     #[inline]
     pub(crate) fn detach(&mut self, list: u32) -> u32 {
         self.lists.detach(list)
     }
 
-    /// The next reference of a detached list (see [`Lists::take_next`]).
+    /// The next link of a detached list, unlinked, to be filed again.
     #[inline]
-    pub(crate) fn take_next(&mut self, cursor: &mut u32) -> Option<Ref> {
-        self.lists.take_next(cursor)
+    pub(crate) fn unlink_next(&mut self, cursor: &mut u32) -> Option<Ref> {
+        self.lists.unlink_next(cursor)
     }
 
-    /// Moves the references due at `tick` from slot list `list` to the (empty) ready queue,
-    /// in order, and drops those due before it (tombstones: a live entry is never left
-    /// behind its tick). Keeps the rest. Whether any reference was moved.
+    /// Moves the links due at `tick` from slot list `list` to the (empty) ready queue, in
+    /// order, and drops those due before it (tombstones: a live entry is never left behind
+    /// its tick). Keeps the rest. Whether any link was moved.
     #[inline]
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
         debug_assert!(self.lists.ready_is_empty());
@@ -290,7 +308,7 @@ impl<T> Store<T> {
         !self.lists.ready_is_empty()
     }
 
-    /// The live references of slot list `list`.
+    /// The live links of slot list `list`.
     pub(crate) fn live_refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
         self.lists.refs(list).filter(|&r| is_live(&self.entries, r))
     }
@@ -307,24 +325,26 @@ impl<T> Store<T> {
         self.lists.next_occupied(from, limit)
     }
 
+    /// The live entries as `(index, entry)`.
+    fn live_entries(&self) -> impl Iterator<Item = (u32, &Entry<T>)> + '_ {
+        let occupied = |(_, entry): &(usize, &Entry<T>)| matches!(entry.slot, Slot::Occupied(_));
+        self.entries.iter().enumerate().filter(occupied).map(|(index, e)| (index as u32, e))
+    }
+
     /// When the slab is small (a connection's handful of timers), the earliest deadline of
     /// any live timer, found by scanning the slab: `Some(None)` when there is none. `None`
     /// when the slab is too large for that to be cheap.
     #[inline]
     pub(crate) fn small_min(&self) -> Option<Option<u64>> {
-        (self.entries.len() <= SMALL_SLAB).then(|| {
-            self.entries.iter().filter(|entry| entry.value.is_some()).map(|e| e.deadline).min()
-        })
+        (self.entries.len() <= SMALL_SLAB)
+            .then(|| self.live_entries().map(|(_, e)| self.lists.deadline(e.link)).min())
     }
 
     /// Every live entry as `(deadline, seq, index)`, sorted: the canonical (firing) order.
     pub(crate) fn sorted_live(&self) -> Vec<(u64, u64, u32)> {
         let mut live: Vec<(u64, u64, u32)> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, entry)| entry.value.is_some())
-            .map(|(index, entry)| (entry.deadline, entry.seq, index as u32))
+            .live_entries()
+            .map(|(index, entry)| (self.lists.deadline(entry.link), entry.seq, index))
             .collect();
         live.sort_unstable();
         live
@@ -349,7 +369,7 @@ impl<T> Store<T> {
 mod snapshot {
     //! The slab layout as data, so a restored wheel hands out the same handles as the original.
 
-    use super::{Entry, Store, NIL};
+    use super::{Entry, Ref, Slot, Store, NIL};
 
     impl<T> Store<T> {
         /// Per-entry generations and the free list in chain order.
@@ -359,7 +379,10 @@ mod snapshot {
             let mut cursor = self.free_head;
             while cursor != NIL {
                 free.push(cursor);
-                cursor = self.entries[cursor as usize].next_free;
+                cursor = match self.entries[cursor as usize].slot {
+                    Slot::Vacant { next_free } => next_free,
+                    Slot::Occupied(_) => NIL,
+                };
             }
             (generations, free)
         }
@@ -376,17 +399,16 @@ mod snapshot {
             store.entries = generations
                 .iter()
                 .map(|&generation| Entry {
-                    deadline: 0,
                     seq: 0,
                     generation,
-                    next_free: NIL,
-                    value: None,
+                    link: NIL,
+                    slot: Slot::Vacant { next_free: NIL },
                 })
                 .collect();
             store.len = generations.len();
             for (position, &index) in free.iter().enumerate() {
-                store.entries[index as usize].next_free =
-                    free.get(position + 1).copied().unwrap_or(NIL);
+                let next_free = free.get(position + 1).copied().unwrap_or(NIL);
+                store.entries[index as usize].slot = Slot::Vacant { next_free };
                 store.len -= 1;
             }
             store.free_head = free.first().copied().unwrap_or(NIL);
@@ -394,19 +416,15 @@ mod snapshot {
             store
         }
 
-        /// Puts a timer at a chosen (vacant, off-free-list) index and returns its reference.
-        pub(crate) fn occupy(
-            &mut self,
-            index: u32,
-            deadline: u64,
-            seq: u64,
-            value: T,
-        ) -> super::Ref {
+        /// Puts a timer at a chosen (vacant, off-free-list) index and returns its link, to be
+        /// filed.
+        pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) -> Ref {
+            let r = self.lists.alloc(deadline, index);
             let entry = &mut self.entries[index as usize];
-            entry.deadline = deadline;
             entry.seq = seq;
-            entry.value = Some(value);
-            super::Ref { deadline, seq, index }
+            entry.link = r.link;
+            entry.slot = Slot::Occupied(value);
+            r
         }
     }
 }
