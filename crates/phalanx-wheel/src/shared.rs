@@ -128,7 +128,9 @@ macro_rules! wheel_api {
                 self.poll_due(until)
             }
 
-            /// [`poll`](Self::poll) when something may be due.
+            /// [`poll`](Self::poll) when something may be due (kept out of line so that the
+            /// empty check inlines into a caller's loop).
+            #[inline(never)]
             fn poll_due(&mut self, until: u64) -> Option<$crate::Expired<T>> {
                 loop {
                     if let Some(expired) = self.store.pop_ready() {
@@ -163,6 +165,7 @@ macro_rules! wheel_api {
         impl<T> Iterator for Drain<'_, T> {
             type Item = $crate::Expired<T>;
 
+            #[inline]
             fn next(&mut self) -> Option<$crate::Expired<T>> {
                 self.wheel.poll(self.until)
             }
