@@ -82,6 +82,9 @@ pub(crate) struct Store<T> {
     /// Tombstones in the lists and the ready queue.
     stale: usize,
     next_seq: u64,
+    /// While the slab is small: the earliest deadline of any live timer (`u64::MAX` when
+    /// there is none), kept up to date so a small wheel answers `next_deadline` at once.
+    earliest: u64,
 }
 
 impl<T> Store<T> {
@@ -94,6 +97,7 @@ impl<T> Store<T> {
             lists: Lists::new(list_count),
             stale: 0,
             next_seq: 0,
+            earliest: u64::MAX,
         }
     }
 
@@ -144,6 +148,7 @@ impl<T> Store<T> {
             self.entries.push(Entry { seq, generation: 0, link: r.link, slot });
         }
         self.len += 1;
+        self.earliest = self.earliest.min(deadline);
         Some(r)
     }
 
@@ -190,19 +195,41 @@ impl<T> Store<T> {
     /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
     #[inline]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
+        let deadline = self.is_small().then(|| self.deadline(index));
         let (_, value) = self.release(index);
+        if deadline == Some(self.earliest) {
+            self.refresh_earliest();
+        }
         self.add_tombstone();
         value
+    }
+
+    /// Whether the slab is small enough to keep `earliest` and scan it.
+    #[inline]
+    fn is_small(&self) -> bool {
+        self.entries.len() <= SMALL_SLAB
+    }
+
+    /// Recomputes `earliest` from the slab (small slabs only).
+    fn refresh_earliest(&mut self) {
+        let earliest = self.live_entries().map(|(_, e)| self.lists.deadline(e.link)).min();
+        self.earliest = earliest.unwrap_or(u64::MAX);
     }
 
     /// Re-arms a live timer to `deadline` with a fresh start sequence, leaving its old link
     /// as a tombstone; returns the new link (not yet in any list).
     pub(crate) fn renew(&mut self, index: u32, deadline: u64) -> Ref {
         let seq = self.take_seq();
+        let old = self.is_small().then(|| self.deadline(index));
         let r = self.lists.alloc(deadline, index);
         let entry = &mut self.entries[index as usize];
         entry.seq = seq;
         entry.link = r.link;
+        if old == Some(self.earliest) {
+            self.refresh_earliest();
+        } else {
+            self.earliest = self.earliest.min(deadline);
+        }
         self.add_tombstone();
         r
     }
@@ -262,6 +289,9 @@ impl<T> Store<T> {
         while let Some(r) = self.lists.pop_ready() {
             if is_live(&self.entries, r) {
                 let (handle, value) = self.release(r.index);
+                if r.deadline == self.earliest && self.is_small() {
+                    self.refresh_earliest();
+                }
                 return Some(Expired { handle, deadline: r.deadline, value });
             }
             self.stale -= 1;
@@ -331,13 +361,13 @@ impl<T> Store<T> {
         self.entries.iter().enumerate().filter(occupied).map(|(index, e)| (index as u32, e))
     }
 
-    /// When the slab is small (a connection's handful of timers), the earliest deadline of
-    /// any live timer, found by scanning the slab: `Some(None)` when there is none. `None`
-    /// when the slab is too large for that to be cheap.
+    /// When the slab is small (it never held more than a connection's handful of timers),
+    /// the earliest deadline of any live timer, kept up to date as timers start, stop and
+    /// fire (a scan of the small slab when the earliest one goes): `Some(None)` when there
+    /// is none. `None` when the slab is too large for that to be cheap.
     #[inline]
     pub(crate) fn small_min(&self) -> Option<Option<u64>> {
-        (self.entries.len() <= SMALL_SLAB)
-            .then(|| self.live_entries().map(|(_, e)| self.lists.deadline(e.link)).min())
+        self.is_small().then(|| (self.len > 0).then_some(self.earliest))
     }
 
     /// Every live entry as `(deadline, seq, index)`, sorted: the canonical (firing) order.
@@ -424,6 +454,7 @@ mod snapshot {
             entry.seq = seq;
             entry.link = r.link;
             entry.slot = Slot::Occupied(value);
+            self.earliest = self.earliest.min(deadline);
             r
         }
     }
