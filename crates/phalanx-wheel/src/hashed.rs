@@ -94,10 +94,16 @@ impl<T> HashedWheel<T> {
     /// Exact. When the wheel has never held more than 16 timers (a connection's handful) it
     /// scans those entries, a few loads; otherwise at most one revolution of occupied slots,
     /// and all entries when every timer is more than a revolution away.
+    #[inline]
     pub fn next_deadline(&self) -> Option<u64> {
-        if let Some(earliest) = self.store.small_min() {
-            return earliest;
+        match self.store.small_min() {
+            Some(earliest) => earliest,
+            None => self.find_next_deadline(),
         }
+    }
+
+    /// [`next_deadline`](Self::next_deadline) for a wheel that is not small.
+    fn find_next_deadline(&self) -> Option<u64> {
         if self.store.ready_has_live() {
             return Some(self.now);
         }

@@ -145,10 +145,16 @@ impl<T> HierarchicalWheel<T> {
     /// Exact; O(levels) plus a walk of the first slot holding a live timer (and of any
     /// slots before it holding only tombstones), or a scan of at most 16 entries when the
     /// wheel has never held more.
+    #[inline]
     pub fn next_deadline(&self) -> Option<u64> {
-        if let Some(earliest) = self.store.small_min() {
-            return earliest;
+        match self.store.small_min() {
+            Some(earliest) => earliest,
+            None => self.find_next_deadline(),
         }
+    }
+
+    /// [`next_deadline`](Self::next_deadline) for a wheel that is not small.
+    fn find_next_deadline(&self) -> Option<u64> {
         if self.store.ready_has_live() {
             return Some(self.now);
         }
