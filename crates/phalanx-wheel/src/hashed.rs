@@ -7,7 +7,8 @@
 //! them already in `(deadline, sequence)` order.
 //!
 //! Time only moves inside [`HashedWheel::poll`]. Entries due at the wheel's current tick sit in
-//! a separate *ready* list until they are handed out.
+//! a separate *ready* queue until they are handed out. A wheel that has never held more than
+//! 16 timers (a connection's) knows its earliest deadline exactly and steps straight to it.
 //!
 //! This module holds what is particular to Scheme 6: the table, where a deadline is filed,
 //! `next_deadline` and how the clock steps to the next due slot. The methods both wheels share
@@ -23,8 +24,11 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 
 /// A hashed timing wheel (Scheme 6) for many timers in local time.
 ///
-/// Start, cancel and reset are O(1). Advancing one tick costs O(1) to skip an empty slot (a
-/// bitmap scan finds the next occupied one) plus the length of each occupied slot visited.
+/// Start, cancel and reset are O(1) (cancel amortized: see the crate docs on lazy
+/// cancellation). Advancing one tick costs O(1) to skip an empty slot (a bitmap scan finds the
+/// next occupied one) plus the length of each occupied slot visited. While the wheel has never
+/// held more than 16 timers it knows its earliest deadline exactly, so a poll with nothing due
+/// and `next_deadline` cost about a heap's peek.
 /// Choose the slot count near the span of deadlines you use (for a retransmit timer in
 /// milliseconds, 256–1024 is plenty); timers further away than one revolution stay correct
 /// but are looked at once per revolution.
@@ -52,7 +56,7 @@ pub struct HashedWheel<T> {
     /// The last tick at which something became due; used to detect a whole quiet revolution
     /// and jump straight to the earliest deadline instead of circling.
     last_due: u64,
-    /// A lower bound on every deadline not yet in the ready list: until the clock reaches it
+    /// A lower bound on every deadline not yet in the ready queue: until the clock reaches it
     /// nothing can be due, so empty ticks cost O(1).
     horizon: u64,
 }

@@ -13,8 +13,9 @@
 /// `$wheel<T>` must have the fields
 /// - `store: Store<T>`, holding its timers;
 /// - `now: u64`, the clock;
-/// - `horizon: u64`, a lower bound on every deadline not yet in the ready list: while it is
-///   past `until`, `poll(until)` can move the clock to `until` without looking at any slot;
+/// - `horizon: u64`, a lower bound on every deadline not yet in the ready queue: while it is
+///   past `until` and the ready queue is empty, `poll(until)` can move the clock to `until`
+///   without looking at any slot;
 ///
 /// and the methods
 /// - `fn place(&mut self, r: Ref)`, filing a reference with `r.deadline >= now` into the list
@@ -43,7 +44,9 @@ macro_rules! wheel_api {
                 self.store.len() == 0
             }
 
-            /// Makes room for `additional` more timers without allocating later.
+            /// Makes room for `additional` more timers without allocating later: slab entries
+            /// (24 bytes each for a 4-byte value) and list links (16 bytes) for the timers and
+            /// the tombstones their cancellations may leave (up to four links a timer).
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
             }

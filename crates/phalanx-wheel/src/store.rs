@@ -193,7 +193,7 @@ impl<T> Store<T> {
     }
 
     /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
         let deadline = self.is_small().then(|| self.deadline(index));
         let (_, value) = self.release(index);
@@ -211,6 +211,8 @@ impl<T> Store<T> {
     }
 
     /// Recomputes `earliest` from the slab (small slabs only).
+    #[cold]
+    #[inline(never)]
     fn refresh_earliest(&mut self) {
         let earliest = self.live_entries().map(|(_, e)| self.lists.deadline(e.link)).min();
         self.earliest = earliest.unwrap_or(u64::MAX);
@@ -234,7 +236,7 @@ impl<T> Store<T> {
         r
     }
 
-    #[inline]
+    #[inline(always)]
     fn add_tombstone(&mut self) {
         self.stale += 1;
         if self.stale > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
@@ -249,6 +251,8 @@ impl<T> Store<T> {
 
     /// Removes every tombstone from every list and the ready queue, keeping the order of the
     /// live links.
+    #[cold]
+    #[inline(never)]
     fn sweep(&mut self) {
         let entries = &self.entries;
         let dropped = self.lists.retain_all(|r| is_live(entries, r));
