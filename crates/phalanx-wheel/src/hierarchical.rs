@@ -113,7 +113,12 @@ impl<T> HierarchicalWheel<T> {
         } else {
             let level = level_for(self.now, r.deadline);
             let slot = digit(r.deadline, level);
-            self.horizon = self.horizon.min(slot_start(self.now, level, slot));
+            // The deadline shares every digit above `level` with the clock, so its slot starts
+            // at the deadline with the lower digits cleared.
+            let shift = SLOT_BITS as usize * level;
+            let start = (r.deadline >> shift) << shift;
+            debug_assert_eq!(start, slot_start(self.now, level, slot));
+            self.horizon = self.horizon.min(start);
             self.store.push(list_index(level, slot), r);
         }
     }

@@ -65,8 +65,8 @@ macro_rules! wheel_api {
                 if deadline < self.now {
                     return Err($crate::InsertError::DeadlineElapsed { deadline, now: self.now });
                 }
-                let r = self.store.alloc(deadline, value).ok_or($crate::InsertError::Full)?;
-                let handle = self.store.handle(r.index);
+                let (r, handle) =
+                    self.store.alloc(deadline, value).ok_or($crate::InsertError::Full)?;
                 self.place(r);
                 Ok(handle)
             }

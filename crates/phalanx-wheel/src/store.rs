@@ -121,10 +121,10 @@ impl<T> Store<T> {
         self.next_seq
     }
 
-    /// Stores a new timer and files it in no list yet: returns its link, or `None` when the
-    /// slab is full.
+    /// Stores a new timer and files it in no list yet: returns its link and handle, or
+    /// `None` when the slab is full.
     #[inline(always)]
-    pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<Ref> {
+    pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
         let seq = self.take_seq();
         let (index, reuse) = if self.free_head != NIL {
             (self.free_head, true)
@@ -134,7 +134,7 @@ impl<T> Store<T> {
             return None;
         };
         let r = self.lists.alloc(deadline, index);
-        if reuse {
+        let generation = if reuse {
             let entry = &mut self.entries[index as usize];
             let Slot::Vacant { next_free } = entry.slot else {
                 unreachable!("free list points at an occupied entry")
@@ -143,13 +143,15 @@ impl<T> Store<T> {
             entry.seq = seq;
             entry.link = r.link;
             entry.slot = Slot::Occupied(value);
+            entry.generation
         } else {
             let slot = Slot::Occupied(value);
             self.entries.push(Entry { seq, generation: 0, link: r.link, slot });
-        }
+            0
+        };
         self.len += 1;
         self.earliest = self.earliest.min(deadline);
-        Some(r)
+        Some((r, TimerHandle { index, generation }))
     }
 
     #[inline]
