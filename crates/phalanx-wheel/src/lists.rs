@@ -7,9 +7,13 @@
 //! cascades, collection into the ready queue and sweeps relink it in place — so the slab can
 //! name the one link that is a timer's live one (see `store.rs`).
 //!
-//! Every list keeps its links in the order they were appended, and each slot list has one bit
-//! in an occupancy bitmap, set while it holds any link, so a wheel can jump over empty slots
-//! with `trailing_zeros`. The ready queue is one more list, without a bit.
+//! A slot list is a stack: a new link goes in front, so filing a timer writes its own link and
+//! the slot's head and reads no other link (a tail link would be a cache miss in a big table).
+//! A slot list therefore holds its links newest first, and whatever takes links out of a slot
+//! in order (into the ready queue, a cascade, collection) reverses the chain first, in the pass
+//! that walks it anyway. Each slot list has one bit in an occupancy bitmap, set while it holds
+//! any link, so a wheel can jump over empty slots with `trailing_zeros`. The ready queue is a
+//! queue (head and tail), without a bit.
 
 use crate::store::NIL;
 
@@ -45,7 +49,8 @@ impl List {
 pub(crate) struct Lists {
     pool: Vec<Link>,
     free: u32,
-    lists: Vec<List>,
+    /// The first (newest) link of each slot list.
+    heads: Vec<u32>,
     occupied: Vec<u64>,
     ready: List,
 }
@@ -55,14 +60,14 @@ impl Lists {
         Lists {
             pool: Vec::new(),
             free: NIL,
-            lists: vec![List::EMPTY; list_count],
+            heads: vec![NIL; list_count],
             occupied: vec![0; list_count.div_ceil(64)],
             ready: List::EMPTY,
         }
     }
 
     pub(crate) fn list_count(&self) -> usize {
-        self.lists.len()
+        self.heads.len()
     }
 
     /// Words in the occupancy bitmap.
@@ -118,12 +123,31 @@ impl Lists {
         was_empty
     }
 
-    /// Appends an unlinked link to slot list `list`.
+    /// Puts an unlinked link in front of slot list `list`.
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, link: u32) {
-        if Self::append(&mut self.pool, &mut self.lists[list as usize], link) {
+        let head = &mut self.heads[list as usize];
+        if *head == NIL {
             self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
+        self.pool[link as usize].next = *head;
+        *head = link;
+    }
+
+    /// Takes slot list `list` out (its bit cleared) as a chain in the order its links were
+    /// pushed, oldest first: `(first, last)`, or `NIL`s when empty.
+    #[inline]
+    fn take_in_order(&mut self, list: u32) -> (u32, u32) {
+        let newest = std::mem::replace(&mut self.heads[list as usize], NIL);
+        self.clear_bit(list);
+        let (mut cursor, mut reversed) = (newest, NIL);
+        while cursor != NIL {
+            let next = self.pool[cursor as usize].next;
+            self.pool[cursor as usize].next = reversed;
+            reversed = cursor;
+            cursor = next;
+        }
+        (reversed, newest)
     }
 
     /// Appends an unlinked link to the ready queue.
@@ -159,9 +183,9 @@ impl Lists {
         self.chain(self.ready.head)
     }
 
-    /// The links of slot list `list`, in order.
+    /// The links of slot list `list`, newest first.
     pub(crate) fn refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
-        self.chain(self.lists[list as usize].head)
+        self.chain(self.heads[list as usize])
     }
 
     fn chain(&self, mut cursor: u32) -> impl Iterator<Item = Ref> + '_ {
@@ -185,16 +209,15 @@ impl Lists {
     #[inline]
     pub(crate) fn list_to_ready(&mut self, list: u32) {
         debug_assert!(self.ready_is_empty());
-        self.ready = std::mem::replace(&mut self.lists[list as usize], List::EMPTY);
-        self.clear_bit(list);
+        let (head, tail) = self.take_in_order(list);
+        self.ready = List { head, tail };
     }
 
-    /// Detaches slot list `list` and returns a cursor for [`Lists::unlink_next`].
+    /// Detaches slot list `list` and returns a cursor for [`Lists::unlink_next`], which hands
+    /// out its links oldest first.
     #[inline]
     pub(crate) fn detach(&mut self, list: u32) -> u32 {
-        let head = std::mem::replace(&mut self.lists[list as usize], List::EMPTY).head;
-        self.clear_bit(list);
-        head
+        self.take_in_order(list).0
     }
 
     /// The link at `cursor` of a detached chain, unlinked (ready to be pushed again), and the
@@ -216,8 +239,8 @@ impl Lists {
     /// queue and frees those with `deadline < tick`, keeping the order of both; returns how
     /// many were freed.
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> usize {
-        let mut cursor = self.lists[list as usize].head;
-        let mut kept = List::EMPTY;
+        let (mut cursor, _) = self.take_in_order(list);
+        let mut kept = NIL;
         let mut dropped = 0;
         while cursor != NIL {
             let slot = &mut self.pool[cursor as usize];
@@ -229,13 +252,15 @@ impl Lists {
                 self.free_link(cursor);
                 dropped += 1;
             } else {
-                Self::append(&mut self.pool, &mut kept, cursor);
+                // Oldest first in, so the kept links end up newest first again.
+                self.pool[cursor as usize].next = kept;
+                kept = cursor;
             }
             cursor = next;
         }
-        self.lists[list as usize] = kept;
-        if kept.head == NIL {
-            self.clear_bit(list);
+        if kept != NIL {
+            self.heads[list as usize] = kept;
+            self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
         dropped
     }
@@ -249,9 +274,9 @@ impl Lists {
             while bits != 0 {
                 let list = (word * 64) as u32 + bits.trailing_zeros();
                 bits &= bits - 1;
-                let mut kept = self.lists[list as usize];
+                let mut kept = List { head: self.heads[list as usize], tail: NIL };
                 dropped += self.retain(&mut kept, &mut keep);
-                self.lists[list as usize] = kept;
+                self.heads[list as usize] = kept.head;
                 if kept.head == NIL {
                     self.clear_bit(list);
                 }
