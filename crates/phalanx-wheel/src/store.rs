@@ -88,13 +88,13 @@ pub(crate) struct Store<T> {
 }
 
 impl<T> Store<T> {
-    /// A store with `list_count` slot lists.
-    pub(crate) fn new(list_count: usize) -> Self {
+    /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`).
+    pub(crate) fn new(list_count: usize, stacks: bool) -> Self {
         Store {
             entries: Vec::new(),
             free_head: NIL,
             len: 0,
-            lists: Lists::new(list_count),
+            lists: Lists::new(list_count, stacks),
             stale: 0,
             next_seq: 0,
             earliest: u64::MAX,
@@ -423,7 +423,8 @@ mod snapshot {
             (generations, free)
         }
 
-        /// A store laid out as `generations` / `free` describe, with nothing live yet.
+        /// A store (for a hierarchical wheel: queues) laid out as `generations` / `free`
+        /// describe, with nothing live yet.
         /// The caller has checked that the indices are in range and distinct.
         pub(crate) fn from_layout(
             list_count: usize,
@@ -431,7 +432,7 @@ mod snapshot {
             free: &[u32],
             next_seq: u64,
         ) -> Self {
-            let mut store = Store::new(list_count);
+            let mut store = Store::new(list_count, false);
             store.entries = generations
                 .iter()
                 .map(|&generation| Entry {
