@@ -11,10 +11,15 @@ import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent / "target" / "criterion"
 rows = {}
+links = {}
 for bench in root.glob("**/new/benchmark.json"):
     meta = json.loads(bench.read_text())
     estimates = json.loads((bench.parent / "estimates.json").read_text())
     group = meta["group_id"]
+    if group == "per_link":
+        elements = (meta.get("throughput") or {}).get("Elements") or 1
+        links[meta["function_id"]] = estimates["median"]["point_estimate"] / elements
+        continue
     if "/" not in group:
         continue
     structure, size = group.split("/", 1)
@@ -40,3 +45,13 @@ for (workload, size) in sorted(rows, key=lambda k: (order.index(k[0]) if k[0] in
     for s in ("hashed", "hierarchical"):
         line.append(f"{heap / cells[s]:.2f}×" if heap and s in cells else "–")
     print("| " + " | ".join(line) + " |")
+
+if links:
+    heap = links.get("heap")
+    print()
+    print("| per link per turn | ns | vs heap |")
+    print("|---|---:|---:|")
+    for s in ("heap", "hashed", "hierarchical"):
+        if s in links:
+            ratio = f"{heap / links[s]:.2f}×" if heap else "–"
+            print(f"| {s} | {links[s]:.1f} | {ratio} |")

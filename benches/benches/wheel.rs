@@ -19,6 +19,11 @@
 //! - `steady`: N live; per tick cancel 64 random live timers and start 64 (deadlines 2^15..2^16
 //!   ahead), for 256 ticks; per cancel+start pair;
 //! - `burst`: N timers due on the same tick, all fired.
+//!
+//! And the real use, `per_link`: a host with 8 links, each with the five timers a phalanx-proto
+//! link keeps (retransmit, ack delay, keep-alive, idle, repeat) in a structure of its own, over
+//! 1,000 turns of 100 ms in 1 ms ticks, driven the way the host drives them (every wake-up
+//! polls every link and asks every link for its next deadline); reported per link per turn.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -341,6 +346,231 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
     group.finish();
 }
 
+/// The five timers of a phalanx-proto link (`crates/phalanx-proto/src/link.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LinkTimer {
+    Retransmit,
+    AckDelay,
+    KeepAlive,
+    Idle,
+    Repeat,
+}
+
+const LINK_TIMERS: [LinkTimer; 5] = [
+    LinkTimer::Retransmit,
+    LinkTimer::AckDelay,
+    LinkTimer::KeepAlive,
+    LinkTimer::Idle,
+    LinkTimer::Repeat,
+];
+
+/// One link's timers, as `Link` uses them: arm (re-arming an armed timer), disarm, fire
+/// what is due, and say when the next one is due.
+trait LinkTimers {
+    const NAME: &'static str;
+    fn new(now: u64) -> Self;
+    fn arm(&mut self, timer: LinkTimer, deadline: u64);
+    fn disarm(&mut self, timer: LinkTimer);
+    fn is_armed(&self, timer: LinkTimer) -> bool;
+    /// The next timer due by `now`, disarmed.
+    fn poll(&mut self, now: u64) -> Option<LinkTimer>;
+    fn next_deadline(&mut self) -> Option<u64>;
+}
+
+/// A link's timers in a wheel, exactly as `Link` keeps them: a handle per timer, re-armed
+/// with `reset`.
+macro_rules! wheel_link {
+    ($name:ident, $wheel:ty, $label:literal, $new:expr) => {
+        struct $name {
+            wheel: $wheel,
+            handles: [Option<TimerHandle>; 5],
+        }
+
+        impl LinkTimers for $name {
+            const NAME: &'static str = $label;
+            fn new(now: u64) -> Self {
+                $name { wheel: $new(now), handles: [None; 5] }
+            }
+            fn arm(&mut self, timer: LinkTimer, deadline: u64) {
+                if let Some(handle) = self.handles[timer as usize] {
+                    if self.wheel.reset(handle, deadline).is_ok() {
+                        return;
+                    }
+                }
+                self.handles[timer as usize] = self.wheel.insert(deadline, timer).ok();
+            }
+            fn disarm(&mut self, timer: LinkTimer) {
+                if let Some(handle) = self.handles[timer as usize].take() {
+                    self.wheel.cancel(handle);
+                }
+            }
+            fn is_armed(&self, timer: LinkTimer) -> bool {
+                self.handles[timer as usize].is_some()
+            }
+            fn poll(&mut self, now: u64) -> Option<LinkTimer> {
+                let expired = self.wheel.poll(now)?;
+                self.handles[expired.value as usize] = None;
+                Some(expired.value)
+            }
+            fn next_deadline(&mut self) -> Option<u64> {
+                self.wheel.next_deadline()
+            }
+        }
+    };
+}
+
+wheel_link!(HashedLink, HashedWheel<LinkTimer>, "hashed", |now| HashedWheel::new(now, 1024)
+    .expect("power of two"));
+wheel_link!(HierarchicalLink, HierarchicalWheel<LinkTimer>, "hierarchical", HierarchicalWheel::new);
+
+/// A link's timers in a `BinaryHeap` with generation tombstones, as for the other workloads:
+/// re-arming or disarming bumps the timer's generation, and stale entries are skipped when
+/// they reach the top.
+struct HeapLink {
+    heap: BinaryHeap<Reverse<(u64, u64, u8, u32)>>,
+    generations: [u32; 5],
+    armed: [bool; 5],
+    seq: u64,
+}
+
+impl HeapLink {
+    fn is_stale(&self, (_, _, timer, generation): (u64, u64, u8, u32)) -> bool {
+        !self.armed[timer as usize] || self.generations[timer as usize] != generation
+    }
+}
+
+impl LinkTimers for HeapLink {
+    const NAME: &'static str = "heap";
+    fn new(_now: u64) -> Self {
+        HeapLink { heap: BinaryHeap::new(), generations: [0; 5], armed: [false; 5], seq: 0 }
+    }
+    fn arm(&mut self, timer: LinkTimer, deadline: u64) {
+        let i = timer as usize;
+        self.generations[i] = self.generations[i].wrapping_add(1);
+        self.armed[i] = true;
+        self.heap.push(Reverse((deadline, self.seq, i as u8, self.generations[i])));
+        self.seq += 1;
+    }
+    fn disarm(&mut self, timer: LinkTimer) {
+        self.armed[timer as usize] = false;
+    }
+    fn is_armed(&self, timer: LinkTimer) -> bool {
+        self.armed[timer as usize]
+    }
+    fn poll(&mut self, now: u64) -> Option<LinkTimer> {
+        while let Some(&Reverse(top)) = self.heap.peek() {
+            if self.is_stale(top) {
+                self.heap.pop();
+                continue;
+            }
+            if top.0 > now {
+                return None;
+            }
+            self.heap.pop();
+            self.armed[top.2 as usize] = false;
+            return Some(LINK_TIMERS[top.2 as usize]);
+        }
+        None
+    }
+    fn next_deadline(&mut self) -> Option<u64> {
+        while let Some(&Reverse(top)) = self.heap.peek() {
+            if !self.is_stale(top) {
+                return Some(top.0);
+            }
+            self.heap.pop();
+        }
+        None
+    }
+}
+
+const LINKS: usize = 8;
+const TURN_MS: u64 = 100;
+const LINK_TURNS: u64 = 1_000;
+
+/// What a link's fired timers ask of the next packet (as `Link`'s `Due`).
+#[derive(Clone, Copy, Default)]
+struct Due {
+    retransmit: bool,
+    ack: bool,
+    other: bool,
+}
+
+/// A host with `LINKS` links over `turns` turns, driven as `Host` drives its links: every
+/// wake-up fires what is due on every link, handles arrivals and sends, then asks every link
+/// for its next deadline to find the next wake-up. The client at link `i` answers each data
+/// packet after `30 + 7 i` ms; one in ten of its answers is lost (so the retransmit timer
+/// fires); odd links count as lossy and repeat new data a quarter turn later. Session
+/// defaults: ack delay 25 ms, keep-alive 100 ms, idle 3 s, retransmit timeout 250 ms.
+/// Returns how many timers fired.
+fn run_links<L: LinkTimers>(turns: u64) -> u64 {
+    let mut links: Vec<L> = (0..LINKS).map(|_| L::new(0)).collect();
+    for link in &mut links {
+        link.arm(LinkTimer::Idle, 3_000);
+        link.arm(LinkTimer::KeepAlive, 100);
+    }
+    let mut due = [Due::default(); LINKS];
+    let mut arrival: [Option<u64>; LINKS] = [None; LINKS];
+    let (mut now, mut next_seal, mut fired) = (0, 0, 0);
+    let end = turns * TURN_MS;
+    while now < end {
+        for (i, link) in links.iter_mut().enumerate() {
+            while let Some(timer) = link.poll(now) {
+                fired += 1;
+                match timer {
+                    LinkTimer::Retransmit => due[i].retransmit = true,
+                    LinkTimer::AckDelay => due[i].ack = true,
+                    _ => due[i].other = true,
+                }
+            }
+            if arrival[i] == Some(now) {
+                arrival[i] = None;
+                link.arm(LinkTimer::Idle, now + 3_000);
+                link.disarm(LinkTimer::Retransmit);
+                if !link.is_armed(LinkTimer::AckDelay) && !due[i].ack {
+                    link.arm(LinkTimer::AckDelay, now + 25);
+                }
+            }
+            let seal = now == next_seal;
+            let d = due[i];
+            if seal || d.retransmit || d.ack || d.other {
+                let data = seal || d.retransmit;
+                link.disarm(LinkTimer::AckDelay);
+                link.arm(LinkTimer::KeepAlive, now + 100);
+                if data && (d.retransmit || !link.is_armed(LinkTimer::Retransmit)) {
+                    link.arm(LinkTimer::Retransmit, now + 250);
+                }
+                if seal && i % 2 == 1 {
+                    link.arm(LinkTimer::Repeat, now + TURN_MS / 4);
+                }
+                let lost = seal && (now / TURN_MS) % 10 == i as u64;
+                if data && !lost && arrival[i].is_none() {
+                    arrival[i] = Some(now + 30 + 7 * i as u64);
+                }
+                due[i] = Due::default();
+            }
+        }
+        if now == next_seal {
+            next_seal += TURN_MS;
+        }
+        let mut wake = next_seal;
+        for (i, link) in links.iter_mut().enumerate() {
+            wake = wake.min(link.next_deadline().unwrap_or(u64::MAX));
+            wake = wake.min(arrival[i].unwrap_or(u64::MAX));
+        }
+        now = wake.max(now + 1);
+    }
+    fired
+}
+
+fn bench_links<L: LinkTimers>(c: &mut Criterion) {
+    let mut group = c.benchmark_group("per_link");
+    group.sample_size(20).warm_up_time(Duration::from_millis(500));
+    group.measurement_time(Duration::from_secs(3));
+    group.throughput(Throughput::Elements(LINKS as u64 * LINK_TURNS));
+    group.bench_function(L::NAME, |b| b.iter(|| black_box(run_links::<L>(LINK_TURNS))));
+    group.finish();
+}
+
 fn sizes() -> Vec<usize> {
     std::env::var("WHEEL_BENCH_SIZES")
         .ok()
@@ -349,6 +579,13 @@ fn sizes() -> Vec<usize> {
 }
 
 fn wheels(c: &mut Criterion) {
+    // Every structure fires the same timers.
+    let fired = run_links::<HeapLink>(LINK_TURNS);
+    assert_eq!(run_links::<HashedLink>(LINK_TURNS), fired);
+    assert_eq!(run_links::<HierarchicalLink>(LINK_TURNS), fired);
+    bench_links::<HeapLink>(c);
+    bench_links::<HashedLink>(c);
+    bench_links::<HierarchicalLink>(c);
     for n in sizes() {
         bench_structure::<Heap>(c, n);
         bench_structure::<Hashed>(c, n);

@@ -7,7 +7,8 @@
 //! them already in `(deadline, sequence)` order.
 //!
 //! Time only moves inside [`HashedWheel::poll`]. Entries due at the wheel's current tick sit in
-//! a separate *ready* list until they are handed out.
+//! a separate *ready* queue until they are handed out. A wheel that has never held more than
+//! 16 timers (a connection's) knows its earliest deadline exactly and steps straight to it.
 //!
 //! This module holds what is particular to Scheme 6: the table, where a deadline is filed,
 //! `next_deadline` and how the clock steps to the next due slot. The methods both wheels share
@@ -15,7 +16,7 @@
 //! definition in `shared.rs`.
 
 use crate::shared::wheel_api;
-use crate::store::{Store, NIL};
+use crate::store::{Ref, Store};
 use crate::SlotCountError;
 
 /// The largest table [`HashedWheel::new`] accepts: 2^24 slots (16 Mi lists, 128 MiB of heads).
@@ -23,8 +24,11 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 
 /// A hashed timing wheel (Scheme 6) for many timers in local time.
 ///
-/// Start, cancel and reset are O(1). Advancing one tick costs O(1) to skip an empty slot (a
-/// bitmap scan finds the next occupied one) plus the length of each occupied slot visited.
+/// Start, cancel and reset are O(1) (cancel amortized: see the crate docs on lazy
+/// cancellation). Advancing one tick costs O(1) to skip an empty slot (a bitmap scan finds the
+/// next occupied one) plus the length of each occupied slot visited. While the wheel has never
+/// held more than 16 timers it knows its earliest deadline exactly, so a poll with nothing due
+/// and `next_deadline` cost about a heap's peek.
 /// Choose the slot count near the span of deadlines you use (for a retransmit timer in
 /// milliseconds, 256–1024 is plenty); timers further away than one revolution stay correct
 /// but are looked at once per revolution.
@@ -52,7 +56,7 @@ pub struct HashedWheel<T> {
     /// The last tick at which something became due; used to detect a whole quiet revolution
     /// and jump straight to the earliest deadline instead of circling.
     last_due: u64,
-    /// A lower bound on every deadline not yet in the ready list: until the clock reaches it
+    /// A lower bound on every deadline not yet in the ready queue: until the clock reaches it
     /// nothing can be due, so empty ticks cost O(1).
     horizon: u64,
 }
@@ -65,18 +69,13 @@ impl<T> HashedWheel<T> {
             return Err(SlotCountError { requested: slot_count, max: HASHED_SLOTS_MAX });
         }
         Ok(HashedWheel {
-            store: Store::new(slot_count, 1),
+            store: Store::new(slot_count, true),
             mask: slot_count as u64 - 1,
             slot_count,
             now,
             last_due: now,
-            horizon: 0,
+            horizon: u64::MAX,
         })
-    }
-
-    #[inline]
-    fn ready_list(&self) -> u32 {
-        self.slot_count as u32
     }
 
     /// The number of slots in the table.
@@ -84,34 +83,39 @@ impl<T> HashedWheel<T> {
         self.slot_count
     }
 
-    fn place(&mut self, index: u32, deadline: u64) {
-        self.horizon = self.horizon.min(deadline);
-        let list =
-            if deadline == self.now { self.ready_list() } else { (deadline & self.mask) as u32 };
-        self.store.push_back(list, index);
+    #[inline(always)]
+    fn place(&mut self, r: Ref) {
+        self.horizon = self.horizon.min(r.deadline);
+        if r.deadline == self.now {
+            self.store.push_ready(r);
+        } else {
+            self.store.push((r.deadline & self.mask) as u32, r);
+        }
     }
 
     /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).
     ///
-    /// Exact. It scans at most one revolution of occupied slots, and all entries when every
-    /// timer is more than a revolution away; with the few timers of a connection that is a
-    /// handful of loads.
+    /// Exact. When the wheel has never held more than 16 timers (a connection's handful) it
+    /// scans those entries, a few loads; otherwise at most one revolution of occupied slots,
+    /// and all entries when every timer is more than a revolution away.
+    #[inline]
     pub fn next_deadline(&self) -> Option<u64> {
-        if self.store.head(self.ready_list()) != NIL {
-            return Some(self.now);
+        match self.store.small_min() {
+            Some(earliest) => earliest,
+            None => self.find_next_deadline(),
         }
-        if self.is_empty() {
-            return None;
+    }
+
+    /// [`next_deadline`](Self::next_deadline) for a wheel that is not small.
+    fn find_next_deadline(&self) -> Option<u64> {
+        if self.store.ready_has_live() {
+            return Some(self.now);
         }
         let mut offset = 0;
         while let Some((tick_offset, slot)) = self.next_occupied(offset, self.slot_count as u64) {
             let tick = self.tick_at(tick_offset);
-            let mut cursor = self.store.head(slot);
-            while cursor != NIL {
-                if self.store.node(cursor).deadline == tick {
-                    return Some(tick);
-                }
-                cursor = self.store.next_in_list(cursor);
+            if self.store.live_refs(slot).any(|r| r.deadline == tick) {
+                return Some(tick);
             }
             offset = tick_offset + 1;
         }
@@ -140,10 +144,38 @@ impl<T> HashedWheel<T> {
         None
     }
 
+    /// [`step`](Self::step) for a small wheel, whose earliest deadline is known exactly:
+    /// straight to that tick's slot, without walking the table.
+    fn step_small(&mut self, earliest: Option<u64>, until: u64) {
+        let Some(earliest) = earliest else {
+            self.horizon = u64::MAX;
+            self.now = until;
+            return;
+        };
+        self.horizon = earliest;
+        if earliest > until {
+            self.now = until;
+            return;
+        }
+        self.now = earliest;
+        self.last_due = earliest;
+        self.store.collect_due((earliest & self.mask) as u32, earliest);
+    }
+
     /// Moves the clock forward to the next tick with due entries (moving them to the ready
-    /// list), or to `until` if there is none before it.
+    /// queue), or to `until` if there is none before it.
     fn step(&mut self, until: u64) {
-        if self.horizon > until || self.is_empty() {
+        if let Some(earliest) = self.store.small_min() {
+            self.step_small(earliest, until);
+            return;
+        }
+        if self.is_empty() {
+            // Only tombstones, if anything: they are dropped when their slots come round.
+            self.horizon = u64::MAX;
+            self.now = until;
+            return;
+        }
+        if self.horizon > until {
             self.now = until;
             return;
         }
@@ -159,23 +191,13 @@ impl<T> HashedWheel<T> {
                 }
             }
         }
-        // One pass per occupied slot: move its due entries (already in start order) to the
-        // ready list; stop at the first slot that had any.
+        // One pass per occupied slot: move its due references (already in start order) to the
+        // ready queue; stop at the first slot that had any.
         let span = (until - self.now).min(self.slot_count as u64);
-        let ready = self.ready_list();
         let mut offset = 0;
         while let Some((tick_offset, slot)) = self.next_occupied(offset, span) {
             let tick = self.tick_at(tick_offset);
-            let mut cursor = self.store.head(slot);
-            while cursor != NIL {
-                let next = self.store.next_in_list(cursor);
-                if self.store.node(cursor).deadline == tick {
-                    self.store.unlink(cursor);
-                    self.store.push_back(ready, cursor);
-                }
-                cursor = next;
-            }
-            if self.store.head(ready) != NIL {
+            if self.store.collect_due(slot, tick) {
                 self.now = tick;
                 self.last_due = tick;
                 self.horizon = tick;

@@ -13,8 +13,8 @@
 //! empty lists). So the entries due at a tick are always in start order, whichever level they
 //! started in and however many cascades they went through.
 //!
-//! The level-0 slot of the current tick doubles as the ready list: it holds exactly the
-//! entries due at `now` that have not been handed out.
+//! When the clock reaches a level-0 slot, that slot's list becomes the store's ready queue:
+//! it holds exactly the entries due at `now` that have not been handed out.
 //!
 //! This module holds what is particular to Scheme 7: the level arithmetic, where a deadline
 //! is filed, `next_deadline`, how the clock steps (and cascades) to the next occupied slot,
@@ -22,7 +22,7 @@
 //! `deadline`, `poll`, `drain`, …) are generated from one definition in `shared.rs`.
 
 use crate::shared::wheel_api;
-use crate::store::{Store, NIL};
+use crate::store::{Ref, Store};
 use crate::Pending;
 
 /// Bits of the deadline per level.
@@ -102,29 +102,43 @@ pub struct HierarchicalWheel<T> {
 impl<T> HierarchicalWheel<T> {
     /// An empty wheel whose clock reads `now`.
     pub fn new(now: u64) -> Self {
-        HierarchicalWheel { store: Store::new(LEVELS * SLOTS, 0), now, horizon: 0 }
+        HierarchicalWheel { store: Store::new(LEVELS * SLOTS, false), now, horizon: u64::MAX }
     }
 
-    #[inline]
-    pub(crate) fn ready_list(&self) -> u32 {
-        list_index(0, digit(self.now, 0))
-    }
-
-    /// Links a detached node into the list its deadline (`>= now`) belongs in.
-    pub(crate) fn place(&mut self, index: u32, deadline: u64) {
-        let list = if deadline == self.now {
-            self.ready_list()
+    /// Files a reference (`deadline >= now`) in the list its deadline belongs in.
+    #[inline(always)]
+    pub(crate) fn place(&mut self, r: Ref) {
+        if r.deadline == self.now {
+            self.store.push_ready(r);
         } else {
-            let level = level_for(self.now, deadline);
-            let slot = digit(deadline, level);
-            self.horizon = self.horizon.min(slot_start(self.now, level, slot));
-            list_index(level, slot)
-        };
-        self.store.push_back(list, index);
+            let level = level_for(self.now, r.deadline);
+            let slot = digit(r.deadline, level);
+            // The deadline shares every digit above `level` with the clock, so its slot starts
+            // at the deadline with the lower digits cleared.
+            let shift = SLOT_BITS as usize * level;
+            let start = (r.deadline >> shift) << shift;
+            debug_assert_eq!(start, slot_start(self.now, level, slot));
+            self.horizon = self.horizon.min(start);
+            self.store.push(list_index(level, slot), r);
+        }
     }
 
-    /// The first occupied slot after the clock, as `(level, slot)`: the lowest level wins,
-    /// because every lower-level window lies before every higher-level one.
+    /// The occupied slots after the clock, as `(level, slot)`, earliest first: the lowest
+    /// level comes first, because every lower-level window lies before every higher-level one.
+    fn occupied_slots(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..LEVELS).flat_map(move |level| {
+            let mut after = self.store.occupied_word(level) & slots_after(digit(self.now, level));
+            std::iter::from_fn(move || {
+                (after != 0).then(|| {
+                    let slot = after.trailing_zeros() as usize;
+                    after &= after - 1;
+                    (level, slot)
+                })
+            })
+        })
+    }
+
+    /// The first occupied slot after the clock, as `(level, slot)`.
     fn next_occupied_slot(&self) -> Option<(usize, usize)> {
         (0..LEVELS).find_map(|level| {
             let after = self.store.occupied_word(level) & slots_after(digit(self.now, level));
@@ -133,27 +147,34 @@ impl<T> HierarchicalWheel<T> {
     }
 
     /// The earliest pending deadline: when a driver should next call [`poll`](Self::poll).
-    /// Exact; O(levels) plus, when the earliest timer still sits in a higher level, a walk of
-    /// that one slot.
+    /// Exact; O(levels) plus a walk of the first slot holding a live timer (and of any
+    /// slots before it holding only tombstones), or a scan of at most 16 entries when the
+    /// wheel has never held more.
+    #[inline]
     pub fn next_deadline(&self) -> Option<u64> {
-        if self.store.head(self.ready_list()) != NIL {
+        match self.store.small_min() {
+            Some(earliest) => earliest,
+            None => self.find_next_deadline(),
+        }
+    }
+
+    /// [`next_deadline`](Self::next_deadline) for a wheel that is not small.
+    fn find_next_deadline(&self) -> Option<u64> {
+        if self.store.ready_has_live() {
             return Some(self.now);
         }
-        let (level, slot) = self.next_occupied_slot()?;
-        if level == 0 {
-            return Some(slot_start(self.now, 0, slot));
-        }
-        let mut earliest = u64::MAX;
-        let mut cursor = self.store.head(list_index(level, slot));
-        while cursor != NIL {
-            earliest = earliest.min(self.store.node(cursor).deadline);
-            cursor = self.store.next_in_list(cursor);
-        }
-        Some(earliest)
+        self.occupied_slots().find_map(|(level, slot)| {
+            let mut live = self.store.live_refs(list_index(level, slot));
+            if level == 0 {
+                live.next().map(|_| slot_start(self.now, 0, slot))
+            } else {
+                live.map(|r| r.deadline).min()
+            }
+        })
     }
 
     /// Moves the clock to the start of the next occupied slot (cascading it if it is above
-    /// level 0), or to `until` if that slot starts later. Called with the ready slot empty.
+    /// level 0), or to `until` if that slot starts later. Called with the ready queue empty.
     fn step(&mut self, until: u64) {
         if self.horizon > until {
             self.now = until;
@@ -171,16 +192,15 @@ impl<T> HierarchicalWheel<T> {
             return;
         }
         self.now = start;
+        let list = list_index(level, slot);
         if level == 0 {
-            // The slot is now the ready list: nothing to move.
+            // Every reference in the slot is due now.
+            self.store.list_to_ready(list);
             return;
         }
-        let mut cursor = self.store.detach_all(list_index(level, slot));
-        while cursor != NIL {
-            let next = self.store.next_in_list(cursor);
-            let deadline = self.store.node(cursor).deadline;
-            self.place(cursor, deadline);
-            cursor = next;
+        let mut cursor = self.store.detach(list);
+        while let Some(r) = self.store.unlink_next(&mut cursor) {
+            self.place(r);
         }
     }
 
@@ -192,7 +212,7 @@ impl<T> HierarchicalWheel<T> {
             handle: self.store.handle(index),
             deadline,
             sequence,
-            value: &self.store.node(index).value,
+            value: self.store.value(index),
         })
     }
 }

@@ -38,7 +38,8 @@
 //! # Handles
 //!
 //! [`TimerHandle`] is 8 bytes and `Copy`: a slab index and a generation. Entries live in a
-//! slab with a free list, so once warm no operation allocates. A handle to a timer that fired
+//! slab with a free list and slot lists link them through one pool with a free list, so once
+//! warm no operation allocates. A handle to a timer that fired
 //! or was cancelled is *stale*: `cancel` returns `None`, `reset` returns
 //! [`ResetError::NotFound`], and neither touches any other timer. (A generation is 32 bits:
 //! a handle kept across 2^32 reuses of the same slab entry would alias; don't keep one that
@@ -48,11 +49,19 @@
 //!
 //! | operation | `HashedWheel` | `HierarchicalWheel` |
 //! |---|---|---|
-//! | `insert`, `cancel`, `reset` | O(1) | O(1) |
+//! | `insert`, `reset` | O(1) | O(1) |
+//! | `cancel` | O(1) amortized: one slab entry, plus a share of a sweep | same |
 //! | skip an empty tick | O(1): bitmap scan, 64 slots per word | O(levels): one bitmap word per level, any jump length |
-//! | fire a timer | O(1) plus the other entries of its slot (other rounds) | O(1) plus ≤ 10 cascades over its life |
-//! | `next_deadline` | ≤ one revolution of occupied slots; O(n) if all are > 1 revolution away | O(levels), plus one slot when the earliest is still in a higher level |
+//! | fire a timer | O(1) plus the other entries of its slot (other rounds, tombstones) | O(1) plus ≤ 10 cascades over its life |
+//! | `next_deadline` | O(1) while the wheel has never held more than 16 timers; else ≤ one revolution of occupied slots, O(n) if all are > 1 revolution away | O(1) likewise; else O(levels), plus the first slot holding a live timer |
 //! | `pending` | — | O(n log n), allocates |
+//!
+//! Cancellation is lazy: `cancel` (and `reset`, for the old deadline) frees the timer's slab
+//! entry at once — `len`, handles and snapshots are exact at every moment — but leaves its
+//! place in the slot list as a tombstone, dropped when the wheel next visits that slot. When
+//! tombstones outnumber three times the most timers the wheel ever held, every list is swept,
+//! so memory stays within a constant factor of that peak. [`reserve`](HashedWheel::reserve)
+//! makes room for the tombstones too.
 //!
 //! # Which one to use
 //!
@@ -64,6 +73,7 @@
 
 mod hashed;
 mod hierarchical;
+mod lists;
 #[cfg(feature = "serde")]
 mod serde_impl;
 mod shared;

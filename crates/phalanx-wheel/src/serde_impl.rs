@@ -171,11 +171,11 @@ fn restore<T>(snapshot: Snapshot<T>) -> Result<HierarchicalWheel<T>, RestoreErro
     if let Some(pair) = entries.windows(2).find(|pair| pair[0].sequence == pair[1].sequence) {
         return Err(RestoreError::BadSequence(pair[0].sequence));
     }
-    let store = Store::from_layout(LEVELS * 64, 0, &generations, &free, next_sequence);
-    let mut wheel = HierarchicalWheel { store, now, horizon: 0 };
+    let store = Store::from_layout(LEVELS * 64, &generations, &free, next_sequence);
+    let mut wheel = HierarchicalWheel { store, now, horizon: u64::MAX };
     for SnapshotEntry { index, deadline, sequence, value } in entries {
-        wheel.store.occupy(index, deadline, sequence, value);
-        wheel.place(index, deadline);
+        let r = wheel.store.occupy(index, deadline, sequence, value);
+        wheel.place(r);
     }
     Ok(wheel)
 }

@@ -13,17 +13,17 @@
 /// `$wheel<T>` must have the fields
 /// - `store: Store<T>`, holding its timers;
 /// - `now: u64`, the clock;
-/// - `horizon: u64`, a lower bound on every deadline not yet in the ready list: while it is
-///   past `until`, `poll(until)` can move the clock to `until` without looking at any slot;
+/// - `horizon: u64`, a lower bound on every deadline not yet in the ready queue: while it is
+///   past `until` and the ready queue is empty, `poll(until)` can move the clock to `until`
+///   without looking at any slot;
 ///
 /// and the methods
-/// - `fn ready_list(&self) -> u32`, the list of entries due at `now` not yet handed out;
-/// - `fn place(&mut self, index: u32, deadline: u64)`, linking a detached node with
-///   `deadline >= now` into the list it belongs in (the ready list when it is due at `now`)
-///   and lowering `horizon` as needed;
-/// - `fn step(&mut self, until: u64)`, called with the ready list empty and `now < until`:
+/// - `fn place(&mut self, r: Ref)`, filing a reference with `r.deadline >= now` into the list
+///   it belongs in (the store's ready queue when it is due at `now`) and lowering `horizon` as
+///   needed;
+/// - `fn step(&mut self, until: u64)`, called with the ready queue empty and `now < until`:
 ///   moving the clock forward, never past `until`, to the next tick that may have due entries
-///   (leaving those due at the new `now` in the ready list) and keeping `horizon` a lower
+///   (leaving those due at the new `now` in the ready queue) and keeping `horizon` a lower
 ///   bound. `poll` calls it until something is due or the clock reads `until`.
 macro_rules! wheel_api {
     ($wheel:ident) => {
@@ -44,7 +44,9 @@ macro_rules! wheel_api {
                 self.store.len() == 0
             }
 
-            /// Makes room for `additional` more timers without allocating later.
+            /// Makes room for `additional` more timers without allocating later: slab entries
+            /// (24 bytes each for a 4-byte value) and list links (16 bytes) for the timers and
+            /// the tombstones their cancellations may leave (up to four links a timer).
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
             }
@@ -63,21 +65,25 @@ macro_rules! wheel_api {
                 if deadline < self.now {
                     return Err($crate::InsertError::DeadlineElapsed { deadline, now: self.now });
                 }
-                let index = self.store.alloc(deadline, value).ok_or($crate::InsertError::Full)?;
-                self.place(index, deadline);
-                Ok(self.store.handle(index))
+                let (r, handle) =
+                    self.store.alloc(deadline, value).ok_or($crate::InsertError::Full)?;
+                self.place(r);
+                Ok(handle)
             }
 
             /// Stops a timer and returns its value, or `None` if the handle is stale (the timer
             /// already fired or was cancelled). A stale handle never touches another timer.
+            /// O(1): the timer's entry is freed at once, and its place in the slot list is left
+            /// as a tombstone to be dropped when the slot is next visited.
+            #[inline]
             pub fn cancel(&mut self, handle: $crate::TimerHandle) -> Option<T> {
                 let index = self.store.resolve(handle)?;
-                Some(self.store.release(index).value)
+                Some(self.store.cancel(index))
             }
 
             /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer
-            /// counts as newly started: it takes a fresh start sequence. O(1); when the new
-            /// deadline maps to the same slot the entry just moves to that slot's tail.
+            /// counts as newly started: it takes a fresh start sequence. O(1): the timer is
+            /// filed afresh and its old place left as a tombstone.
             pub fn reset(
                 &mut self,
                 handle: $crate::TimerHandle,
@@ -87,27 +93,25 @@ macro_rules! wheel_api {
                 if deadline < self.now {
                     return Err($crate::ResetError::DeadlineElapsed { deadline, now: self.now });
                 }
-                self.store.unlink(index);
-                self.store.renew_seq(index);
-                self.store.node_mut(index).deadline = deadline;
-                self.place(index, deadline);
+                let r = self.store.renew(index, deadline);
+                self.place(r);
                 Ok(())
             }
 
             /// The value of a pending timer.
             pub fn get(&self, handle: $crate::TimerHandle) -> Option<&T> {
-                self.store.resolve(handle).map(|index| &self.store.node(index).value)
+                self.store.resolve(handle).map(|index| self.store.value(index))
             }
 
             /// The value of a pending timer, mutably.
             pub fn get_mut(&mut self, handle: $crate::TimerHandle) -> Option<&mut T> {
                 let index = self.store.resolve(handle)?;
-                Some(&mut self.store.node_mut(index).value)
+                Some(self.store.value_mut(index))
             }
 
             /// The deadline of a pending timer.
             pub fn deadline(&self, handle: $crate::TimerHandle) -> Option<u64> {
-                self.store.resolve(handle).map(|index| self.store.node(index).deadline)
+                self.store.resolve(handle).map(|index| self.store.deadline(index))
             }
 
             /// Hands out the next timer due at or before `until`, advancing the wheel's clock
@@ -119,8 +123,20 @@ macro_rules! wheel_api {
             /// out entries already due.
             #[inline]
             pub fn poll(&mut self, until: u64) -> Option<$crate::Expired<T>> {
+                if self.store.ready_is_empty() && self.horizon > until {
+                    // Nothing can be due by `until`: the common empty tick, in O(1).
+                    self.now = self.now.max(until);
+                    return None;
+                }
+                self.poll_due(until)
+            }
+
+            /// [`poll`](Self::poll) when something may be due (kept out of line so that the
+            /// empty check inlines into a caller's loop).
+            #[inline(never)]
+            fn poll_due(&mut self, until: u64) -> Option<$crate::Expired<T>> {
                 loop {
-                    if let Some(expired) = self.store.pop_front(self.ready_list()) {
+                    if let Some(expired) = self.store.pop_ready() {
                         return Some(expired);
                     }
                     if self.now >= until {
@@ -152,6 +168,7 @@ macro_rules! wheel_api {
         impl<T> Iterator for Drain<'_, T> {
             type Item = $crate::Expired<T>;
 
+            #[inline]
             fn next(&mut self) -> Option<$crate::Expired<T>> {
                 self.wheel.poll(self.until)
             }

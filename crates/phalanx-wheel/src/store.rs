@@ -1,14 +1,47 @@
-//! The entry store both wheels share: a slab of timer entries with a free list, and intrusive
-//! doubly linked lists that thread the entries into wheel slots. (The public methods the
-//! wheels share on top of it are in `shared.rs`.)
+//! The entry store both wheels share: a slab of timer entries with a free list, and the slot
+//! lists of links to entries (`lists.rs`). (The public methods the wheels share on top of it
+//! are in `shared.rs`.)
 //!
-//! Everything is addressed by `u32` indices so a handle stays small and `Copy`. A slot's list is
-//! always kept in *start sequence* order (entries are only ever appended at the tail, and a
-//! wheel only moves a whole list into an empty one), which is what makes the firing order
-//! deterministic without any sorting at fire time. Each list also has one bit in an occupancy
-//! bitmap so a wheel can jump over empty slots with `trailing_zeros`.
+//! Everything is addressed by `u32` indices so a handle stays small and `Copy`.
+//!
+//! # Lazy cancellation
+//!
+//! A timer is filed in a slot list as a *link* (its deadline and slab index), and its slab
+//! entry names that one link as its live one. Cancelling a timer frees its slab entry at once
+//! (so `len`, handles, the free list and snapshots are exactly what they would be with eager
+//! removal) but leaves its link in the list as a *tombstone*. A link is live only while its
+//! entry is occupied *and* names it; a link keeps its pool index until it is freed, and it is
+//! freed only when it fires or is dropped as a tombstone, so no other link can be mistaken for
+//! it. A tombstone is dropped when its slot is visited (fired or swept) and never fires.
+//! `reset` leaves the old link as a tombstone too and files a new one. So a cancel touches one
+//! 24-byte entry, where unlinking from a doubly linked list touched three scattered nodes.
+//!
+//! Tombstones are counted; when they outnumber three times the slab's entries (the most
+//! timers ever held at once, plus a constant and the table's size in words) every list is
+//! swept. That keeps the lists within a constant factor of the slab and costs O(1) amortized
+//! per cancel.
+//!
+//! # Order
+//!
+//! A slot list is always in start-sequence order *among its live links*: links are only
+//! appended (a new start has the largest sequence so far), and a wheel only moves a list's
+//! links, in order, into lists that hold no live link. So firing order is deterministic
+//! without any sorting. Due entries wait in a separate *ready* queue until `poll` hands them
+//! out.
 
+use crate::lists::Lists;
+pub(crate) use crate::lists::Ref;
 use crate::{Expired, TimerHandle};
+
+/// The most entries a slab may have held for [`Store::small_min`] to scan it.
+const SMALL_SLAB: usize = 16;
+
+/// How many tombstones per slab entry are allowed before a sweep.
+const SWEEP_RATIO: usize = 3;
+
+/// Tombstones allowed beyond `SWEEP_RATIO` per slab entry (and the bitmap's words) before a
+/// sweep. Small in debug builds so that the tests sweep often, mid-drain included.
+const SWEEP_SLACK: usize = if cfg!(debug_assertions) { 2 } else { 64 };
 
 /// The "no entry" link. It is never a valid slab index: the slab refuses to grow to it.
 pub(crate) const NIL: u32 = u32::MAX;
@@ -16,64 +49,59 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// The most entries a store can hold: every index below [`NIL`].
 pub(crate) const ENTRIES_MAX: usize = NIL as usize;
 
-/// A live timer.
-pub(crate) struct Node<T> {
-    pub(crate) deadline: u64,
-    pub(crate) seq: u64,
-    prev: u32,
-    next: u32,
-    /// The list this node is linked into, or [`NIL`] while detached.
-    list: u32,
-    pub(crate) value: T,
-}
-
+/// A slab entry's payload: a live timer's value, or the next free entry.
 enum Slot<T> {
     Vacant { next_free: u32 },
-    Occupied(Node<T>),
+    Occupied(T),
 }
 
+/// A slab entry.
 struct Entry<T> {
+    /// The timer's start sequence (meaningless while vacant).
+    seq: u64,
     /// Bumped every time the entry is freed, so handles to the old occupant go stale.
     generation: u32,
+    /// The timer's live link (meaningless while vacant).
+    link: u32,
     slot: Slot<T>,
 }
 
-#[derive(Clone, Copy)]
-struct List {
-    head: u32,
-    tail: u32,
+/// Whether `r` is its timer's live link (else it is a tombstone).
+#[inline]
+fn is_live<T>(entries: &[Entry<T>], r: Ref) -> bool {
+    let entry = &entries[r.index as usize];
+    entry.link == r.link && matches!(entry.slot, Slot::Occupied(_))
 }
 
-impl List {
-    const EMPTY: List = List { head: NIL, tail: NIL };
-}
-
-/// Slab + lists + occupancy bitmap. Lists `0..list_count` are wheel slots and have a bit in
-/// the bitmap; a wheel may keep extra lists (such as a ready list) above them, without a bit.
+/// Slab + slot lists (with their occupancy bitmap and the ready queue).
 pub(crate) struct Store<T> {
     entries: Vec<Entry<T>>,
     free_head: u32,
     len: usize,
-    lists: Vec<List>,
-    bitmap_lists: usize,
-    occupied: Vec<u64>,
+    lists: Lists,
+    /// Tombstones in the lists and the ready queue.
+    stale: usize,
     next_seq: u64,
+    /// While the slab is small: the earliest deadline of any live timer (`u64::MAX` when
+    /// there is none), kept up to date so a small wheel answers `next_deadline` at once.
+    earliest: u64,
 }
 
 impl<T> Store<T> {
-    /// A store with `bitmap_lists` slot lists (tracked in the bitmap) and `extra_lists` more.
-    pub(crate) fn new(bitmap_lists: usize, extra_lists: usize) -> Self {
+    /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`).
+    pub(crate) fn new(list_count: usize, stacks: bool) -> Self {
         Store {
             entries: Vec::new(),
             free_head: NIL,
             len: 0,
-            lists: vec![List::EMPTY; bitmap_lists + extra_lists],
-            bitmap_lists,
-            occupied: vec![0; bitmap_lists.div_ceil(64)],
+            lists: Lists::new(list_count, stacks),
+            stale: 0,
             next_seq: 0,
+            earliest: u64::MAX,
         }
     }
 
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
@@ -83,6 +111,9 @@ impl<T> Store<T> {
         if additional > vacant {
             self.entries.reserve(additional - vacant);
         }
+        // Lists hold a link per live timer and per tombstone (see `add_tombstone`).
+        let entries = self.entries.len().max(self.len + additional);
+        self.lists.reserve_total(entries * (1 + SWEEP_RATIO) + self.sweep_slack() + 1);
     }
 
     #[cfg(feature = "serde")]
@@ -90,29 +121,40 @@ impl<T> Store<T> {
         self.next_seq
     }
 
-    /// Stores a detached node and returns its index, or `None` when the slab is full.
-    pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<u32> {
-        let node = Node { deadline, seq: self.take_seq(), prev: NIL, next: NIL, list: NIL, value };
-        let index = if self.free_head != NIL {
-            let index = self.free_head;
-            let entry = &mut self.entries[index as usize];
-            match entry.slot {
-                Slot::Vacant { next_free } => self.free_head = next_free,
-                Slot::Occupied(_) => unreachable!("free list points at an occupied entry"),
-            }
-            entry.slot = Slot::Occupied(node);
-            index
+    /// Stores a new timer and files it in no list yet: returns its link and handle, or
+    /// `None` when the slab is full.
+    #[inline(always)]
+    pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
+        let seq = self.take_seq();
+        let (index, reuse) = if self.free_head != NIL {
+            (self.free_head, true)
+        } else if self.entries.len() < ENTRIES_MAX {
+            (self.entries.len() as u32, false)
         } else {
-            if self.entries.len() >= ENTRIES_MAX {
-                return None;
-            }
-            self.entries.push(Entry { generation: 0, slot: Slot::Occupied(node) });
-            (self.entries.len() - 1) as u32
+            return None;
+        };
+        let r = self.lists.alloc(deadline, index);
+        let generation = if reuse {
+            let entry = &mut self.entries[index as usize];
+            let Slot::Vacant { next_free } = entry.slot else {
+                unreachable!("free list points at an occupied entry")
+            };
+            self.free_head = next_free;
+            entry.seq = seq;
+            entry.link = r.link;
+            entry.slot = Slot::Occupied(value);
+            entry.generation
+        } else {
+            let slot = Slot::Occupied(value);
+            self.entries.push(Entry { seq, generation: 0, link: r.link, slot });
+            0
         };
         self.len += 1;
-        Some(index)
+        self.earliest = self.earliest.min(deadline);
+        Some((r, TimerHandle { index, generation }))
     }
 
+    #[inline]
     fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
         // 2^64 starts would take centuries at a billion per second; saturate rather than wrap
@@ -121,186 +163,237 @@ impl<T> Store<T> {
         seq
     }
 
-    /// Gives a node a fresh start sequence (used by `reset`: a re-armed timer counts as new).
-    pub(crate) fn renew_seq(&mut self, index: u32) {
-        let seq = self.take_seq();
-        self.node_mut(index).seq = seq;
-    }
-
+    #[inline]
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
         TimerHandle { index, generation: self.entries[index as usize].generation }
     }
 
     /// The index behind a handle, if the handle still names a live timer.
+    #[inline]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
         let entry = self.entries.get(handle.index as usize)?;
-        match entry.slot {
-            Slot::Occupied(_) if entry.generation == handle.generation => Some(handle.index),
-            _ => None,
-        }
+        let occupied = matches!(entry.slot, Slot::Occupied(_));
+        (entry.generation == handle.generation && occupied).then_some(handle.index)
     }
 
-    pub(crate) fn node(&self, index: u32) -> &Node<T> {
+    pub(crate) fn deadline(&self, index: u32) -> u64 {
+        self.lists.deadline(self.entries[index as usize].link)
+    }
+
+    pub(crate) fn value(&self, index: u32) -> &T {
         match &self.entries[index as usize].slot {
-            Slot::Occupied(node) => node,
-            Slot::Vacant { .. } => unreachable!("index {index} is vacant"),
+            Slot::Occupied(value) => value,
+            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
         }
     }
 
-    pub(crate) fn node_mut(&mut self, index: u32) -> &mut Node<T> {
+    pub(crate) fn value_mut(&mut self, index: u32) -> &mut T {
         match &mut self.entries[index as usize].slot {
-            Slot::Occupied(node) => node,
-            Slot::Vacant { .. } => unreachable!("index {index} is vacant"),
+            Slot::Occupied(value) => value,
+            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
         }
     }
 
-    /// Appends a detached node at the tail of `list`.
-    pub(crate) fn push_back(&mut self, list: u32, index: u32) {
-        let tail = self.lists[list as usize].tail;
-        {
-            let node = self.node_mut(index);
-            debug_assert_eq!(node.list, NIL, "node is already linked");
-            node.list = list;
-            node.prev = tail;
-            node.next = NIL;
+    /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
+    #[inline(always)]
+    pub(crate) fn cancel(&mut self, index: u32) -> T {
+        let deadline = self.is_small().then(|| self.deadline(index));
+        let (_, value) = self.release(index);
+        if deadline == Some(self.earliest) {
+            self.refresh_earliest();
         }
-        if tail == NIL {
-            self.lists[list as usize].head = index;
-            if (list as usize) < self.bitmap_lists {
-                self.occupied[list as usize / 64] |= 1 << (list % 64);
-            }
-        } else {
-            self.node_mut(tail).next = index;
-        }
-        self.lists[list as usize].tail = index;
+        self.add_tombstone();
+        value
     }
 
-    /// Detaches a node from whatever list holds it.
-    pub(crate) fn unlink(&mut self, index: u32) {
-        let (list, prev, next) = {
-            let node = self.node_mut(index);
-            let links = (node.list, node.prev, node.next);
-            node.list = NIL;
-            node.prev = NIL;
-            node.next = NIL;
-            links
-        };
-        if list == NIL {
-            return;
-        }
-        if prev == NIL {
-            self.lists[list as usize].head = next;
-        } else {
-            self.node_mut(prev).next = next;
-        }
-        if next == NIL {
-            self.lists[list as usize].tail = prev;
-        } else {
-            self.node_mut(next).prev = prev;
-        }
-        if self.lists[list as usize].head == NIL && (list as usize) < self.bitmap_lists {
-            self.occupied[list as usize / 64] &= !(1 << (list % 64));
-        }
-    }
-
+    /// Whether the slab is small enough to keep `earliest` and scan it.
     #[inline]
-    pub(crate) fn head(&self, list: u32) -> u32 {
-        self.lists[list as usize].head
+    fn is_small(&self) -> bool {
+        self.entries.len() <= SMALL_SLAB
     }
 
-    pub(crate) fn next_in_list(&self, index: u32) -> u32 {
-        self.node(index).next
+    /// Recomputes `earliest` from the slab (small slabs only).
+    #[cold]
+    #[inline(never)]
+    fn refresh_earliest(&mut self) {
+        let earliest = self.live_entries().map(|(_, e)| self.lists.deadline(e.link)).min();
+        self.earliest = earliest.unwrap_or(u64::MAX);
     }
 
-    /// Detaches a whole list at once and returns its first node; walk it with
-    /// [`Store::next_in_list`] *before* relinking each node.
-    pub(crate) fn detach_all(&mut self, list: u32) -> u32 {
-        let head = self.lists[list as usize].head;
-        self.lists[list as usize] = List::EMPTY;
-        if (list as usize) < self.bitmap_lists {
-            self.occupied[list as usize / 64] &= !(1 << (list % 64));
-        }
-        let mut cursor = head;
-        while cursor != NIL {
-            let node = self.node_mut(cursor);
-            node.list = NIL;
-            cursor = node.next;
-        }
-        head
-    }
-
-    /// Removes a node from its list and the slab, making every handle to it stale.
-    pub(crate) fn release(&mut self, index: u32) -> Expired<T> {
-        self.unlink(index);
-        let handle = self.handle(index);
+    /// Re-arms a live timer to `deadline` with a fresh start sequence, leaving its old link
+    /// as a tombstone; returns the new link (not yet in any list).
+    pub(crate) fn renew(&mut self, index: u32, deadline: u64) -> Ref {
+        let seq = self.take_seq();
+        let old = self.is_small().then(|| self.deadline(index));
+        let r = self.lists.alloc(deadline, index);
         let entry = &mut self.entries[index as usize];
+        entry.seq = seq;
+        entry.link = r.link;
+        if old == Some(self.earliest) {
+            self.refresh_earliest();
+        } else {
+            self.earliest = self.earliest.min(deadline);
+        }
+        self.add_tombstone();
+        r
+    }
+
+    #[inline(always)]
+    fn add_tombstone(&mut self) {
+        self.stale += 1;
+        if self.stale > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
+            self.sweep();
+        }
+    }
+
+    /// Tombstones allowed beyond `SWEEP_RATIO` per slab entry before a sweep.
+    fn sweep_slack(&self) -> usize {
+        SWEEP_SLACK + self.lists.words()
+    }
+
+    /// Removes every tombstone from every list and the ready queue, keeping the order of the
+    /// live links.
+    #[cold]
+    #[inline(never)]
+    fn sweep(&mut self) {
+        let entries = &self.entries;
+        let dropped = self.lists.retain_all(|r| is_live(entries, r));
+        debug_assert_eq!(dropped, self.stale);
+        self.stale = 0;
+    }
+
+    /// Frees a live entry, making every handle to it stale: its handle and value.
+    #[inline]
+    fn release(&mut self, index: u32) -> (TimerHandle, T) {
+        let entry = &mut self.entries[index as usize];
+        let handle = TimerHandle { index, generation: entry.generation };
         entry.generation = entry.generation.wrapping_add(1);
         let slot = std::mem::replace(&mut entry.slot, Slot::Vacant { next_free: self.free_head });
         self.free_head = index;
         self.len -= 1;
         match slot {
-            Slot::Occupied(node) => Expired { handle, deadline: node.deadline, value: node.value },
+            Slot::Occupied(value) => (handle, value),
             Slot::Vacant { .. } => unreachable!("released a vacant entry"),
         }
     }
 
-    /// Pops the first node of `list`, releasing it.
+    /// Appends a link to slot list `list`.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, list: u32, r: Ref) {
+        self.lists.push(list, r.link);
+    }
+
+    /// Appends a link to the ready queue.
+    #[inline(always)]
+    pub(crate) fn push_ready(&mut self, r: Ref) {
+        self.lists.push_ready(r.link);
+    }
+
+    /// Hands out the next live entry of the ready queue, dropping tombstones on the way.
     #[inline]
-    pub(crate) fn pop_front(&mut self, list: u32) -> Option<Expired<T>> {
-        let head = self.lists[list as usize].head;
-        (head != NIL).then(|| self.release(head))
+    pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
+        while let Some(r) = self.lists.pop_ready() {
+            if is_live(&self.entries, r) {
+                let (handle, value) = self.release(r.index);
+                if r.deadline == self.earliest && self.is_small() {
+                    self.refresh_earliest();
+                }
+                return Some(Expired { handle, deadline: r.deadline, value });
+            }
+            self.stale -= 1;
+        }
+        None
+    }
+
+    /// Whether the ready queue is empty (of live links and tombstones alike).
+    #[inline(always)]
+    pub(crate) fn ready_is_empty(&self) -> bool {
+        self.lists.ready_is_empty()
+    }
+
+    /// Whether the ready queue holds a live entry.
+    pub(crate) fn ready_has_live(&self) -> bool {
+        self.lists.ready_refs().any(|r| is_live(&self.entries, r))
+    }
+
+    /// Makes slot list `list` the ready queue (which must be empty).
+    #[inline]
+    pub(crate) fn list_to_ready(&mut self, list: u32) {
+        self.lists.list_to_ready(list);
+    }
+
+    /// Detaches slot list `list`; take its links with [`Store::unlink_next`].
+    #[inline]
+    pub(crate) fn detach(&mut self, list: u32) -> u32 {
+        self.lists.detach(list)
+    }
+
+    /// The next link of a detached list, unlinked, to be filed again.
+    #[inline]
+    pub(crate) fn unlink_next(&mut self, cursor: &mut u32) -> Option<Ref> {
+        self.lists.unlink_next(cursor)
+    }
+
+    /// Moves the links due at `tick` from slot list `list` to the (empty) ready queue, in
+    /// order, and drops those due before it (tombstones: a live entry is never left behind
+    /// its tick). Keeps the rest. Whether any link was moved.
+    #[inline]
+    pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
+        debug_assert!(self.lists.ready_is_empty());
+        self.stale -= self.lists.collect_due(list, tick);
+        !self.lists.ready_is_empty()
+    }
+
+    /// The live links of slot list `list`.
+    pub(crate) fn live_refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
+        self.lists.refs(list).filter(|&r| is_live(&self.entries, r))
     }
 
     /// One 64-bit word of the occupancy bitmap.
+    #[inline]
     pub(crate) fn occupied_word(&self, word: usize) -> u64 {
-        self.occupied[word]
+        self.lists.occupied_word(word)
     }
 
     /// The first occupied slot list in `from..limit`, if any.
+    #[inline]
     pub(crate) fn next_occupied(&self, from: usize, limit: usize) -> Option<usize> {
-        if from >= limit {
-            return None;
-        }
-        let mut word = from / 64;
-        let mut bits = self.occupied[word] & (!0u64 << (from % 64));
-        loop {
-            if bits != 0 {
-                let found = word * 64 + bits.trailing_zeros() as usize;
-                return (found < limit).then_some(found);
-            }
-            word += 1;
-            if word * 64 >= limit {
-                return None;
-            }
-            bits = self.occupied[word];
-        }
+        self.lists.next_occupied(from, limit)
+    }
+
+    /// The live entries as `(index, entry)`.
+    fn live_entries(&self) -> impl Iterator<Item = (u32, &Entry<T>)> + '_ {
+        let occupied = |(_, entry): &(usize, &Entry<T>)| matches!(entry.slot, Slot::Occupied(_));
+        self.entries.iter().enumerate().filter(occupied).map(|(index, e)| (index as u32, e))
+    }
+
+    /// When the slab is small (it never held more than a connection's handful of timers),
+    /// the earliest deadline of any live timer, kept up to date as timers start, stop and
+    /// fire (a scan of the small slab when the earliest one goes): `Some(None)` when there
+    /// is none. `None` when the slab is too large for that to be cheap.
+    #[inline]
+    pub(crate) fn small_min(&self) -> Option<Option<u64>> {
+        self.is_small().then(|| (self.len > 0).then_some(self.earliest))
     }
 
     /// Every live entry as `(deadline, seq, index)`, sorted: the canonical (firing) order.
     pub(crate) fn sorted_live(&self) -> Vec<(u64, u64, u32)> {
         let mut live: Vec<(u64, u64, u32)> = self
-            .entries
-            .iter()
-            .enumerate()
-            .filter_map(|(index, entry)| match &entry.slot {
-                Slot::Occupied(node) => Some((node.deadline, node.seq, index as u32)),
-                Slot::Vacant { .. } => None,
-            })
+            .live_entries()
+            .map(|(index, entry)| (self.lists.deadline(entry.link), entry.seq, index))
             .collect();
         live.sort_unstable();
         live
     }
 
-    /// The smallest deadline of any node, by walking every slot list (O(n)).
+    /// The smallest deadline of any live timer not in the ready queue, by walking every slot
+    /// list (O(n)).
     pub(crate) fn min_deadline(&self) -> Option<u64> {
         let mut best: Option<u64> = None;
         let mut slot = 0;
-        while let Some(found) = self.next_occupied(slot, self.bitmap_lists) {
-            let mut cursor = self.head(found as u32);
-            while cursor != NIL {
-                let node = self.node(cursor);
-                best = Some(best.map_or(node.deadline, |b| b.min(node.deadline)));
-                cursor = node.next;
+        while let Some(found) = self.next_occupied(slot, self.lists.list_count()) {
+            for r in self.live_refs(found as u32) {
+                best = Some(best.map_or(r.deadline, |b| b.min(r.deadline)));
             }
             slot = found + 1;
         }
@@ -312,7 +405,7 @@ impl<T> Store<T> {
 mod snapshot {
     //! The slab layout as data, so a restored wheel hands out the same handles as the original.
 
-    use super::{Entry, List, Slot, Store, NIL};
+    use super::{Entry, Ref, Slot, Store, NIL};
 
     impl<T> Store<T> {
         /// Per-entry generations and the free list in chain order.
@@ -330,19 +423,24 @@ mod snapshot {
             (generations, free)
         }
 
-        /// A store laid out as `generations` / `free` describe, with nothing live yet.
+        /// A store (for a hierarchical wheel: queues) laid out as `generations` / `free`
+        /// describe, with nothing live yet.
         /// The caller has checked that the indices are in range and distinct.
         pub(crate) fn from_layout(
-            bitmap_lists: usize,
-            extra_lists: usize,
+            list_count: usize,
             generations: &[u32],
             free: &[u32],
             next_seq: u64,
         ) -> Self {
-            let mut store = Store::new(bitmap_lists, extra_lists);
+            let mut store = Store::new(list_count, false);
             store.entries = generations
                 .iter()
-                .map(|&generation| Entry { generation, slot: Slot::Vacant { next_free: NIL } })
+                .map(|&generation| Entry {
+                    seq: 0,
+                    generation,
+                    link: NIL,
+                    slot: Slot::Vacant { next_free: NIL },
+                })
                 .collect();
             store.len = generations.len();
             for (position, &index) in free.iter().enumerate() {
@@ -352,14 +450,19 @@ mod snapshot {
             }
             store.free_head = free.first().copied().unwrap_or(NIL);
             store.next_seq = next_seq;
-            debug_assert!(store.lists.iter().all(|list| list.head == List::EMPTY.head));
             store
         }
 
-        /// Puts a detached node at a chosen (vacant, off-free-list) index.
-        pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) {
-            let node = super::Node { deadline, seq, prev: NIL, next: NIL, list: NIL, value };
-            self.entries[index as usize].slot = Slot::Occupied(node);
+        /// Puts a timer at a chosen (vacant, off-free-list) index and returns its link, to be
+        /// filed.
+        pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) -> Ref {
+            let r = self.lists.alloc(deadline, index);
+            let entry = &mut self.entries[index as usize];
+            entry.seq = seq;
+            entry.link = r.link;
+            entry.slot = Slot::Occupied(value);
+            self.earliest = self.earliest.min(deadline);
+            r
         }
     }
 }

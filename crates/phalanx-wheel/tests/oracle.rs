@@ -370,6 +370,30 @@ fn hierarchical_wheel_matches_oracle() {
     });
 }
 
+/// Long runs heavy in cancels and resets, so tombstones pile up and are swept many times
+/// (mid-drain too), against the same oracle.
+fn churn() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => delta().prop_map(|delta| Op::Insert { delta }),
+        6 => any::<usize>().prop_map(|which| Op::Cancel { which }),
+        8 => (any::<usize>(), delta()).prop_map(|(which, delta)| Op::Reset { which, delta }),
+        2 => (0..4u64).prop_map(|delta| Op::Advance { delta }),
+        1 => delta().prop_map(|delta| Op::Advance { delta }),
+        2 => (delta(), 0..4usize).prop_map(|(delta, count)| Op::PollSome { delta, count }),
+        1 => Just(Op::Restore),
+    ]
+}
+
+#[test]
+fn wheels_match_oracle_under_churn() {
+    let slots = prop_oneof![Just(1usize), Just(8), Just(1024)];
+    let strategy = (slots, start(), prop::collection::vec(churn(), 500..2_000));
+    run_seeded("wheels_match_oracle_under_churn", strategy, |(slots, start, ops)| {
+        check(HashedWheel::new(start, slots).expect("power of two"), start, &ops)?;
+        check(HierarchicalWheel::new(start), start, &ops)
+    });
+}
+
 /// Many timers on one tick, inserted from every level (some started far away, some near,
 /// some reset onto the tick), fire in start order — 25 of the fault matrix.
 #[test]

@@ -1,0 +1,356 @@
+//! The slot lists and the ready queue: singly linked lists of *links* that all live in one
+//! pool with a free list, so no list allocates on its own (a table of 2^16 slots costs two
+//! `u32`s a slot, not a vector each), and once the pool is warm nothing allocates at all.
+//!
+//! A link is 16 bytes: a timer's deadline, its slab index and the next link. A link keeps its
+//! pool index from the moment a timer is filed until it fires or is swept as a tombstone —
+//! cascades, collection into the ready queue and sweeps relink it in place — so the slab can
+//! name the one link that is a timer's live one (see `store.rs`).
+//!
+//! Slot lists come in two kinds, chosen per wheel by measurement:
+//! - *queues* (the hierarchical wheel): a new link goes at the tail; taking a list out in
+//!   order is free, which suits cascades of long lists;
+//! - *stacks* (the hashed wheel): a new link goes in front, so filing a timer writes its own
+//!   link and the slot's head and reads no other link (the tail link is a cache miss in a big
+//!   table: start at 1e6 went from 24 to 14 ns); the list holds its links newest first, and
+//!   taking it out in order (into the ready queue, or collecting the due ones) reverses the
+//!   chain first. Its slots hold few links each, so that pass is short.
+//!
+//! Each slot list has one bit in an occupancy bitmap, set while it holds any link, so a wheel
+//! can jump over empty slots with `trailing_zeros`. The ready queue is a queue, without a bit.
+
+use crate::store::NIL;
+
+/// A timer's place in a list.
+#[derive(Clone, Copy)]
+struct Link {
+    deadline: u64,
+    /// The timer's slab index.
+    index: u32,
+    next: u32,
+}
+
+/// A link as the store and wheels see it: its pool index and what it says.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ref {
+    /// The link's pool index.
+    pub(crate) link: u32,
+    pub(crate) deadline: u64,
+    /// The slab index of the timer it names (live or not).
+    pub(crate) index: u32,
+}
+
+#[derive(Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+impl List {
+    const EMPTY: List = List { head: NIL, tail: NIL };
+}
+
+pub(crate) struct Lists {
+    pool: Vec<Link>,
+    free: u32,
+    lists: Vec<List>,
+    /// Whether slot lists are stacks (else queues).
+    stacks: bool,
+    occupied: Vec<u64>,
+    ready: List,
+}
+
+impl Lists {
+    /// `list_count` slot lists, stacks if `stacks`, else queues.
+    pub(crate) fn new(list_count: usize, stacks: bool) -> Self {
+        Lists {
+            pool: Vec::new(),
+            free: NIL,
+            lists: vec![List::EMPTY; list_count],
+            stacks,
+            occupied: vec![0; list_count.div_ceil(64)],
+            ready: List::EMPTY,
+        }
+    }
+
+    pub(crate) fn list_count(&self) -> usize {
+        self.lists.len()
+    }
+
+    /// Words in the occupancy bitmap.
+    pub(crate) fn words(&self) -> usize {
+        self.occupied.len()
+    }
+
+    /// Makes room for `total` links in all without allocating.
+    pub(crate) fn reserve_total(&mut self, total: usize) {
+        self.pool.reserve(total.saturating_sub(self.pool.len()));
+    }
+
+    /// A new, unlinked link.
+    #[inline(always)]
+    pub(crate) fn alloc(&mut self, deadline: u64, index: u32) -> Ref {
+        let link = if self.free != NIL {
+            let link = self.free;
+            let slot = &mut self.pool[link as usize];
+            self.free = slot.next;
+            *slot = Link { deadline, index, next: NIL };
+            link
+        } else {
+            // A link per live timer plus tombstones, which stay fewer than a few times the
+            // slab: the pool outgrows `u32` only after memory runs out.
+            assert!(self.pool.len() < NIL as usize, "timer lists are full");
+            self.pool.push(Link { deadline, index, next: NIL });
+            (self.pool.len() - 1) as u32
+        };
+        Ref { link, deadline, index }
+    }
+
+    #[inline]
+    fn free_link(&mut self, link: u32) {
+        self.pool[link as usize].next = self.free;
+        self.free = link;
+    }
+
+    #[inline]
+    fn clear_bit(&mut self, list: u32) {
+        self.occupied[list as usize / 64] &= !(1 << (list % 64));
+    }
+
+    /// Appends `link` (whose `next` is `NIL`) to `list`; whether the list was empty.
+    #[inline(always)]
+    fn append(pool: &mut [Link], list: &mut List, link: u32) -> bool {
+        let was_empty = list.tail == NIL;
+        if was_empty {
+            list.head = link;
+        } else {
+            pool[list.tail as usize].next = link;
+        }
+        list.tail = link;
+        was_empty
+    }
+
+    /// Adds an unlinked link to slot list `list`: in front of a stack, at the tail of a queue.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, list: u32, link: u32) {
+        let slot = &mut self.lists[list as usize];
+        let was_empty = if self.stacks {
+            let was_empty = slot.head == NIL;
+            self.pool[link as usize].next = slot.head;
+            slot.head = link;
+            was_empty
+        } else {
+            Self::append(&mut self.pool, slot, link)
+        };
+        if was_empty {
+            self.occupied[list as usize / 64] |= 1 << (list % 64);
+        }
+    }
+
+    /// Takes slot list `list` out (its bit cleared) as a chain in the order its links were
+    /// pushed, oldest first: `(first, last)`, or `NIL`s when empty.
+    #[inline]
+    fn take_in_order(&mut self, list: u32) -> (u32, u32) {
+        let taken = std::mem::replace(&mut self.lists[list as usize], List::EMPTY);
+        self.clear_bit(list);
+        if !self.stacks {
+            return (taken.head, taken.tail);
+        }
+        let newest = taken.head;
+        let (mut cursor, mut reversed) = (newest, NIL);
+        while cursor != NIL {
+            let next = self.pool[cursor as usize].next;
+            self.pool[cursor as usize].next = reversed;
+            reversed = cursor;
+            cursor = next;
+        }
+        (reversed, newest)
+    }
+
+    /// Appends an unlinked link to the ready queue.
+    #[inline(always)]
+    pub(crate) fn push_ready(&mut self, link: u32) {
+        Self::append(&mut self.pool, &mut self.ready, link);
+    }
+
+    /// Whether the ready queue is empty.
+    #[inline]
+    pub(crate) fn ready_is_empty(&self) -> bool {
+        self.ready.head == NIL
+    }
+
+    /// Takes the first link of the ready queue and frees it.
+    #[inline]
+    pub(crate) fn pop_ready(&mut self) -> Option<Ref> {
+        let link = self.ready.head;
+        if link == NIL {
+            return None;
+        }
+        let Link { deadline, index, next } = self.pool[link as usize];
+        self.ready.head = next;
+        if next == NIL {
+            self.ready.tail = NIL;
+        }
+        self.free_link(link);
+        Some(Ref { link, deadline, index })
+    }
+
+    /// The links of the ready queue, in order.
+    pub(crate) fn ready_refs(&self) -> impl Iterator<Item = Ref> + '_ {
+        self.chain(self.ready.head)
+    }
+
+    /// The links of slot list `list` (newest first in a stack).
+    pub(crate) fn refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
+        self.chain(self.lists[list as usize].head)
+    }
+
+    fn chain(&self, mut cursor: u32) -> impl Iterator<Item = Ref> + '_ {
+        std::iter::from_fn(move || {
+            (cursor != NIL).then(|| {
+                let link = cursor;
+                let Link { deadline, index, next } = self.pool[link as usize];
+                cursor = next;
+                Ref { link, deadline, index }
+            })
+        })
+    }
+
+    /// The deadline a link holds.
+    #[inline]
+    pub(crate) fn deadline(&self, link: u32) -> u64 {
+        self.pool[link as usize].deadline
+    }
+
+    /// Makes slot list `list` the ready queue, which must be empty.
+    #[inline]
+    pub(crate) fn list_to_ready(&mut self, list: u32) {
+        debug_assert!(self.ready_is_empty());
+        let (head, tail) = self.take_in_order(list);
+        self.ready = List { head, tail };
+    }
+
+    /// Detaches slot list `list` and returns a cursor for [`Lists::unlink_next`], which hands
+    /// out its links oldest first.
+    #[inline]
+    pub(crate) fn detach(&mut self, list: u32) -> u32 {
+        self.take_in_order(list).0
+    }
+
+    /// The link at `cursor` of a detached chain, unlinked (ready to be pushed again), and the
+    /// cursor advanced.
+    #[inline]
+    pub(crate) fn unlink_next(&mut self, cursor: &mut u32) -> Option<Ref> {
+        if *cursor == NIL {
+            return None;
+        }
+        let link = *cursor;
+        let slot = &mut self.pool[link as usize];
+        let Link { deadline, index, next } = *slot;
+        slot.next = NIL;
+        *cursor = next;
+        Some(Ref { link, deadline, index })
+    }
+
+    /// Moves the links with `deadline == tick` from slot list `list` to the end of the ready
+    /// queue and frees those with `deadline < tick`, keeping the order of both; returns how
+    /// many were freed.
+    pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> usize {
+        let (mut cursor, _) = self.take_in_order(list);
+        let mut kept = List::EMPTY;
+        let mut dropped = 0;
+        while cursor != NIL {
+            let slot = &mut self.pool[cursor as usize];
+            let (deadline, next) = (slot.deadline, slot.next);
+            slot.next = NIL;
+            if deadline == tick {
+                Self::append(&mut self.pool, &mut self.ready, cursor);
+            } else if deadline < tick {
+                self.free_link(cursor);
+                dropped += 1;
+            } else if self.stacks {
+                // Oldest first in, so the kept links end up newest first again.
+                self.pool[cursor as usize].next = kept.head;
+                kept.head = cursor;
+            } else {
+                Self::append(&mut self.pool, &mut kept, cursor);
+            }
+            cursor = next;
+        }
+        if kept.head != NIL {
+            self.lists[list as usize] = kept;
+            self.occupied[list as usize / 64] |= 1 << (list % 64);
+        }
+        dropped
+    }
+
+    /// Keeps only the links of every list (the ready queue too) for which `keep` holds, in
+    /// order, freeing the others; returns how many were freed.
+    pub(crate) fn retain_all(&mut self, mut keep: impl FnMut(Ref) -> bool) -> usize {
+        let mut dropped = 0;
+        for word in 0..self.occupied.len() {
+            let mut bits = self.occupied[word];
+            while bits != 0 {
+                let list = (word * 64) as u32 + bits.trailing_zeros();
+                bits &= bits - 1;
+                let mut kept = self.lists[list as usize];
+                dropped += self.retain(&mut kept, &mut keep);
+                self.lists[list as usize] = kept;
+                if kept.head == NIL {
+                    self.clear_bit(list);
+                }
+            }
+        }
+        let mut ready = self.ready;
+        dropped += self.retain(&mut ready, &mut keep);
+        self.ready = ready;
+        dropped
+    }
+
+    fn retain(&mut self, list: &mut List, keep: &mut impl FnMut(Ref) -> bool) -> usize {
+        let mut cursor = list.head;
+        *list = List::EMPTY;
+        let mut dropped = 0;
+        while cursor != NIL {
+            let link = cursor;
+            let slot = &mut self.pool[link as usize];
+            let Link { deadline, index, next } = *slot;
+            slot.next = NIL;
+            if keep(Ref { link, deadline, index }) {
+                Self::append(&mut self.pool, list, link);
+            } else {
+                self.free_link(link);
+                dropped += 1;
+            }
+            cursor = next;
+        }
+        dropped
+    }
+
+    /// One 64-bit word of the occupancy bitmap.
+    #[inline]
+    pub(crate) fn occupied_word(&self, word: usize) -> u64 {
+        self.occupied[word]
+    }
+
+    /// The first occupied slot list in `from..limit`, if any.
+    #[inline]
+    pub(crate) fn next_occupied(&self, from: usize, limit: usize) -> Option<usize> {
+        if from >= limit {
+            return None;
+        }
+        let mut word = from / 64;
+        let mut bits = self.occupied[word] & (!0u64 << (from % 64));
+        loop {
+            if bits != 0 {
+                let found = word * 64 + bits.trailing_zeros() as usize;
+                return (found < limit).then_some(found);
+            }
+            word += 1;
+            if word * 64 >= limit {
+                return None;
+            }
+            bits = self.occupied[word];
+        }
+    }
+}
