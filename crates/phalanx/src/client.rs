@@ -20,7 +20,7 @@ use crate::driver::{self, Datagrams, FromHost, Handle, Side};
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification, Mismatch};
 use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
-use crate::{Clock, ConnectError, NoTurn, SessionError, Submitter, Update};
+use crate::{Clock, ConnectError, JoinStreamError, NoTurn, SessionError, Submitter, Update};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -120,12 +120,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             let connection = connecting.await.map_err(ConnectError::Connection)?;
             let (mut send, mut recv) =
                 connection.open_bi().await.map_err(ConnectError::Connection)?;
-            send.write_all(&request).await.map_err(|e| ConnectError::Stream(e.to_string()))?;
-            send.finish().map_err(|e| ConnectError::Stream(e.to_string()))?;
+            let write = |e| ConnectError::Stream(JoinStreamError::Write(e));
+            send.write_all(&request).await.map_err(write)?;
+            send.finish().map_err(|e| ConnectError::Stream(JoinStreamError::Closed(e)))?;
             let reply = recv
                 .read_to_end(reply_max)
                 .await
-                .map_err(|e| ConnectError::Stream(e.to_string()))?;
+                .map_err(|e| ConnectError::Stream(JoinStreamError::Read(e)))?;
             Ok::<_, ConnectError>((connection, reply))
         })
         .await
@@ -271,8 +272,7 @@ fn client_endpoint(
     };
     let mut endpoint_config = quinn::EndpointConfig::default();
     crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::CLIENT_CID_LEN);
-    let runtime = quinn::default_runtime()
-        .ok_or_else(|| ConnectError::Stream("no tokio runtime is running".into()))?;
+    let runtime = quinn::default_runtime().ok_or(ConnectError::NoRuntime)?;
     match socket {
         Some(socket) => {
             quinn::Endpoint::new_with_abstract_socket(endpoint_config, None, socket, runtime)

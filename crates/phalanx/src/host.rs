@@ -156,8 +156,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             None
         };
         let tls = identity.server_tls().map_err(HostError::Identity)?;
-        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls)
-            .map_err(|error| HostError::Tls(error.to_string()))?;
+        let crypto =
+            quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(HostError::Tls)?;
         let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
         server.transport_config(transport_config(&session, HOST_STREAM_WINDOW));
         let key = reset_key.unwrap_or_else(random_key);

@@ -153,8 +153,8 @@ pub enum HostError {
     Config(phalanx_proto::ConfigError),
     /// The identity does not make a TLS configuration.
     Identity(IdentityError),
-    /// The TLS configuration does not suit QUIC.
-    Tls(String),
+    /// The TLS configuration does not suit QUIC (no TLS 1.3 cipher suite QUIC can start with).
+    Tls(quinn::crypto::rustls::NoInitialCipherSuite),
     /// The socket could not be bound.
     Bind(std::io::Error),
     /// No tokio runtime is running: call from inside one.
@@ -178,6 +178,30 @@ impl fmt::Display for HostError {
 
 impl std::error::Error for HostError {}
 
+/// How the join's reliable stream failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum JoinStreamError {
+    /// Sending the join request failed.
+    Write(quinn::WriteError),
+    /// The stream was closed before the request was finished.
+    Closed(quinn::ClosedStream),
+    /// Reading the host's reply failed (or it was longer than a join reply may be).
+    Read(quinn::ReadToEndError),
+}
+
+impl fmt::Display for JoinStreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JoinStreamError::Write(error) => write!(f, "sending the request: {error}"),
+            JoinStreamError::Closed(error) => write!(f, "finishing the request: {error}"),
+            JoinStreamError::Read(error) => write!(f, "reading the reply: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for JoinStreamError {}
+
 /// Why a client could not join.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -193,7 +217,10 @@ pub enum ConnectError {
     /// The connection failed: unreachable host, certificate not accepted, or closed.
     Connection(quinn::ConnectionError),
     /// The join stream failed.
-    Stream(String),
+    Stream(JoinStreamError),
+    /// No tokio runtime with IO and time is running: call from inside one (or use a
+    /// [`Session`], which brings its own).
+    NoRuntime,
     /// The host did not answer the join in time.
     Timeout,
     /// The host refused the join, or its reply was unusable.
@@ -216,6 +243,7 @@ impl fmt::Display for ConnectError {
             ConnectError::Connect(error) => write!(f, "cannot connect: {error}"),
             ConnectError::Connection(error) => write!(f, "connection failed: {error}"),
             ConnectError::Stream(error) => write!(f, "join stream failed: {error}"),
+            ConnectError::NoRuntime => write!(f, "no tokio runtime is running"),
             ConnectError::Timeout => write!(f, "the host did not answer the join in time"),
             ConnectError::WrongHost { expected, found } => write!(
                 f,
