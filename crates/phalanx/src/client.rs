@@ -218,6 +218,12 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         RawDatagramSender(self.connection.clone())
     }
 
+    /// How long until the next turn is due — for a renderer interpolating between turns
+    /// (zero when due already; `None` before the first turn, paused, stalled or over).
+    pub fn until_next_turn(&self) -> Option<std::time::Duration> {
+        self.handle.until_next_turn()
+    }
+
     /// Events dropped because they were not taken with [`try_event`](Self::try_event) (1,024
     /// are held; newer ones are dropped and counted here).
     pub fn events_dropped(&self) -> u64 {
@@ -368,5 +374,9 @@ impl Side for ClientSide {
 
     fn is_over(&self) -> bool {
         self.client.ended().is_some()
+    }
+
+    fn next_turn_due_ms(&self) -> Option<u64> {
+        self.client.next_turn_due_ms()
     }
 }

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use phalanx_proto::{CommandCodec, SubmitError, Ticket, Turn, TurnBundle, TypedTurn};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::{Clock, NoTurn, SessionError};
@@ -139,6 +139,8 @@ pub(crate) trait Side: Send + 'static {
     fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle>;
     /// Whether the session is over: the driver hands over what is left and stops.
     fn is_over(&self) -> bool;
+    /// When the game's next turn is due, in driver milliseconds, if known.
+    fn next_turn_due_ms(&self) -> Option<u64>;
 }
 
 /// The bounded queue of events for the application. Overflow policy: when it holds
@@ -173,6 +175,8 @@ pub(crate) struct Handle<Own, Event> {
     turns: mpsc::Receiver<TurnBundle>,
     events: mpsc::Receiver<Event>,
     events_dropped: Arc<AtomicU64>,
+    /// When the next turn is due (the driver updates it every wake).
+    due: watch::Receiver<Option<tokio::time::Instant>>,
 }
 
 /// Spawns the driver of `side`, fed by `inputs`, with room for `turns_max` turns the game has
@@ -187,8 +191,10 @@ pub(crate) fn spawn<S: Side>(
     let (submit_tx, submits) = mpsc::channel(COMMANDS_MAX);
     let (turn_tx, turn_rx) = mpsc::channel(turns_max);
     let (events, event_rx, events_dropped) = EventQueue::new();
+    let (due_tx, due) = watch::channel(None);
     let driver = tokio::spawn(async move {
-        let channels = Channels { commands, submits, inputs, turns: Some(turn_tx), events };
+        let channels =
+            Channels { commands, submits, inputs, turns: Some(turn_tx), events, due: due_tx };
         drive(side, clock(), channels).await;
     });
     let handle = Handle {
@@ -197,6 +203,7 @@ pub(crate) fn spawn<S: Side>(
         turns: turn_rx,
         events: event_rx,
         events_dropped,
+        due,
     };
     (handle, driver)
 }
@@ -209,6 +216,7 @@ struct Channels<S: Side> {
     /// `None` once the session is over.
     turns: Option<mpsc::Sender<TurnBundle>>,
     events: EventQueue<S::Event>,
+    due: watch::Sender<Option<tokio::time::Instant>>,
 }
 
 /// The driver loop. `biased;` keeps the order of the branches fixed (commands, submits, then
@@ -260,6 +268,11 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
         while let Some(event) = side.poll_event() {
             channels.events.push(event);
         }
+        let due = side.next_turn_due_ms().filter(|_| channels.turns.is_some());
+        channels.due.send_if_modified(|at| {
+            let next = due.map(|ms| clock.instant(ms));
+            std::mem::replace(at, next) != next
+        });
         if side.is_over() {
             // Every turn was handed over: the game's next_turn returns None after the last.
             // The driver stays for the application's questions (stats, the replay) until it
@@ -308,6 +321,13 @@ impl<Own, Event> Handle<Own, Event> {
         hash: u64,
     ) -> Result<(), SessionError> {
         self.send(Command::ReportHash(turn, hash)).await
+    }
+
+    /// How long until the next turn is due (zero when it is due already; `None` when unknown:
+    /// before the first turn, paused, stalled, over).
+    pub(crate) fn until_next_turn(&self) -> Option<std::time::Duration> {
+        let at = (*self.due.borrow())?;
+        Some(at.saturating_duration_since(tokio::time::Instant::now()))
     }
 
     /// Events dropped because the application did not take them (the queue holds

@@ -243,6 +243,12 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         self.handle.report_state_hash(turn, hash).await
     }
 
+    /// How long until the next turn is due — for a renderer interpolating between turns
+    /// (zero when due already; `None` before the first turn, paused, stalled or over).
+    pub fn until_next_turn(&self) -> Option<std::time::Duration> {
+        self.handle.until_next_turn()
+    }
+
     /// Events dropped because they were not taken with [`try_event`](Self::try_event) (1,024
     /// are held; newer ones are dropped and counted here).
     pub fn events_dropped(&self) -> u64 {
@@ -521,5 +527,9 @@ impl Side for HostSide {
 
     fn is_over(&self) -> bool {
         self.host.is_finished()
+    }
+
+    fn next_turn_due_ms(&self) -> Option<u64> {
+        self.host.next_seal_at_ms()
     }
 }

@@ -257,6 +257,15 @@ where
         }
     }
 
+    /// How long until the next turn is due — for a renderer interpolating between turns
+    /// (zero when due already; `None` before the first turn, paused, stalled or over).
+    pub fn until_next_turn(&self) -> Option<std::time::Duration> {
+        match &self.role {
+            Role::Host(host) => host.until_next_turn(),
+            Role::Client(client) => client.until_next_turn(),
+        }
+    }
+
     /// Events dropped because they were not taken with [`try_event`](Self::try_event).
     pub fn events_dropped(&self) -> u64 {
         match &self.role {

@@ -25,8 +25,16 @@ fn config() -> SessionConfig {
 fn frame_loop(session: &mut Session<Order>, end_at: Option<u32>) -> (Vec<String>, Option<u32>) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let (mut turns, mut last) = (Vec::new(), None);
+    let mut timed_frames = 0;
     while !session.is_over() && Instant::now() < deadline {
+        // What a renderer reads every frame: how far it is to the next turn. Turns are 20 ms
+        // here, behind a playout buffer of at most 80 ms.
+        if let Some(until) = session.until_next_turn() {
+            assert!(until <= Duration::from_millis(120), "next turn in {until:?}");
+            timed_frames += 1;
+        }
         while let Some(turn) = session.try_next_turn() {
+            assert_eq!(turn.length_ms, 20, "the turn carries its length");
             if session.player().is_some() && turn.turn.0 % 3 == 0 {
                 session.submit(&Order(turn.turn.0)).expect("within budget");
             }
@@ -42,6 +50,7 @@ fn frame_loop(session: &mut Session<Order>, end_at: Option<u32>) -> (Vec<String>
         }
         std::thread::sleep(Duration::from_millis(16));
     }
+    assert!(timed_frames > 10, "the time to the next turn is known while the game runs");
     (turns, last)
 }
 

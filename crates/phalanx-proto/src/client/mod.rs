@@ -432,6 +432,16 @@ impl Client {
         Ok(Ticket { seq, turn })
     }
 
+    /// When the next turn is due on the playout schedule, in the caller's clock (`None`
+    /// before the first turn arrived, or with the buffer off): a renderer's time to the next
+    /// turn. It may have arrived already, or not yet (then it is late).
+    pub fn next_turn_due_ms(&self) -> Option<u64> {
+        if !matches!(self.state, State::Running(_)) {
+            return None;
+        }
+        self.playout.due_ms(self.next_exec)
+    }
+
     /// Whether a rejoin's replay of past turns is still being handed out by
     /// [`next_turn`](Self::next_turn).
     pub fn is_catching_up(&self) -> bool {

@@ -406,6 +406,13 @@ impl Host {
         self.next_seal
     }
 
+    /// When the next turn is sealed — and the host's own game may execute it — in the
+    /// caller's clock (`None` in the lobby, paused, ended or stalled waiting for a player).
+    pub fn next_seal_at_ms(&self) -> Option<u64> {
+        let sealing = self.started && !self.paused && !self.ended;
+        (sealing && self.stalled_since_ms.is_none()).then_some(self.next_seal_at_ms)
+    }
+
     fn push_event(&mut self, event: HostEvent) {
         self.events.push(event);
         self.stats.events_dropped = self.events.dropped();
