@@ -26,21 +26,24 @@ use crate::{Clock, ConnectError, JoinStreamError, NoTurn, SessionError, Submitte
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ClientOptions {
-    /// Local settings (timers, datagram size, versions, game-data hash); the turn pipeline
-    /// settings come from the host.
+    /// Local settings (timers, datagram size, versions, game-data hash, playout buffer,
+    /// overflow); the turn pipeline settings come from the host. Default:
+    /// `SessionConfig::default()`.
     pub session: SessionConfig,
     /// The seat token from the lobby.
     pub token: u64,
     /// How to check the host's certificate.
     pub verification: HostVerification,
-    /// The name the host's certificate is checked against (for `Roots`).
+    /// The name the host's certificate is checked against (for `Roots`). Default: `phalanx`.
     pub server_name: String,
     /// The transport under the endpoint: an ephemeral UDP socket (the default), or any
     /// [`quinn::AsyncUdpSocket`] — phalanx-sim passes a simulated one.
     pub socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
     /// Seeds quinn's own randomness (and connection ids), for reproducible simulations.
+    /// Default: `None` (OS randomness), as real games want.
     pub quic_seed: Option<[u8; 32]>,
     /// How long the handshake and the join may take before [`ConnectError::Timeout`].
+    /// Default: 10 s.
     pub join_timeout: std::time::Duration,
 }
 

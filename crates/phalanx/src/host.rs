@@ -35,9 +35,10 @@ pub const CLOSE_LEFT: u32 = 3;
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct HostOptions {
-    /// The session's config.
+    /// The session's config. Default: `SessionConfig::default()`.
     pub session: SessionConfig,
-    /// The seat tokens the lobby handed out (each usable once).
+    /// The seat tokens the lobby handed out (each usable once; at most `players_max`, one
+    /// fewer when the host plays).
     pub tokens: Vec<u64>,
     /// Whether the host also plays (a listen server). Default: no.
     pub local_player: bool,
