@@ -68,6 +68,7 @@ mod sync;
 pub mod testing;
 mod typed;
 mod types;
+mod window;
 mod wire;
 
 pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};

@@ -28,6 +28,7 @@ use crate::link::Link;
 use crate::pace::Pace;
 use crate::stats::ClientStats;
 use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
+use crate::window::SortedWindow;
 use playout::Playout;
 
 use crate::wire::{
@@ -168,10 +169,9 @@ pub struct Client {
     pause_seq: u8,
     /// Players the host says it is waiting for.
     waiting: u64,
-    /// Submit → execute latencies of our commands, the most recent `LATENCY_SAMPLES`.
-    latencies_ms: VecDeque<u32>,
-    /// The same samples, sorted (kept in step, so reading percentiles every frame is cheap).
-    latencies_sorted: Vec<u32>,
+    /// Submit → execute latencies of our commands, the most recent `LATENCY_SAMPLES` (kept
+    /// sorted, so reading percentiles every frame is cheap).
+    latencies_ms: SortedWindow<u32>,
     last_exec_ms: Option<u64>,
     /// After a rejoin: the turns before live play, for the game to replay first (bounded by
     /// `rejoin_log_bytes_max` through the join reply's size).
@@ -252,8 +252,7 @@ impl Client {
             pause_request: None,
             pause_seq: 0,
             waiting: 0,
-            latencies_ms: VecDeque::new(),
-            latencies_sorted: Vec::new(),
+            latencies_ms: SortedWindow::new(LATENCY_SAMPLES),
             last_exec_ms: None,
             catch_up: VecDeque::new(),
             playout,
@@ -511,17 +510,8 @@ impl Client {
     /// One of our commands executed at `turn`: its latency, and whether it was late.
     fn on_own_command(&mut self, seq: CommandSeq, turn: Turn, now_ms: u64) {
         let Some((stamped, submitted)) = self.in_flight.remove(&seq) else { return };
-        if self.latencies_ms.len() == LATENCY_SAMPLES {
-            if let Some(oldest) = self.latencies_ms.pop_front() {
-                if let Ok(index) = self.latencies_sorted.binary_search(&oldest) {
-                    self.latencies_sorted.remove(index);
-                }
-            }
-        }
         let latency = now_ms.saturating_sub(submitted).min(u64::from(u32::MAX)) as u32;
-        self.latencies_ms.push_back(latency);
-        let index = self.latencies_sorted.partition_point(|&other| other < latency);
-        self.latencies_sorted.insert(index, latency);
+        self.latencies_ms.push(latency);
         if turn > stamped {
             self.stats.commands_late += 1;
             self.push_event(ClientEvent::CommandLate { seq, stamped, executed: turn });
@@ -540,14 +530,9 @@ impl Client {
         stats.playout_ms = self.playout.buffer_ms() as u32;
         stats.events_dropped = self.events.dropped();
         stats.command_delay_turns = self.pace.command_delay_turns;
-        let sorted = &self.latencies_sorted;
-        let percentile = |p: usize| {
-            let index = (sorted.len() * p / 100).min(sorted.len().saturating_sub(1));
-            sorted.get(index).copied()
-        };
-        stats.latency_ms_p50 = percentile(50);
-        stats.latency_ms_p95 = percentile(95);
-        stats.latency_ms_max = sorted.last().copied();
+        stats.latency_ms_p50 = self.latencies_ms.percentile(50);
+        stats.latency_ms_p95 = self.latencies_ms.percentile(95);
+        stats.latency_ms_max = self.latencies_ms.percentile(100);
         stats
     }
 

@@ -24,9 +24,8 @@
 //! does account for it: a command stamped from a later local turn reaches the host later, so
 //! the client reports its buffer and speed control adds it to the round trip it covers.
 
-use std::collections::VecDeque;
-
 use crate::types::Turn;
+use crate::window::SortedWindow;
 
 /// Turns whose offsets the schedule keeps: about 6 s of 100 ms turns.
 const WINDOW: usize = 64;
@@ -46,11 +45,8 @@ pub(crate) struct Playout {
     length_ms: u64,
     /// Offsets are `arrival − (turn − anchor) × length_ms`, to stay small.
     anchor: Option<Turn>,
-    /// The offsets of the most recent first arrivals, oldest first...
-    offsets: VecDeque<i64>,
-    /// ...and the same, sorted (kept in step: an arrival costs two binary searches and a
-    /// short move, not a sort).
-    sorted: Vec<i64>,
+    /// The offsets of the most recent first arrivals.
+    offsets: SortedWindow<i64>,
     /// Turns in a row that arrived past `base + max_ms + length_ms / 2`.
     late_in_a_row: u32,
     /// The current base and buffer.
@@ -64,8 +60,7 @@ impl Playout {
             max_ms: max_ms.into(),
             length_ms: turn_length_ms.max(1).into(),
             anchor: None,
-            offsets: VecDeque::with_capacity(WINDOW),
-            sorted: Vec::with_capacity(WINDOW),
+            offsets: SortedWindow::new(WINDOW),
             late_in_a_row: 0,
             base: 0,
             buffer_ms: 0,
@@ -98,47 +93,27 @@ impl Playout {
             }
             if self.late_in_a_row >= SHIFT_SAMPLES {
                 // The host stopped for a while: the older offsets describe another schedule.
-                let keep = (self.late_in_a_row - 1) as usize;
-                let forget = self.offsets.len().saturating_sub(keep);
-                self.offsets.drain(..forget);
-                self.resort();
+                self.offsets.keep_last((self.late_in_a_row - 1) as usize);
                 self.late_in_a_row = 0;
             } else if offset < self.base - step {
                 // Far earlier than anything seen: the old offsets are of no use.
                 self.offsets.clear();
-                self.sorted.clear();
             }
         }
-        if self.offsets.len() == WINDOW {
-            if let Some(oldest) = self.offsets.pop_front() {
-                if let Ok(index) = self.sorted.binary_search(&oldest) {
-                    self.sorted.remove(index);
-                }
-            }
-        }
-        self.offsets.push_back(offset);
-        let index = self.sorted.partition_point(|&o| o < offset);
-        self.sorted.insert(index, offset);
+        self.offsets.push(offset);
         self.resize();
-    }
-
-    /// Rebuilds the sorted copy of the window (after forgetting part of it: rare).
-    fn resort(&mut self) {
-        self.sorted.clear();
-        self.sorted.extend(self.offsets.iter().copied());
-        self.sorted.sort_unstable();
     }
 
     /// Recomputes the base and the buffer from the window.
     fn resize(&mut self) {
-        let sorted = &self.sorted;
-        let Some(&base) = sorted.first() else { return };
+        let (Some(base), Some(high)) = (self.offsets.percentile(0), self.offsets.percentile(95))
+        else {
+            return;
+        };
         self.base = base;
-        let index = (sorted.len() * 95 / 100).min(sorted.len() - 1);
-        let spread = (sorted[index] - base).max(0) as u64;
-        let spread = spread.min(self.max_ms);
-        self.buffer_ms =
-            if sorted.len() < SAMPLES_MIN { spread.max(self.buffer_ms) } else { spread };
+        let spread = ((high - base).max(0) as u64).min(self.max_ms);
+        let samples = self.offsets.sorted().len();
+        self.buffer_ms = if samples < SAMPLES_MIN { spread.max(self.buffer_ms) } else { spread };
     }
 
     /// The pace changed: turns from `turn` on last `turn_length_ms`. The schedule goes on from
@@ -153,7 +128,6 @@ impl Playout {
             self.anchor = Some(turn);
         }
         self.offsets.clear();
-        self.sorted.clear();
         self.late_in_a_row = 0;
     }
 
