@@ -104,7 +104,9 @@ impl Host {
     fn place_accepted(&mut self, player: PlayerId, accepted: Vec<Accepted>) {
         let (mut placed, mut over_budget) = (0, 0);
         for command in accepted {
-            match self.place_command(player, command.seq, command.target, command.payload) {
+            // Anywhere in the window: a late command is never lost.
+            let (seq, target) = (command.seq, command.target);
+            match self.place_command(player, seq, target, usize::MAX, command.payload) {
                 Some(turn) => {
                     if turn > command.stamped {
                         self.stats.commands_late += 1;
@@ -120,18 +122,20 @@ impl Host {
         }
     }
 
-    /// Puts a command into the first open turn at or after `target` with budget left for its
-    /// player; returns that turn, or `None` if the window has no room (the command is dropped).
+    /// Puts a command into the first open turn at or after `target`, among the `turns`
+    /// turns from it, with budget left for its player; returns that turn, or `None` if there
+    /// is no room (within the window).
     pub(super) fn place_command(
         &mut self,
         player: PlayerId,
         seq: CommandSeq,
         target: Turn,
+        turns: usize,
         payload: Bytes,
     ) -> Option<Turn> {
         let players = usize::from(self.config.players_max);
         let first = target.since(self.next_seal) as usize;
-        for index in first..self.open.len() {
+        for index in first..first.saturating_add(turns).min(self.open.len()) {
             let open = &mut self.open[index];
             if open.usage.is_empty() {
                 open.usage.resize(players, Default::default());

@@ -147,20 +147,10 @@ impl Host {
         let stamped = next_exec.max(next_seal);
         // Over budget for the stamped turn is refused, as a client's would be — or with
         // `overflow_turns_max`, spilled into the first later turn with room, as a client's.
-        let first = stamped.since(next_seal) as usize;
-        let last = first + self.config.overflow_turns_max as usize;
-        let room = (first..=last).find(|&index| {
-            self.open.get(index).is_some_and(|open| {
-                let usage = open.usage.get(player.0 as usize).copied().unwrap_or_default();
-                usage.admits(&self.config, payload.len())
-            })
-        });
-        let Some(index) = room else {
-            return Err(SubmitError::OverBudget { turn: stamped });
-        };
-        let stamped = next_seal.saturating_add(index as u32);
+        let turns = self.config.overflow_turns_max as usize + 1;
+        let payload = Bytes::copy_from_slice(payload);
         let turn = self
-            .place_command(player, next_seq, stamped, Bytes::copy_from_slice(payload))
+            .place_command(player, next_seq, stamped, turns, payload)
             .ok_or(SubmitError::OverBudget { turn: stamped })?;
         if let Some((_, local)) = self.local_seat() {
             local.next_seq = CommandSeq(next_seq.0.wrapping_add(1));
@@ -171,19 +161,19 @@ impl Host {
     /// The next sealed turn for the host's own game, in order, each exactly once: its
     /// player's, or with [`observe_turns`](Self::observe_turns) a dedicated host's.
     pub fn next_turn(&mut self) -> Option<TurnBundle> {
-        if let Some(next) = self.observer {
-            let index = next.0.checked_sub(self.sealed_base.0)? as usize;
-            let bundle = self.sealed.get(index)?.bundle.clone();
-            self.observer = Some(next.next());
-            self.prune_sealed();
-            return Some(bundle);
-        }
-        let sealed_base = self.sealed_base;
-        let (_, local) = self.local_seat()?;
-        let index = local.next_exec.0.checked_sub(sealed_base.0)? as usize;
+        let next = match self.observer {
+            Some(next) => next,
+            None => self.local_seat()?.1.next_exec,
+        };
+        let index = next.0.checked_sub(self.sealed_base.0)? as usize;
         let bundle = self.sealed.get(index)?.bundle.clone();
-        if let Some((_, local)) = self.local_seat() {
-            local.next_exec = local.next_exec.next();
+        match self.observer.as_mut() {
+            Some(observer) => *observer = next.next(),
+            None => {
+                if let Some((_, local)) = self.local_seat() {
+                    local.next_exec = next.next();
+                }
+            }
         }
         self.prune_sealed();
         Some(bundle)

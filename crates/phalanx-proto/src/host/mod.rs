@@ -376,6 +376,11 @@ impl Host {
         self.paused
     }
 
+    /// Whether turns are being sealed: started, neither paused nor ended.
+    fn is_sealing(&self) -> bool {
+        self.started && !self.paused && !self.ended
+    }
+
     /// Whether the last turn is sealed ([`end`](Self::end), or the desync policy): nothing
     /// more is sealed, but the host keeps delivering what it sealed.
     pub fn is_ended(&self) -> bool {
@@ -409,7 +414,7 @@ impl Host {
     /// When the next turn is sealed — and the host's own game may execute it — in the
     /// caller's clock (`None` in the lobby, paused, ended or stalled waiting for a player).
     pub fn next_seal_at_ms(&self) -> Option<u64> {
-        let sealing = self.started && !self.paused && !self.ended;
+        let sealing = self.is_sealing();
         (sealing && self.stalled_since_ms.is_none()).then_some(self.next_seal_at_ms)
     }
 
@@ -426,7 +431,7 @@ impl Host {
     /// When the host next needs [`handle_timeout`](Self::handle_timeout): the earliest of the
     /// turn deadline and every connection's timers.
     pub fn poll_timeout(&self) -> Option<u64> {
-        let sealing = self.started && !self.paused && !self.ended;
+        let sealing = self.is_sealing();
         let seal = match self.stalled_since_ms {
             None if sealing => Some(self.next_seal_at_ms),
             // Stalled: wake to announce it once the notice time has passed.

@@ -13,7 +13,7 @@ use super::{Host, HostEvent, OpenTurn, Sealed, Seat};
 impl Host {
     /// Seals every due turn the window allows.
     pub(super) fn try_seal(&mut self, now_ms: u64) {
-        while self.started && !self.paused && !self.ended && now_ms >= self.next_seal_at_ms {
+        while self.is_sealing() && now_ms >= self.next_seal_at_ms {
             if !self.window_allows(self.next_seal) {
                 let since = *self.stalled_since_ms.get_or_insert(now_ms);
                 if now_ms >= since + u64::from(self.config.stall_notice_ms) {
