@@ -251,9 +251,6 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
         let now = clock.now_ms();
         side.handle_timeout(now);
         while side.transmit(now, &mut buf) {}
-        while let Some(event) = side.poll_event() {
-            channels.events.push(event);
-        }
         // Only take a turn when the game has room for it: a game that falls behind holds the
         // session back through the window instead of queueing without bound.
         if let Some(turns) = &channels.turns {
@@ -264,7 +261,8 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
                 }
             }
         }
-        // Executing a turn can raise events too (the end of the session among them).
+        // Events after the turns: executing a turn raises some too (the end of the session
+        // among them), and the side's queue keeps them in order.
         while let Some(event) = side.poll_event() {
             channels.events.push(event);
         }
