@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use phalanx::{
-    Client, ClientEvent, ClientOptions, EndReason, Fingerprint, Host, HostEvent, HostIdentity,
-    HostOptions, HostVerification, SessionConfig, TypedRecord, Update,
+    Client, ClientEvent, ClientOptions, Fingerprint, Host, HostEvent, HostIdentity, HostOptions,
+    HostVerification, SessionConfig, TypedRecord, Update,
 };
 use phalanx_sim::SimGame;
 
@@ -272,21 +272,7 @@ pub async fn play(
         };
         outcome.stall_ms = stats.stall_ms;
     }
-    outcome.ended = client.ended().map(end_name);
+    outcome.ended = client.ended().map(|reason| reason.name().to_owned());
     client.shutdown().await;
     Ok(outcome)
-}
-
-/// A session's end in lower case, as the reports print it.
-pub fn end_name(reason: EndReason) -> String {
-    match reason {
-        EndReason::Finished { .. } => "finished".into(),
-        EndReason::HostClosed => "host_closed".into(),
-        EndReason::HostLost => "host_lost".into(),
-        EndReason::HostMisbehaved => "host_misbehaved".into(),
-        EndReason::Removed => "removed".into(),
-        EndReason::Desync => "desync".into(),
-        EndReason::Left => "left".into(),
-        other => format!("{other:?}").to_lowercase(),
-    }
 }

@@ -169,20 +169,6 @@ fn run(cli: &Cli) -> Result<Vec<Outcome>, String> {
     Ok(outcomes)
 }
 
-/// A session end as the JSON says it: lower case.
-fn end_name(ended: Option<EndReason>) -> &'static str {
-    match ended {
-        Some(EndReason::Finished { .. }) => "finished",
-        Some(EndReason::HostClosed) => "host_closed",
-        Some(EndReason::HostLost) => "host_lost",
-        Some(EndReason::Removed) => "removed",
-        Some(EndReason::Desync) => "desync",
-        Some(EndReason::Left) => "left",
-        Some(_) => "other",
-        None => "running",
-    }
-}
-
 #[allow(clippy::print_stdout, reason = "the example's report")]
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -199,7 +185,8 @@ fn main() -> std::process::ExitCode {
     let end_called = outcomes[0].end_called_ms.unwrap_or(u64::MAX);
     let end_latency_ms_max =
         players.iter().map(|o| o.over_ms.saturating_sub(end_called)).max().unwrap_or(0);
-    let ended: Vec<&str> = players.iter().map(|o| end_name(o.ended)).collect();
+    let ended: Vec<&str> =
+        players.iter().map(|o| o.ended.map_or("running", |reason| reason.name())).collect();
     let frames: u64 = outcomes.iter().map(|o| o.frames).sum();
     let role = if cli.role == Role::Listen { "listen" } else { "dedicated" };
     let turns = reference.len();

@@ -62,6 +62,22 @@ pub enum EndReason {
     Left,
 }
 
+impl EndReason {
+    /// The reason in lower case, one word (`finished`, `host_closed`, `host_lost`...), as
+    /// reports and JSON print it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EndReason::HostLost => "host_lost",
+            EndReason::HostMisbehaved => "host_misbehaved",
+            EndReason::Removed => "removed",
+            EndReason::Desync => "desync",
+            EndReason::Finished { .. } => "finished",
+            EndReason::HostClosed => "host_closed",
+            EndReason::Left => "left",
+        }
+    }
+}
+
 /// Something the client's driver or game should know. Drained with [`Client::poll_event`]
 /// (over QUIC: `phalanx::Client::try_event`).
 #[derive(Clone, Debug, PartialEq, Eq)]
