@@ -2,7 +2,7 @@
 //! ending the game, the host shutting down and a player leaving each reach every peer within
 //! one turn plus one round trip (140 ms here), where an idle timeout took 3 s.
 //!
-//! `PHALANX_SEEDS=<n>` sets the seeds per test (default 10), `PHALANX_SEED=<s>` reruns one;
+//! `PHALANX_SEEDS=<n>` sets the seeds per test (default 24), `PHALANX_SEED=<s>` reruns one;
 //! `--nocapture` prints every player's measured delay (here: about 85 ms for the end, 20 ms
 //! for a shutdown, 100 ms for a leave).
 #![allow(clippy::print_stderr, reason = "prints the measured delays")]
@@ -11,7 +11,7 @@ use phalanx::{EndReason, PlayerId};
 use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Step};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
-const SEEDS: u64 = 10;
+const SEEDS: u64 = 24;
 const EVERY: u32 = 3;
 
 fn scenario(seed: u64, step: Step) -> SimConfig {

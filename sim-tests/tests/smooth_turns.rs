@@ -12,7 +12,7 @@
 //!   after the turn it was submitted in, on the same steady clock).
 //!
 //! Each seed's figures are printed (`--nocapture`); `PHALANX_SEEDS=<n>` sets the seeds (default
-//! 12), `PHALANX_SEED=<s>` reruns one.
+//! 24), `PHALANX_SEED=<s>` reruns one.
 
 use phalanx_sim::{run_with, ChainGame, SimConfig};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
@@ -21,7 +21,7 @@ use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 const EVERY: u32 = 2;
 
 /// Seeds in CI.
-const SEEDS: u64 = 12;
+const SEEDS: u64 = 24;
 
 /// The promise: share of game time in gaps longer than 1.5 turns, in parts per ten thousand.
 const GAP_SHARE_MAX_BP: u64 = 50;
