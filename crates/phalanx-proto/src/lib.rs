@@ -96,7 +96,7 @@ pub use wire::{
 };
 
 /// The protocol version this build speaks: the first byte of every message.
-pub const PROTOCOL_VERSION: u8 = 2;
+pub const PROTOCOL_VERSION: u8 = 3;
 
 /// Why a command was not accepted. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -67,6 +67,8 @@ struct Due {
     keep_alive: bool,
     /// The repeat timer fired: send the unacknowledged data again.
     repeat: bool,
+    /// The peer probed (it has not heard from us lately): answer at once.
+    answer: bool,
 }
 
 /// What a datagram from the peer carries that the link itself handles.
@@ -296,13 +298,36 @@ impl Link {
     /// talks, we do not get through) — so the first probe after an outage heals arrives
     /// quickly, whatever the retransmit backoff.
     fn keep_alive_after(&self, now_ms: u64) -> u64 {
-        let silent = now_ms.saturating_sub(self.last_received_ms) >= self.keep_alive_ms
-            || now_ms.saturating_sub(self.last_acked_ms) >= 2 * self.keep_alive_ms;
-        if silent && self.heard_from() {
+        if self.peer_seems_deaf(now_ms) {
             self.probe_interval_ms
         } else {
             self.keep_alive_ms
         }
+    }
+
+    /// Whether a peer that was heard shows no sign of hearing us: silent for `keep_alive_ms`,
+    /// or acknowledging nothing new for twice that.
+    fn peer_seems_deaf(&self, now_ms: u64) -> bool {
+        let silent = now_ms.saturating_sub(self.last_received_ms) >= self.keep_alive_ms
+            || now_ms.saturating_sub(self.last_acked_ms) >= 2 * self.keep_alive_ms;
+        silent && self.heard_from()
+    }
+
+    /// Whether the next packet should ask the peer to answer at once (the probe flag): a peer
+    /// that was heard has missed its keep-alive by half an interval (silent for 1.5 ×
+    /// `keep_alive_ms`: a quiet lobby, where both sides talk every interval, never probes),
+    /// or acknowledged nothing new for twice the interval. Its answer is what the idle timers
+    /// on both sides wait for, so it should not wait for the next turn. An answer to the
+    /// peer's own probe never probes back, so two probing sides cannot ping-pong.
+    pub(crate) fn is_probing(&self, now_ms: u64) -> bool {
+        let silent = now_ms.saturating_sub(self.last_received_ms) >= self.keep_alive_ms * 3 / 2
+            || now_ms.saturating_sub(self.last_acked_ms) >= 2 * self.keep_alive_ms;
+        !self.due.answer && silent && self.heard_from()
+    }
+
+    /// The peer's packet carried the probe flag: the next packet goes at once.
+    pub(crate) fn on_probe(&mut self) {
+        self.due.answer = true;
     }
 
     /// Whether the idle timer fired: nothing arrived for `idle_timeout_ms`.
@@ -313,7 +338,7 @@ impl Link {
     /// Whether the timers ask for a packet now. `outstanding`: the owner has data the peer
     /// has not acknowledged (a retransmission or repeat needs something to carry).
     pub(crate) fn is_due(&self, outstanding: bool) -> bool {
-        self.resend_due(outstanding) || self.due.ack || self.due.keep_alive
+        self.resend_due(outstanding) || self.due.ack || self.due.keep_alive || self.due.answer
     }
 
     /// Whether the next packet should carry unacknowledged data again (the retransmit or

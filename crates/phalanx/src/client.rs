@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::driver::{self, Datagrams, FromHost, Handle, Side};
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification, Mismatch};
-use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
+use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX};
 use crate::{Clock, ConnectError, JoinStreamError, NoTurn, SessionError, Submitter, Update};
 
 /// Everything a client needs to join a host.
@@ -57,7 +57,7 @@ impl ClientOptions {
             server_name: "phalanx".to_owned(),
             socket: None,
             quic_seed: None,
-            join_timeout: JOIN_TIMEOUT * 2,
+            join_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -114,13 +114,23 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             .map_err(|error| ConnectError::Tls(rustls::Error::General(error.to_string())))?;
         let mut config = quinn::ClientConfig::new(Arc::new(crypto));
         config.transport_config(transport_config(&session, CLIENT_STREAM_WINDOW));
+        // A game's own socket (a simulator's) cannot be bound again; a real one can.
+        let rebind = socket.is_none();
         let mut endpoint = client_endpoint(addr, socket, quic_seed)?;
-        endpoint.set_default_client_config(config);
-        let connecting = endpoint.connect(addr, &server_name).map_err(ConnectError::Connect)?;
+        endpoint.set_default_client_config(config.clone());
         let clock = Clock::new();
         let reply_max = JOIN_BYTES_MAX + session.rejoin_log_bytes_max as usize;
+        let mut busy = false;
         let joined = tokio::time::timeout(join_timeout, async {
-            let connection = connecting.await.map_err(ConnectError::Connection)?;
+            let mut fresh = || {
+                let mut endpoint = client_endpoint(addr, None, quic_seed)?;
+                endpoint.set_default_client_config(config.clone());
+                Ok(endpoint)
+            };
+            let fresh: Option<&mut dyn FnMut() -> Result<quinn::Endpoint, ConnectError>> =
+                if rebind { Some(&mut fresh) } else { None };
+            let attempt = Attempt { addr, server_name: &server_name, fresh };
+            let connection = attempt.connect(&mut endpoint, &mut busy).await?;
             let (mut send, mut recv) =
                 connection.open_bi().await.map_err(ConnectError::Connection)?;
             let write = |e| ConnectError::Stream(JoinStreamError::Write(e));
@@ -133,7 +143,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             Ok::<_, ConnectError>((connection, reply))
         })
         .await
-        .map_err(|_| ConnectError::Timeout)?
+        .map_err(|_| if busy { ConnectError::HostBusy } else { ConnectError::Timeout })?
         .map_err(|error| {
             match (mismatch.lock().ok().and_then(|seen| *seen), &verification) {
                 // The handshake failed because the host is not the one the lobby named.
@@ -269,6 +279,57 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
 }
 
 /// A client endpoint on `socket`, or on a fresh local UDP socket of `addr`'s family.
+/// The first pause before connecting again to a busy host; it doubles up to the most.
+const BUSY_BACKOFF_FIRST: std::time::Duration = std::time::Duration::from_millis(20);
+const BUSY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_millis(320);
+
+/// How to connect: where, and how to get an endpoint for another attempt.
+struct Attempt<'a> {
+    addr: SocketAddr,
+    server_name: &'a str,
+    /// Makes a new endpoint on a new socket; `None`: the endpoint's socket is the game's own.
+    fresh: Option<&'a mut dyn FnMut() -> Result<quinn::Endpoint, ConnectError>>,
+}
+
+impl Attempt<'_> {
+    /// Connects; while the host refuses the connection before its handshake (its admission
+    /// limits are reached: a burst of joins, or a flood), tries again after a short, doubling
+    /// pause, setting `busy` (the caller's timeout bounds the whole).
+    ///
+    /// Each new attempt goes from a new endpoint, or, on the game's own socket, waits until
+    /// the refused connection is gone: a client's connection ids are empty, so its endpoint
+    /// routes by the host's address, and quinn, dropping a refused connection after its
+    /// drain period, drops that route even when a newer connection to the same host uses it
+    /// (the newer one would then hear nothing).
+    async fn connect(
+        mut self,
+        endpoint: &mut quinn::Endpoint,
+        busy: &mut bool,
+    ) -> Result<quinn::Connection, ConnectError> {
+        let mut pause = BUSY_BACKOFF_FIRST;
+        loop {
+            let connecting =
+                endpoint.connect(self.addr, self.server_name).map_err(ConnectError::Connect)?;
+            match connecting.await {
+                Ok(connection) => return Ok(connection),
+                Err(quinn::ConnectionError::ConnectionClosed(close))
+                    if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED =>
+                {
+                    *busy = true;
+                    tracing::debug!(?pause, "host busy: connecting again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(BUSY_BACKOFF_MAX);
+                    match self.fresh.as_mut() {
+                        Some(fresh) => *endpoint = fresh()?,
+                        None => endpoint.wait_idle().await,
+                    }
+                }
+                Err(error) => return Err(ConnectError::Connection(error)),
+            }
+        }
+    }
+}
+
 fn client_endpoint(
     addr: SocketAddr,
     socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
@@ -365,6 +426,7 @@ impl Side for ClientSide {
 
     fn poll_event(&mut self) -> Option<ClientEvent> {
         let event = self.client.poll_event()?;
+        crate::trace::client_event(&event);
         if let ClientEvent::Ended(reason) = event {
             let _ = self.ended.send(Some(reason));
         }

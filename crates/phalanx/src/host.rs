@@ -6,20 +6,23 @@ use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use phalanx_proto::{
-    CommandCodec, DefaultCodec, EndError, HostEvent, HostStats, JoinResponse, PeerStats, PlayerId,
-    RemoveError, Replay, SessionConfig, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    CommandCodec, DefaultCodec, EndError, HostEvent, HostStats, JoinError, JoinRefusal,
+    JoinResponse, PeerStats, PlayerId, RemoveError, Replay, SessionConfig, SubmitError, Ticket,
+    Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::admission::{Admission, AdmissionStats, Gate, Outcome, Pass, Verdict};
 use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
-use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX, JOIN_TIMEOUT};
+use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX};
 use crate::{Clock, HostError, NoTurn, SessionError, Submitter, Update};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
@@ -60,6 +63,8 @@ pub struct HostOptions {
     /// Seeds quinn's own randomness (and connection ids): set by simulations so a seed
     /// reproduces a run. `None` for real games.
     pub quic_seed: Option<[u8; 32]>,
+    /// Limits on connections that have not joined yet. Default: [`Admission::default`].
+    pub admission: Admission,
 }
 
 impl HostOptions {
@@ -75,6 +80,7 @@ impl HostOptions {
             reset_key: None,
             socket: None,
             quic_seed: None,
+            admission: Admission::default(),
         }
     }
 }
@@ -118,6 +124,7 @@ pub struct Host<C, K: CommandCodec = DefaultCodec> {
     handle: Handle<Command, HostEvent>,
     driver: JoinHandle<()>,
     accept: JoinHandle<()>,
+    gate: Arc<Gate>,
     _types: PhantomData<fn(C) -> (C, K)>,
 }
 
@@ -134,6 +141,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             reset_key,
             socket,
             quic_seed,
+            admission,
         } = options;
         let seats = usize::from(session.players_max) - usize::from(local_player);
         if tokens.len() > seats {
@@ -161,6 +169,11 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(HostError::Tls)?;
         let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
         server.transport_config(transport_config(&session, HOST_STREAM_WINDOW));
+        // Attempts quinn holds before the accept loop decides on them (it decides at once),
+        // and the bytes it buffers for them: small, so a flood cannot grow them.
+        server.max_incoming(admission.pending_max.max(64) * 4);
+        server.incoming_buffer_size(16 * 1024);
+        server.incoming_buffer_size_total(1024 * 1024);
         let key = reset_key.unwrap_or_else(random_key);
         let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
         let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
@@ -184,9 +197,11 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         let side = HostSide { host, conns: BTreeMap::new() };
         let window = session.turns_ahead_max as usize;
         let (handle, driver) = driver::spawn(side, Clock::new, input_rx, window);
-        let accept = tokio::spawn(accept_loop(endpoint.clone(), input_tx));
+        let gate = Gate::new(admission);
+        let accept = tokio::spawn(accept_loop(endpoint.clone(), input_tx, gate.clone()));
         Ok(Host {
             endpoint,
+            gate,
             fingerprint: identity.fingerprint(),
             local_player,
             handle,
@@ -204,6 +219,12 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// The fingerprint clients must pin.
     pub fn fingerprint(&self) -> Fingerprint {
         self.fingerprint
+    }
+
+    /// What admission control did so far: attempts admitted and refused by cause, join
+    /// outcomes, connections pending now (exact counters; see [`Admission`]).
+    pub fn admission_stats(&self) -> AdmissionStats {
+        self.gate.stats()
     }
 
     /// The host's own player, if it plays.
@@ -336,50 +357,147 @@ fn random_key() -> [u8; 32] {
     key
 }
 
-async fn accept_loop(endpoint: quinn::Endpoint, inputs: mpsc::Sender<Input>) {
+async fn accept_loop(endpoint: quinn::Endpoint, inputs: mpsc::Sender<Input>, gate: Arc<Gate>) {
     while let Some(incoming) = endpoint.accept().await {
-        tokio::spawn(serve_connection(incoming, inputs.clone()));
+        let address = incoming.remote_address().ip();
+        let verdict =
+            gate.admit(address, incoming.remote_address_validated(), incoming.may_retry());
+        match verdict {
+            Verdict::Admit(pass) => {
+                tokio::spawn(serve_connection(incoming, inputs.clone(), pass));
+            }
+            Verdict::Retry => {
+                // `may_retry` was checked: cannot fail.
+                let _ = incoming.retry();
+            }
+            Verdict::Refuse => incoming.refuse(),
+        }
     }
 }
 
-/// One connection: its join on the first bidirectional stream, then its datagrams.
-async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>) {
-    let Ok(conn) = incoming.await else { return };
-    let join = tokio::time::timeout(JOIN_TIMEOUT, async {
-        let (send, mut recv) = conn.accept_bi().await.ok()?;
-        let request = recv.read_to_end(JOIN_BYTES_MAX).await.ok()?;
-        Some((send, request))
-    })
-    .await;
-    let Ok(Some((mut send, request))) = join else {
-        conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"no join request");
-        return;
-    };
+/// How long a refused client has to read its refusal before the host closes the connection
+/// (it closes itself once it has).
+const REFUSAL_GRACE: Duration = Duration::from_secs(2);
+
+/// One connection: its handshake and join request within the join timeout, then its
+/// datagrams. The pass keeps it counted as pending until its join is answered.
+async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>, pass: Pass) {
+    let Some((conn, send, request)) = read_join(incoming, &pass).await else { return };
+    let address = pass.address();
     let (reply_tx, reply_rx) = oneshot::channel();
     let join = Input::Join { conn: conn.clone(), request, reply: reply_tx };
     if inputs.send(join).await.is_err() {
         return;
     }
     let Ok(response) = reply_rx.await else { return };
+    let player = match response.result {
+        Ok(player) => {
+            pass.gate().joined();
+            tracing::info!(%address, player = player.0, "player joined");
+            player
+        }
+        Err(error) => {
+            let outcome = match error {
+                JoinError::Malformed(_) => Outcome::JoinMalformed,
+                _ => Outcome::JoinRefused,
+            };
+            pass.gate().count(outcome, Some(address), Some(&error.to_string()));
+            if let Some(reply) = response.reply {
+                refuse(&conn, send, &reply, b"join refused").await;
+            }
+            return;
+        }
+    };
+    drop(pass);
+    let mut send = send;
     if let Some(reply) = &response.reply {
         let _ = send.write_all(reply).await;
         let _ = send.finish();
     }
-    if let Ok(player) = response.result {
-        // Tell the session when the client holds the reply: its idle timer starts then.
-        let (inputs, id) = (inputs.clone(), conn.stable_id());
-        tokio::spawn(async move {
-            if let Ok(None) = send.stopped().await {
-                let _ = inputs.send(Input::Delivered(player, id)).await;
-            }
-        });
-    }
-    let Ok(player) = response.result else {
-        // Let the refusal arrive; the client closes when it has read it.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.closed()).await;
-        conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"join refused");
-        return;
+    // Tell the session when the client holds the reply: its idle timer starts then.
+    let (delivered, id) = (inputs.clone(), conn.stable_id());
+    tokio::spawn(async move {
+        if let Ok(None) = send.stopped().await {
+            let _ = delivered.send(Input::Delivered(player, id)).await;
+        }
+    });
+    forward_datagrams(&conn, player, &inputs).await;
+}
+
+/// The handshake and the join request, within the join timeout; a connection that fails
+/// is counted, answered when it can be (a refusal for a malformed or oversized request) and
+/// closed.
+async fn read_join(
+    incoming: quinn::Incoming,
+    pass: &Pass,
+) -> Option<(quinn::Connection, quinn::SendStream, Vec<u8>)> {
+    let (gate, address) = (pass.gate(), Some(pass.address()));
+    let deadline = tokio::time::Instant::now() + gate.limits().join_timeout;
+    let conn = match tokio::time::timeout_at(deadline, incoming).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(error)) => {
+            gate.count(Outcome::HandshakeFailed, address, Some(&error.to_string()));
+            return None;
+        }
+        Err(_) => {
+            gate.count(Outcome::JoinTimeout, address, Some("in the handshake"));
+            return None;
+        }
     };
+    pass.handshake_done();
+    let read = tokio::time::timeout_at(deadline, async {
+        let (send, mut recv) = conn.accept_bi().await?;
+        Ok::<_, quinn::ConnectionError>((send, recv.read_to_end(JOIN_BYTES_MAX).await))
+    });
+    let read = tokio::select! {
+        read = read => read,
+        () = pass.evicted() => {
+            // Counted by the gate.
+            conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"no join request: host busy");
+            return None;
+        }
+    };
+    match read {
+        Ok(Ok((send, Ok(request)))) => {
+            pass.request_received();
+            return Some((conn, send, request));
+        }
+        Ok(Ok((send, Err(quinn::ReadToEndError::TooLong)))) => {
+            gate.count(Outcome::JoinOversized, address, None);
+            let max = JOIN_BYTES_MAX as u32;
+            let reply = phalanx_proto::encode_join_reply(&Err(JoinRefusal::TooLarge { max }));
+            refuse(&conn, send, &reply, b"join request too large").await;
+        }
+        Ok(Ok((send, Err(error)))) => {
+            gate.count(Outcome::JoinMalformed, address, Some(&error.to_string()));
+            let reply = phalanx_proto::encode_join_reply(&Err(JoinRefusal::Malformed));
+            refuse(&conn, send, &reply, b"join request unreadable").await;
+        }
+        Ok(Err(error)) => {
+            gate.count(Outcome::ClosedBeforeJoin, address, Some(&error.to_string()));
+        }
+        Err(_) => {
+            gate.count(Outcome::JoinTimeout, address, Some("waiting for the join request"));
+            conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"no join request in time");
+        }
+    }
+    None
+}
+
+/// Sends a refusal, lets the client read it (it closes once it has), then closes.
+async fn refuse(conn: &quinn::Connection, mut send: quinn::SendStream, reply: &[u8], why: &[u8]) {
+    let _ = send.write_all(reply).await;
+    let _ = send.finish();
+    let _ = tokio::time::timeout(REFUSAL_GRACE, conn.closed()).await;
+    conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), why);
+}
+
+/// Hands the joined player's datagrams to the driver until the connection ends.
+async fn forward_datagrams(
+    conn: &quinn::Connection,
+    player: PlayerId,
+    inputs: &mpsc::Sender<Input>,
+) {
     let id = conn.stable_id();
     loop {
         match conn.read_datagram().await {
@@ -511,6 +629,7 @@ impl Side for HostSide {
 
     fn poll_event(&mut self) -> Option<HostEvent> {
         let event = self.host.poll_event()?;
+        crate::trace::host_event(&event);
         if let HostEvent::PlayerTimedOut(player)
         | HostEvent::PlayerMisbehaved(player)
         | HostEvent::PlayerRemoved(player) = event

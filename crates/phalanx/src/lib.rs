@@ -46,15 +46,18 @@
 //! **0-RTT off** (early data is replayable). Crypto is rustls with ring, TLS 1.3.
 #![forbid(unsafe_code)]
 
+mod admission;
 mod client;
 mod driver;
 mod host;
 mod session;
 mod tls;
+mod trace;
 mod transport;
 
 use std::fmt;
 
+pub use admission::{Admission, AdmissionStats};
 pub use client::{Client, ClientOptions, RawDatagramSender};
 pub use driver::{Submitter, Update};
 pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
@@ -223,6 +226,10 @@ pub enum ConnectError {
     NoRuntime,
     /// The host did not answer the join in time.
     Timeout,
+    /// The host refused every connection attempt before its handshake until the join
+    /// timeout: too many connections are waiting to join (or too many from this address;
+    /// see [`Admission`]). `connect` already tried again at short intervals.
+    HostBusy,
     /// The host refused the join, or its reply was unusable.
     Join(phalanx_proto::ClientJoinError),
     /// The host's certificate is not the pinned one: another host, or an impostor.
@@ -245,6 +252,9 @@ impl fmt::Display for ConnectError {
             ConnectError::Stream(error) => write!(f, "join stream failed: {error}"),
             ConnectError::NoRuntime => write!(f, "no tokio runtime is running"),
             ConnectError::Timeout => write!(f, "the host did not answer the join in time"),
+            ConnectError::HostBusy => {
+                write!(f, "the host is busy (too many connections waiting to join): retry soon")
+            }
             ConnectError::WrongHost { expected, found } => write!(
                 f,
                 "the host's certificate fingerprint is {found}, not the pinned {expected}: \

@@ -20,9 +20,6 @@ pub(crate) const CLIENT_STREAM_WINDOW: u32 = 64 * 1024;
 /// The join stream's receive window on the host: requests are tiny.
 pub(crate) const HOST_STREAM_WINDOW: u32 = JOIN_BYTES_MAX as u32 * 4;
 
-/// How long a new connection may take to send its join request.
-pub(crate) const JOIN_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Transport settings for a session; `stream_window` is the join stream's receive window.
 pub(crate) fn transport_config(
     session: &SessionConfig,

@@ -65,6 +65,11 @@ impl Client {
 
     /// A new, plausible datagram from the host: acknowledgements, the waiting notice, bundles.
     fn on_down(&mut self, now_ms: u64, down: Down) {
+        if down.extras.probe {
+            if let Some(link) = self.link.as_deref_mut() {
+                link.on_probe();
+            }
+        }
         if let Some(acked) = down.extras.hash_ack {
             while self.hash_reports.front().is_some_and(|&(turn, _)| turn <= acked) {
                 self.hash_reports.pop_front();
@@ -158,7 +163,8 @@ impl Client {
         }
         buf.clear();
         let (pn, ack) = link.next_packet(now_ms);
-        let extras = self.take_extras();
+        let probe = link.is_probing(now_ms);
+        let extras = self.take_extras(probe);
         let first_seq = self.unacked.front().map_or(self.next_seq, |command| command.seq);
         put_up_header(buf, pn, ack, turn_ack, next_exec, first_seq, &extras);
         let (count, redundant_bytes) = self.put_commands(buf);
@@ -176,8 +182,9 @@ impl Client {
     }
 
     /// What rides in the next datagram besides commands: the oldest unacknowledged state
-    /// hash, and a changed turn cost, playout buffer or pause request while it is repeated.
-    fn take_extras(&mut self) -> UpExtras {
+    /// hash, a changed turn cost, playout buffer or pause request while it is repeated, and
+    /// the probe flag.
+    fn take_extras(&mut self, probe: bool) -> UpExtras {
         let buffer = self.playout.buffer_ms() as u32;
         self.playout_report.set(buffer.div_ceil(PLAYOUT_REPORT_STEP_MS) * PLAYOUT_REPORT_STEP_MS);
         let extras = UpExtras {
@@ -185,6 +192,7 @@ impl Client {
             cost_ms: self.cost.take(),
             pause: self.pause_request.map(|(seq, kind, _)| (seq, kind)),
             playout_ms: self.playout_report.take(),
+            probe,
         };
         if let Some((seq, kind, left)) = self.pause_request {
             self.pause_request = (left > 1).then_some((seq, kind, left - 1));

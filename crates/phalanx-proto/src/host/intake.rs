@@ -163,6 +163,9 @@ impl Host {
         let can_pause = !self.paused && !self.pause_pending;
         let can_resume = self.paused && !self.ended;
         let Some(peer) = self.remote_mut(player) else { return };
+        if extras.probe {
+            peer.link.on_probe();
+        }
         if let Some(cost) = extras.cost_ms {
             peer.cost_ms = cost.min(TURN_COST_MAX_MS);
         }

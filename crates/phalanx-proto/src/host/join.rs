@@ -54,7 +54,10 @@ impl Host {
         let request = match JoinRequest::decode(request) {
             Ok(request) => request,
             Err(error) => {
-                return JoinResponse { reply: None, result: Err(JoinError::Malformed(error)) }
+                return JoinResponse {
+                    reply: Some(encode_join_reply(&Err(JoinRefusal::Malformed))),
+                    result: Err(JoinError::Malformed(error)),
+                }
             }
         };
         if request.protocol_version != PROTOCOL_VERSION {

@@ -150,7 +150,7 @@ impl std::error::Error for RemoveError {}
 pub enum JoinError {
     /// Refused; the reply bytes tell the client why.
     Refused(JoinRefusal),
-    /// The request did not decode; there is no reply, close the stream.
+    /// The request did not decode; the reply is a [`JoinRefusal::Malformed`].
     Malformed(DecodeError),
 }
 

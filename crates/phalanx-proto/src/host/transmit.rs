@@ -59,7 +59,11 @@ impl Host {
             budget: usize::from(self.config.datagram_bytes_max),
         };
         let (body, count, redundant_bytes) = bundles.fill();
-        let extras = DownExtras { hash_ack: peer.hash_acked, waiting: self.waiting };
+        let extras = DownExtras {
+            hash_ack: peer.hash_acked,
+            waiting: self.waiting,
+            probe: peer.link.is_probing(now_ms),
+        };
         peer.notify_due = false;
         put_down_header(buf, pn, ack, peer.next_seq, &extras, first, count);
         buf.extend_from_slice(&body);

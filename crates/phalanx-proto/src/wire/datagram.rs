@@ -84,6 +84,8 @@ pub(crate) struct UpExtras {
     /// The client's playout buffer (ms), for speed control: its commands leave that much
     /// later than the turns it executes arrive.
     pub(crate) playout_ms: Option<u32>,
+    /// The client has not heard from the host lately: answer at once.
+    pub(crate) probe: bool,
 }
 
 /// The optional notices the host adds to its datagrams.
@@ -93,13 +95,16 @@ pub(crate) struct DownExtras {
     pub(crate) hash_ack: Option<Turn>,
     /// The players the host is waiting for (bit i: player i); 0 when not stalled.
     pub(crate) waiting: u64,
+    /// The host has not heard from this client lately: answer at once.
+    pub(crate) probe: bool,
 }
 
 fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
     let flags = u8::from(extras.hash_report.is_some())
         | u8::from(extras.cost_ms.is_some()) << 1
         | u8::from(extras.pause.is_some()) << 2
-        | u8::from(extras.playout_ms.is_some()) << 3;
+        | u8::from(extras.playout_ms.is_some()) << 3
+        | u8::from(extras.probe) << 4;
     out.put_u8(flags);
     if let Some((turn, hash)) = extras.hash_report {
         put_varint(out, turn.0.into());
@@ -122,7 +127,7 @@ fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
 
 fn read_up_extras(reader: &mut Reader<'_>) -> Result<UpExtras, DecodeError> {
     let flags = reader.u8()?;
-    if flags & !0b1111 != 0 {
+    if flags & !0b1_1111 != 0 {
         return Err(DecodeError::Invalid("up flags"));
     }
     let hash_report =
@@ -140,11 +145,13 @@ fn read_up_extras(reader: &mut Reader<'_>) -> Result<UpExtras, DecodeError> {
         None
     };
     let playout_ms = if flags & 8 != 0 { Some(reader.varint_u32()?) } else { None };
-    Ok(UpExtras { hash_report, cost_ms, pause, playout_ms })
+    Ok(UpExtras { hash_report, cost_ms, pause, playout_ms, probe: flags & 16 != 0 })
 }
 
 fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {
-    let flags = u8::from(extras.hash_ack.is_some()) | u8::from(extras.waiting != 0) << 1;
+    let flags = u8::from(extras.hash_ack.is_some())
+        | u8::from(extras.waiting != 0) << 1
+        | u8::from(extras.probe) << 2;
     out.put_u8(flags);
     if let Some(turn) = extras.hash_ack {
         put_varint(out, turn.0.into());
@@ -156,7 +163,7 @@ fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {
 
 fn read_down_extras(reader: &mut Reader<'_>) -> Result<DownExtras, DecodeError> {
     let flags = reader.u8()?;
-    if flags & !0b11 != 0 {
+    if flags & !0b111 != 0 {
         return Err(DecodeError::Invalid("down flags"));
     }
     let hash_ack = if flags & 1 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
@@ -170,7 +177,7 @@ fn read_down_extras(reader: &mut Reader<'_>) -> Result<DownExtras, DecodeError> 
     } else {
         0
     };
-    Ok(DownExtras { hash_ack, waiting })
+    Ok(DownExtras { hash_ack, waiting, probe: flags & 4 != 0 })
 }
 
 /// A host → client datagram.

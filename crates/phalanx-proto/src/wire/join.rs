@@ -85,6 +85,14 @@ pub enum JoinRefusal {
     /// Rejoin is off, or the game outgrew `rejoin_log_bytes_max`, or the player was removed
     /// for misbehaving: no catch-up is possible.
     RejoinUnavailable,
+    /// The join request could not be read (not a join request of this protocol, or cut
+    /// short): a bug or a foreign client, not something a retry fixes.
+    Malformed,
+    /// The join request was longer than a join request may be.
+    TooLarge {
+        /// The most bytes a join request may have.
+        max: u32,
+    },
 }
 
 impl std::fmt::Display for JoinRefusal {
@@ -102,6 +110,10 @@ impl std::fmt::Display for JoinRefusal {
             JoinRefusal::GameStarted => write!(f, "game already started"),
             JoinRefusal::RejoinExpired => write!(f, "rejoin window closed"),
             JoinRefusal::RejoinUnavailable => write!(f, "rejoin unavailable"),
+            JoinRefusal::Malformed => write!(f, "the host could not read the join request"),
+            JoinRefusal::TooLarge { max } => {
+                write!(f, "the join request is longer than the {max} bytes a join may have")
+            }
         }
     }
 }
@@ -154,6 +166,8 @@ const REFUSAL_FULL: u8 = 4;
 const REFUSAL_STARTED: u8 = 5;
 const REFUSAL_REJOIN_EXPIRED: u8 = 6;
 const REFUSAL_REJOIN_UNAVAILABLE: u8 = 7;
+const REFUSAL_MALFORMED: u8 = 8;
+const REFUSAL_TOO_LARGE: u8 = 9;
 
 /// The bytes of a join reply. A rejoin's reply also needs its turns:
 /// see [`Host::handle_join`](crate::Host::handle_join), which writes them.
@@ -210,6 +224,11 @@ pub(crate) fn encode_join_reply_with_log(reply: &JoinReply, log: &[Bytes]) -> Ve
                 JoinRefusal::GameStarted => out.put_u8(REFUSAL_STARTED),
                 JoinRefusal::RejoinExpired => out.put_u8(REFUSAL_REJOIN_EXPIRED),
                 JoinRefusal::RejoinUnavailable => out.put_u8(REFUSAL_REJOIN_UNAVAILABLE),
+                JoinRefusal::Malformed => out.put_u8(REFUSAL_MALFORMED),
+                JoinRefusal::TooLarge { max } => {
+                    out.put_u8(REFUSAL_TOO_LARGE);
+                    put_varint(&mut out, max.into());
+                }
             }
         }
     }
@@ -268,6 +287,8 @@ pub(crate) fn decode_join_reply_parts(bytes: &[u8]) -> Result<(JoinReply, &[u8])
             REFUSAL_STARTED => JoinRefusal::GameStarted,
             REFUSAL_REJOIN_EXPIRED => JoinRefusal::RejoinExpired,
             REFUSAL_REJOIN_UNAVAILABLE => JoinRefusal::RejoinUnavailable,
+            REFUSAL_MALFORMED => JoinRefusal::Malformed,
+            REFUSAL_TOO_LARGE => JoinRefusal::TooLarge { max: reader.varint_u32()? },
             tag => return Err(DecodeError::UnknownTag(tag)),
         }),
         tag => return Err(DecodeError::UnknownTag(tag)),

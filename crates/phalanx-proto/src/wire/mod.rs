@@ -14,7 +14,8 @@
 //!                                  n bundle*n
 //!   ack    = 0 | 1 largest missing_bits delay_ms      (missing bit i: largest−1−i not received)
 //!   up_extras   = flags [hash_turn hash:u64le] [cost_ms] [pause_seq:u8 pause_kind:u8]
-//!   down_extras = flags [hash_ack_turn] [waiting_mask]
+//!                 [playout_ms]           (flag bit 4: probe, answer at once)
+//!   down_extras = flags [hash_ack_turn] [waiting_mask]  (flag bit 2: probe)
 //!   bundle = m record*m
 //!   record = head seq len payload | head | head ext   (head: kind in the top 2 bits — 0
 //!            command, 1 joined, 2 left, 3 extended — and the player in the low 6)

@@ -65,18 +65,20 @@ fn up_extras() -> impl Strategy<Value = UpExtras> {
         prop::option::of(any::<u32>()),
         pause,
         prop::option::of(any::<u32>()),
+        any::<bool>(),
     )
-        .prop_map(|(hash, cost_ms, pause, playout_ms)| UpExtras {
+        .prop_map(|(hash, cost_ms, pause, playout_ms, probe)| UpExtras {
             hash_report: hash.map(|(turn, hash)| (Turn(turn), hash)),
             cost_ms,
             pause,
             playout_ms,
+            probe,
         })
 }
 
 fn down_extras() -> impl Strategy<Value = DownExtras> {
-    (prop::option::of(any::<u32>()), any::<u64>())
-        .prop_map(|(ack, waiting)| DownExtras { hash_ack: ack.map(Turn), waiting })
+    (prop::option::of(any::<u32>()), any::<u64>(), any::<bool>())
+        .prop_map(|(ack, waiting, probe)| DownExtras { hash_ack: ack.map(Turn), waiting, probe })
 }
 
 fn up_message() -> impl Strategy<Value = UpSpec> {
@@ -387,6 +389,8 @@ fn join_messages_round_trip() {
         Err(JoinRefusal::GameStarted),
         Err(JoinRefusal::RejoinExpired),
         Err(JoinRefusal::RejoinUnavailable),
+        Err(JoinRefusal::Malformed),
+        Err(JoinRefusal::TooLarge { max: 1_024 }),
     ];
     for reply in replies {
         let bytes = encode_join_reply(&reply);

@@ -1,0 +1,59 @@
+//! The `tracing` events of a session (target `phalanx`): what the host and clients report
+//! as it happens. phalanx installs no subscriber; the game does (the archers demo: a `fmt`
+//! subscriber filtered by `RUST_LOG`). Admission events live in `admission.rs`.
+//!
+//! Levels: `error` for desyncs; `warn` for players timed out, misbehaving, or a client's
+//! session ending other than by the host's `end`; `info` for joins, removals, pauses, ends and
+//! stalls; `debug` for pace changes, stalls ending and late commands.
+
+use phalanx_proto::{ClientEvent, EndReason, HostEvent};
+
+/// Emits the event for a host's session event.
+pub(crate) fn host_event(event: &HostEvent) {
+    match event {
+        HostEvent::PlayerJoined(player) => tracing::info!(player = player.0, "player seated"),
+        HostEvent::PlayerRejoined(player) => tracing::info!(player = player.0, "player rejoined"),
+        HostEvent::PlayerTimedOut(player) => {
+            tracing::warn!(player = player.0, "player timed out: removed")
+        }
+        HostEvent::PlayerMisbehaved(player) => {
+            tracing::warn!(player = player.0, "player misbehaved: disconnected")
+        }
+        HostEvent::PlayerRemoved(player) => tracing::info!(player = player.0, "player removed"),
+        HostEvent::Desync(report) => {
+            let diverged: Vec<u8> = report.diverged.iter().map(|p| p.0).collect();
+            tracing::error!(turn = report.turn.0, ?diverged, "desync")
+        }
+        HostEvent::Waiting(players) => {
+            let players: Vec<u8> = players.iter().map(|p| p.0).collect();
+            tracing::info!(?players, "waiting for players")
+        }
+        HostEvent::StallEnded => tracing::debug!("stall ended"),
+        HostEvent::PaceChanged(pace) => tracing::debug!(?pace, "pace changed"),
+        HostEvent::Paused(by) => tracing::info!(?by, "paused"),
+        HostEvent::Resumed(by) => tracing::info!(?by, "resumed"),
+        HostEvent::Ended(cause) => tracing::info!(?cause, "game ended"),
+        _ => tracing::debug!(?event, "host event"),
+    }
+}
+
+/// Emits the event for a client's session event.
+pub(crate) fn client_event(event: &ClientEvent) {
+    match event {
+        ClientEvent::Ended(reason @ EndReason::Finished { .. }) => {
+            tracing::info!(reason = reason.name(), "session ended")
+        }
+        ClientEvent::Ended(reason) => tracing::warn!(reason = reason.name(), "session ended"),
+        ClientEvent::Desync(report) => {
+            let diverged: Vec<u8> = report.diverged.iter().map(|p| p.0).collect();
+            tracing::error!(turn = report.turn.0, ?diverged, "desync")
+        }
+        ClientEvent::Waiting(players) => {
+            let players: Vec<u8> = players.iter().map(|p| p.0).collect();
+            tracing::info!(?players, "waiting for players")
+        }
+        ClientEvent::Paused(by) => tracing::info!(?by, "paused"),
+        ClientEvent::Resumed(by) => tracing::info!(?by, "resumed"),
+        _ => tracing::debug!(?event, "client event"),
+    }
+}
