@@ -106,7 +106,7 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
     };
     print_outcome(&outcome, game.turns, started.elapsed().as_secs_f64());
     if args.json {
-        let (p50, p95, max) = outcome.latency_ms.unwrap_or_default();
+        let latency = outcome.latency_ms;
         json::print_line(&ClientSummary {
             player: outcome.player,
             turns: outcome.turns,
@@ -120,10 +120,10 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
                     .collect(),
                 commands_submitted: outcome.submitted,
                 commands_executed: outcome.executed,
-                latency_ms_p50: p50,
-                latency_ms_p95: p95,
-                latency_ms_max: max,
-                stall_ms: outcome.stall_ms,
+                latency_ms_p50: latency.map(|l| l.0),
+                latency_ms_p95: latency.map(|l| l.1),
+                latency_ms_max: latency.map(|l| l.2),
+                stall_ms: Some(outcome.stall_ms),
             },
         });
     }
