@@ -72,13 +72,24 @@ pub(crate) fn removed(report: &SimReport) -> Vec<Removed> {
         .collect();
     left.sort_unstable();
     left.dedup_by_key(|(player, _)| *player);
+    let gone: Vec<PlayerId> = left.iter().map(|&(player, _)| player).collect();
+    let stayed: Vec<&PlayerReport> =
+        report.players.iter().filter(|p| p.player.is_some_and(|id| !gone.contains(&id))).collect();
     left.into_iter()
-        .filter_map(|(player, turn)| Some(removed_one(report, report.player(player)?, turn)))
+        .filter_map(|(player, turn)| {
+            Some(removed_one(report, &stayed, report.player(player)?, turn))
+        })
         .collect()
 }
 
-/// The removal of `gone`, whose `Left` record was in `turn`.
-fn removed_one(report: &SimReport, gone: &PlayerReport, turn: u32) -> Removed {
+/// The removal of `gone`, whose `Left` record was in `turn`; `stayed`: the players who were
+/// not removed.
+fn removed_one(
+    report: &SimReport,
+    stayed: &[&PlayerReport],
+    gone: &PlayerReport,
+    turn: u32,
+) -> Removed {
     let player = gone.player.unwrap_or(PlayerId(0));
     // The host's first removal event naming it (as `turn` is its first `Left`).
     let event = report
@@ -89,32 +100,29 @@ fn removed_one(report: &SimReport, gone: &PlayerReport, turn: u32) -> Removed {
     let ended = gone.ended.map(|reason| reason.name());
     let measured = gone.stats_at_ms.is_some();
     let latency = gone.latency_ms.filter(|_| measured);
-    let stayed = report.players.iter().filter(|p| p.player.is_some() && p.player != Some(player));
     let removed_at_ms = event.map(|(at, _, _)| at);
     let waited =
-        removed_at_ms.and_then(|at| stayed.clone().filter_map(|p| wait_across(p, at)).max());
+        removed_at_ms.and_then(|at| stayed.iter().filter_map(|p| wait_across(p, at)).max());
     Removed {
         player: player.0,
         turn,
         cause: event.map_or_else(|| ended.unwrap_or("left"), |(_, _, why)| why),
         ended,
         turns_executed: gone.hashes.len(),
-        hashes_agree: stayed
-            .clone()
-            .all(|p| p.hashes.iter().zip(&gone.hashes).all(|(a, b)| a == b)),
+        hashes_agree: stayed.iter().all(|p| p.hashes.iter().zip(&gone.hashes).all(|(a, b)| a == b)),
         latency_ms_p50: latency.map(|l| l.0),
         latency_ms_p95: latency.map(|l| l.1),
         latency_ms_max: latency.map(|l| l.2),
         stall_ms: measured.then_some(gone.stall_ms),
         measured_until_ms: gone.stats_at_ms,
-        commands_lost: lost(gone, report),
+        commands_lost: lost(gone, stayed.first().copied()),
         removed_at_ms,
         survivors_waited_ms: waited.map(|(ms, _)| ms),
         waited_for_turn: waited.map(|(_, turn)| turn),
         own_wait_ms: gone
             .finished_ms
             .zip(gone.executed_at_ms.last())
-            .map(|(end, &last)| end - last),
+            .map(|(end, &last)| end.saturating_sub(last)),
     }
 }
 
@@ -127,14 +135,10 @@ fn wait_across(player: &PlayerReport, at: u64) -> Option<(u64, u32)> {
     Some((player.executed_at_ms[after] - before, u32::try_from(after).ok()?))
 }
 
-/// The commands `gone` submitted that a player who stayed never executed.
-fn lost(gone: &PlayerReport, report: &SimReport) -> u64 {
-    let Some(player) = gone.player else { return 0 };
-    let Some(stayed) =
-        report.players.iter().find(|p| p.player.is_some() && p.player != gone.player)
-    else {
-        return 0;
-    };
+/// The commands `gone` submitted that `stayed`, a player who stayed, never executed (0
+/// when nobody stayed).
+fn lost(gone: &PlayerReport, stayed: Option<&PlayerReport>) -> u64 {
+    let (Some(player), Some(stayed)) = (gone.player, stayed) else { return 0 };
     let executed: std::collections::BTreeSet<_> = stayed
         .commands
         .iter()

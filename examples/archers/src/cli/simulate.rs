@@ -89,9 +89,11 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
     let summary = measure(args, &config, &report, started.elapsed().as_secs_f64());
     for gone in &summary.removed {
         if let Some(at) = gone.removed_at_ms {
-            markers.push((at, format!("player {} removed ({})", gone.player, gone.cause)));
+            let cause = gone.cause.replace('_', " ");
+            markers.push((at, format!("player {} removed ({cause})", gone.player)));
         }
     }
+    markers.sort_by_key(|&(at, _)| at);
     let finished =
         Finished { args, config: &config, report: &report, observed: observer.observed() };
     let mut lines = summary.lines(args.game.seed);
