@@ -70,6 +70,7 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
                     report.hashes.clear();
                     report.executed_at_ms.clear();
                     report.left_seen.clear();
+                    report.left_turns.clear();
                     report.commands.clear();
                     report.executed = 0;
                 });
@@ -240,7 +241,7 @@ fn record_turn<C: Serialize + DeserializeOwned>(
         .records
         .iter()
         .filter_map(|record| match record {
-            TypedRecord::Left(player) => Some((*player, now_ms())),
+            TypedRecord::Left(player) => Some(*player),
             _ => None,
         })
         .collect();
@@ -257,7 +258,8 @@ fn record_turn<C: Serialize + DeserializeOwned>(
         report.executed_at_ms.push(now_ms());
         report.executed += commands.len() as u64;
         report.commands.extend(commands);
-        report.left_seen.extend(left);
+        report.left_seen.extend(left.iter().map(|&player| (player, now_ms())));
+        report.left_turns.extend(left.iter().map(|&player| (player, turn.turn)));
     });
 }
 
@@ -292,19 +294,16 @@ async fn leave<C: Serialize + DeserializeOwned>(
     client: Client<C>,
     linger: bool,
 ) {
+    // After its session ended (a removed player) the client has no stats: the report keeps
+    // those of the last sample.
     let stats = client.stats().await.ok();
     let (up, down) = flows(&run.trace, machine);
     run.with_player(machine, |report| {
         report.finished_ms = Some(now_ms());
         report.ended = client.ended();
         if let Some(stats) = &stats {
-            report.unacked_high_water = stats.commands_unacked_high_water;
-            report.app_bytes = (stats.link.bytes_sent, stats.link.bytes_received);
-            report.stall_ms = stats.stall_ms;
-            report.playout_ms = stats.playout_ms;
+            report.record_stats(now_ms(), stats);
         }
-        report.latency_ms =
-            stats.and_then(|s| Some((s.latency_ms_p50?, s.latency_ms_p95?, s.latency_ms_max?)));
         report.wire_datagrams = (up.0, down.0);
         report.wire_bytes = (up.1, down.1);
     });

@@ -1,7 +1,7 @@
 //! What a run produced: one [`PlayerReport`] per player, in seat order, and the run-wide
 //! counts (trace digest, datagrams, host events).
 
-use phalanx::{CommandSeq, EndReason, JoinRefusal, PlayerId, Ticket, Turn};
+use phalanx::{ClientStats, CommandSeq, EndReason, HostEvent, JoinRefusal, PlayerId, Ticket, Turn};
 
 use crate::Step;
 
@@ -14,6 +14,10 @@ pub struct SimReport {
     pub players: Vec<PlayerReport>,
     /// Host events, as text, with their simulated time.
     pub host_events: Vec<(u64, String)>,
+    /// The same host events typed, with their simulated time (without the timeline's host
+    /// steps, which `host_events` also lists): who timed out, misbehaved or was removed, and
+    /// when the host waited.
+    pub events: Vec<(u64, HostEvent)>,
     /// A digest of every datagram's (time, source, destination, size, copies delivered).
     pub trace_digest: u64,
     /// Datagrams handed to the network.
@@ -66,6 +70,13 @@ pub struct PlayerReport {
     pub incarnations: u32,
     /// Its client's command latency (submit → execute) p50, p95 and max, ms.
     pub latency_ms: Option<(u32, u32, u32)>,
+    /// Simulated ms at which its client's stats (`latency_ms`, `stall_ms`, `playout_ms`,
+    /// `app_bytes`, `unacked_high_water`) were read: when its game loop ended, or, when its
+    /// session was already over by then (a removed player), the last
+    /// [`Sample`] before — the figures are measured up to that moment. `None`: never read
+    /// (its session ended before the first sample, or sampling was off), and those figures
+    /// are zeros that measured nothing.
+    pub stats_at_ms: Option<u64>,
     /// Bytes it sent (`.0`) and the host sent it (`.1`), as QUIC datagram payloads (UDP/IP
     /// headers not included), counting every datagram handed to the network.
     pub wire_bytes: (u64, u64),
@@ -79,6 +90,9 @@ pub struct PlayerReport {
     pub playout_ms: u32,
     /// Every `Left` record its game executed: whose, and the simulated ms it executed it.
     pub left_seen: Vec<(PlayerId, u64)>,
+    /// The same `Left` records with the turn that carried each: the turn at which that player
+    /// left, the same on every game that executed it.
+    pub left_turns: Vec<(PlayerId, Turn)>,
     /// When [`SimConfig::samples_every_ms`](crate::SimConfig::samples_every_ms) is set: its
     /// counters over time.
     pub samples: Vec<Sample>,
@@ -192,6 +206,19 @@ impl SimReport {
 }
 
 impl PlayerReport {
+    /// Keeps its client's `stats`, read at simulated ms `at_ms`.
+    pub(crate) fn record_stats(&mut self, at_ms: u64, stats: &ClientStats) {
+        self.stats_at_ms = Some(at_ms);
+        self.unacked_high_water = stats.commands_unacked_high_water;
+        self.app_bytes = (stats.link.bytes_sent, stats.link.bytes_received);
+        self.stall_ms = stats.stall_ms;
+        self.playout_ms = stats.playout_ms;
+        self.latency_ms = match (stats.latency_ms_p50, stats.latency_ms_p95, stats.latency_ms_max) {
+            (Some(p50), Some(p95), Some(max)) => Some((p50, p95, max)),
+            _ => None,
+        };
+    }
+
     /// `player 2 (p3)`, or `p3 (never joined)`: how messages name it.
     pub fn name(&self) -> String {
         match self.player {

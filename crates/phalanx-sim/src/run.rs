@@ -192,7 +192,10 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
                         joined += 1;
                     }
                     let line = (now_ms(), format!("{event:?}"));
-                    run.with_report(|report| report.host_events.push(line));
+                    run.with_report(|report| {
+                        report.host_events.push(line);
+                        report.events.push((now_ms(), event));
+                    });
                 }
                 None => events_open = false,
             },

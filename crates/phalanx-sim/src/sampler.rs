@@ -77,6 +77,10 @@ impl Sampler {
             turn_length_ms: stats.turn_length_ms,
             command_delay_turns: stats.command_delay_turns,
         };
-        report.lock().expect("not poisoned").players[self.machine].samples.push(sample);
+        let mut report = report.lock().expect("not poisoned");
+        let player = &mut report.players[self.machine];
+        player.samples.push(sample);
+        // Kept in case the session ends before the stats can be read at the end.
+        player.record_stats(now, &stats);
     }
 }

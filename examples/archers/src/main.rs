@@ -8,6 +8,9 @@
 //! `archers replay FILE` re-simulates a recorded match and checks every turn's hash.
 //! `cargo run --release -p archers -- --help` lists the modes and flags; `--json` prints one
 //! JSON object as the last line. The command line and one module per mode live in [`cli`].
+//!
+//! phalanx's `tracing` events (joins, refusals, removals...) go to stderr, filtered by
+//! `RUST_LOG` (default: `warn`; e.g. `RUST_LOG=phalanx=debug`).
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line program
 
 mod cli;
@@ -17,5 +20,23 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    install_tracing();
     cli::Cli::parse().run()
+}
+
+/// Sends `tracing` events to stderr, filtered by `RUST_LOG` (default: `warn`; a filter that
+/// does not parse is reported and the default used), in colour only on a terminal.
+fn install_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|error| {
+        if std::env::var_os(EnvFilter::DEFAULT_ENV).is_some() {
+            eprintln!("archers: ignoring RUST_LOG ({error}); logging warnings");
+        }
+        EnvFilter::new("warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
 }

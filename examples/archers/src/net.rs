@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use phalanx::{
     Client, ClientEvent, ClientOptions, Fingerprint, Host, HostEvent, HostIdentity, HostOptions,
-    HostVerification, SessionConfig, TypedRecord, Update,
+    HostVerification, SessionConfig, TypedRecord, TypedTurn, Update,
 };
 use phalanx_sim::SimGame;
 
@@ -133,7 +133,7 @@ impl HostSession {
     ) -> Result<HostOutcome, String> {
         let started = tokio::time::Instant::now();
         let mut outcome = HostOutcome::default();
-        let mut gone = 0;
+        let mut gone = std::collections::BTreeSet::new();
         let mut running = false;
         loop {
             // Wait for the next sealed turn, event or deadline: no polling.
@@ -156,9 +156,15 @@ impl HostSession {
             if let Some(event) = event {
                 match &event {
                     HostEvent::PlayerJoined(_) => outcome.joined += 1,
-                    HostEvent::PlayerTimedOut(_)
-                    | HostEvent::PlayerMisbehaved(_)
-                    | HostEvent::PlayerRemoved(_) => gone += 1,
+                    HostEvent::PlayerTimedOut(player)
+                    | HostEvent::PlayerMisbehaved(player)
+                    | HostEvent::PlayerRemoved(player) => {
+                        gone.insert(*player);
+                    }
+                    // Back within the rejoin window: it plays again.
+                    HostEvent::PlayerRejoined(player) => {
+                        gone.remove(player);
+                    }
                     HostEvent::Desync(report) => outcome
                         .desyncs
                         .push((report.turn.0, report.diverged.iter().map(|p| p.0).collect())),
@@ -178,7 +184,7 @@ impl HostSession {
                         join_wait.as_secs()
                     ));
                 }
-            } else if gone >= outcome.joined || started.elapsed() > limit {
+            } else if gone.len() >= outcome.joined || started.elapsed() > limit {
                 break;
             }
         }
@@ -206,73 +212,234 @@ pub struct ClientOutcome {
     pub executed: u64,
     /// Desync reports we received: `(check turn, diverged players)`.
     pub desyncs: Vec<(u32, Vec<u8>)>,
-    /// Command latency p50, p95, max (ms) of our recent commands.
+    /// Command latency p50, p95, max (ms) of our recent commands (`None`: none measured).
     pub latency_ms: Option<(u32, u32, u32)>,
-    /// Time the game waited for turns beyond their length.
-    pub stall_ms: u64,
+    /// Time the game waited for turns beyond their length (`None`: never measured).
+    pub stall_ms: Option<u64>,
+    /// The last turn after which the figures above (`latency_ms`, `stall_ms`) were read: the
+    /// client's stats are read after every turn, since they can no longer be read once the
+    /// session is over (`None`: never read).
+    pub measured_at_turn: Option<u32>,
     /// How the session ended (`finished` when the host ended the match after its last turn),
     /// lower case.
     pub ended: Option<String>,
 }
 
+impl ClientOutcome {
+    /// Whether the host cut this client off: its session ended with `host_lost` (nothing
+    /// arrived from the host for the idle timeout) or `removed` (the host removed it) before
+    /// the match's end. A player removed for silence may rejoin with its token within the
+    /// session's `rejoin_window_ms`.
+    pub fn cut_off(&self) -> bool {
+        matches!(self.ended.as_deref(), Some("host_lost" | "removed"))
+    }
+}
+
+/// Something a client saw happen to the match while it played, as it happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notice {
+    /// The host is waiting for these players: their acknowledgements are a window behind
+    /// (cut off, or slow). `turn`: the last turn we executed.
+    Waiting {
+        /// The players it waits for.
+        players: Vec<u8>,
+        /// The last turn we executed.
+        turn: u32,
+    },
+    /// The wait announced by [`Notice::Waiting`] is over.
+    WaitOver {
+        /// How long it lasted, from the notice to its end, as we saw it.
+        waited: Duration,
+        /// The last turn we executed.
+        turn: u32,
+    },
+    /// Another player's `Left` record was executed: the host removed it (it timed out,
+    /// misbehaved or was kicked) or it left; the others play on without it.
+    Left {
+        /// The player.
+        player: u8,
+        /// The turn that carried the record.
+        turn: u32,
+    },
+    /// Another player that had left came back (rejoined with its token).
+    Rejoined {
+        /// The player.
+        player: u8,
+        /// The turn that carried its `Joined` record.
+        turn: u32,
+    },
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::Waiting { players, turn } => write!(
+                f,
+                "after turn {turn}: the host is waiting for player(s) {players:?} (a window of \
+                 turns unacknowledged)"
+            ),
+            Notice::WaitOver { waited, turn } => write!(
+                f,
+                "after turn {turn}: the wait is over, {:.1} s after the host's notice; playing on",
+                waited.as_secs_f64()
+            ),
+            Notice::Left { player, turn } => write!(
+                f,
+                "turn {turn}: player {player} left the match (removed by the host, or gone); \
+                 playing on without it"
+            ),
+            Notice::Rejoined { player, turn } => write!(f, "turn {turn}: player {player} rejoined"),
+        }
+    }
+}
+
 /// Joins the host at `addr` (pinning `fingerprint`) with `token` and plays the match's bot to
-/// the last turn. `inject_desync`: flip one bit of our state after that turn.
+/// the last turn. `inject_desync`: flip one bit of our state after that turn. `notices`
+/// sees waits, departures and returns as they happen.
 pub async fn play(
     addr: SocketAddr,
     fingerprint: Fingerprint,
     token: u64,
     game: Match,
     inject_desync: Option<u32>,
+    notices: impl FnMut(Notice),
 ) -> Result<ClientOutcome, String> {
     let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
     options.session = game.session();
-    let mut client: Client<Order> =
+    let client: Client<Order> =
         Client::connect(addr, options).await.map_err(|e| format!("cannot join: {e}"))?;
     let player = client.player();
     let mut setup = Setup::new(game.players, game.units, game.turns);
     setup.desync = inject_desync.map(|turn| (player.0, turn));
-    let mut archers = Archers::new(player, game.seed, &setup);
-    let interval = game.session().sync_interval_turns.max(1);
-    let mut outcome = ClientOutcome { player: player.0, ..ClientOutcome::default() };
-    // Until the session ends: the host ends it after the match's last turn.
-    while let Some(turn) = client.next_turn().await {
-        if turn.turn.0 >= game.turns {
-            // The turn that carries the end: nothing of the match's is left in it.
-            continue;
+    let seat = Seat {
+        archers: Archers::new(player, game.seed, &setup),
+        game,
+        outcome: ClientOutcome { player: player.0, ..ClientOutcome::default() },
+        notices,
+        gone: Vec::new(),
+        waiting_since: None,
+    };
+    Ok(seat.play(client).await)
+}
+
+/// A client's game while it plays: what it has seen so far.
+struct Seat<F> {
+    archers: Archers,
+    game: Match,
+    outcome: ClientOutcome,
+    notices: F,
+    /// Players whose `Left` record was executed (and who have not come back).
+    gone: Vec<u8>,
+    /// When the host's wait was announced, if it is not over.
+    waiting_since: Option<(tokio::time::Instant, Vec<u8>)>,
+}
+
+impl<F: FnMut(Notice)> Seat<F> {
+    /// Plays until the session ends: the host ends it after the match's last turn. Turns and
+    /// events are taken as they come, so waits are told while they last; after the end event,
+    /// the turns already handed over are played out.
+    async fn play(mut self, mut client: Client<Order>) -> ClientOutcome {
+        while let Some(update) = client.next_update().await {
+            match update {
+                Update::Turn(turn) => self.take_turn(&mut client, turn).await,
+                Update::Event(ClientEvent::Ended(_)) => break,
+                Update::Event(event) => self.on_event(event),
+            }
         }
-        archers.execute(&turn);
-        outcome.turns += 1;
-        outcome.executed +=
-            turn.records.iter().filter(|r| matches!(r, TypedRecord::Command { .. })).count() as u64;
-        let hash = archers.state_hash();
-        outcome.final_state_hash = hash;
-        if turn.turn.0.is_multiple_of(interval) {
-            let _ = client.report_state_hash(turn.turn, hash).await;
+        // Over: the rest of the turns (`None` after the last), then the rest of the events.
+        while let Some(turn) = client.next_turn().await {
+            self.take_turn(&mut client, turn).await;
         }
         while let Some(event) = client.try_event() {
-            if let ClientEvent::Desync(report) = event {
-                outcome
-                    .desyncs
-                    .push((report.turn.0, report.diverged.iter().map(|p| p.0).collect()));
-            }
+            self.on_event(event);
         }
-        if turn.turn.0 + 1 >= game.turns {
-            continue;
+        self.outcome.ended = client.ended().map(|reason| reason.name().to_owned());
+        client.shutdown().await;
+        self.outcome
+    }
+
+    /// Executes `turn`, reports the hash on check turns, reads the stats and gives the bot's
+    /// orders.
+    async fn take_turn(&mut self, client: &mut Client<Order>, turn: TypedTurn<Order>) {
+        if turn.turn.0 >= self.game.turns {
+            // The turn that carries the end: nothing of the match's is left in it.
+            return;
         }
-        for order in archers.commands(turn.turn) {
+        let hash = self.execute(&turn);
+        if turn.turn.0.is_multiple_of(self.game.session().sync_interval_turns.max(1)) {
+            let _ = client.report_state_hash(turn.turn, hash).await;
+        }
+        // Read after every turn: once the session is over they may no longer be readable.
+        if let Ok(stats) = client.stats().await {
+            self.outcome.latency_ms = match (stats.latency_ms_p50, stats.latency_ms_p95) {
+                (Some(p50), Some(p95)) => Some((p50, p95, stats.latency_ms_max.unwrap_or(p95))),
+                _ => None,
+            };
+            self.outcome.stall_ms = Some(stats.stall_ms);
+            self.outcome.measured_at_turn = Some(turn.turn.0);
+        }
+        if turn.turn.0 + 1 >= self.game.turns {
+            return;
+        }
+        for order in self.archers.commands(turn.turn) {
             if client.submit(&order).await.is_ok() {
-                outcome.submitted += 1;
+                self.outcome.submitted += 1;
             }
         }
     }
-    if let Ok(stats) = client.stats().await {
-        outcome.latency_ms = match (stats.latency_ms_p50, stats.latency_ms_p95) {
-            (Some(p50), Some(p95)) => Some((p50, p95, stats.latency_ms_max.unwrap_or(p95))),
-            _ => None,
-        };
-        outcome.stall_ms = stats.stall_ms;
+
+    /// Executes `turn`, counts it, tells of departures and returns; returns the state hash.
+    fn execute(&mut self, turn: &TypedTurn<Order>) -> u64 {
+        self.archers.execute(turn);
+        self.outcome.turns += 1;
+        let me = self.outcome.player;
+        for record in &turn.records {
+            match record {
+                TypedRecord::Command { .. } => self.outcome.executed += 1,
+                // Our own departure ends our session (the end says so); after a rejoin, the
+                // replayed turns carry it as history.
+                TypedRecord::Left(player) | TypedRecord::Joined(player) if player.0 == me => {}
+                TypedRecord::Left(player) => {
+                    self.gone.push(player.0);
+                    (self.notices)(Notice::Left { player: player.0, turn: turn.turn.0 });
+                }
+                TypedRecord::Joined(player) if self.gone.contains(&player.0) => {
+                    self.gone.retain(|&p| p != player.0);
+                    (self.notices)(Notice::Rejoined { player: player.0, turn: turn.turn.0 });
+                }
+                TypedRecord::Joined(_) => {}
+            }
+        }
+        let hash = self.archers.state_hash();
+        self.outcome.final_state_hash = hash;
+        hash
     }
-    outcome.ended = client.ended().map(|reason| reason.name().to_owned());
-    client.shutdown().await;
-    Ok(outcome)
+
+    /// Keeps desync reports; tells of the host's waits.
+    fn on_event(&mut self, event: ClientEvent) {
+        let turn = self.outcome.turns.saturating_sub(1);
+        match event {
+            ClientEvent::Desync(report) => self
+                .outcome
+                .desyncs
+                .push((report.turn.0, report.diverged.iter().map(|p| p.0).collect())),
+            ClientEvent::Waiting(players) => {
+                let players: Vec<u8> = players.iter().map(|p| p.0).collect();
+                // One notice per wait, unless it names other players.
+                if self.waiting_since.as_ref().is_none_or(|(_, named)| *named != players) {
+                    let since = self.waiting_since.as_ref().map(|(at, _)| *at);
+                    let at = since.unwrap_or_else(tokio::time::Instant::now);
+                    self.waiting_since = Some((at, players.clone()));
+                    (self.notices)(Notice::Waiting { players, turn });
+                }
+            }
+            ClientEvent::StallEnded => {
+                if let Some((since, _)) = self.waiting_since.take() {
+                    (self.notices)(Notice::WaitOver { waited: since.elapsed(), turn });
+                }
+            }
+            _ => {}
+        }
+    }
 }

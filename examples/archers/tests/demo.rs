@@ -49,6 +49,7 @@ fn demo_is_deterministic_and_agrees() {
     let other = run(8, &[]);
     assert_eq!(first["hashes_agree"], true, "{first}");
     assert_eq!(first["desyncs"], json!([]), "{first}");
+    assert_eq!(first["removed"], json!([]), "nobody was cut off: {first}");
     assert_eq!(first["commands_submitted"], first["commands_executed"], "{first}");
     assert!(first["commands_submitted"].as_u64().unwrap() > 20, "{first}");
     assert_eq!(first["final_state_hash"], again["final_state_hash"]);

@@ -3,88 +3,20 @@
 //! refused; three `archers client` processes pin the right one, play the match to its last
 //! turn and must print the same final state hash. Bounded: every child is killed after 120 s.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
+#[path = "common/node.rs"]
+mod node;
+
+use node::Node;
 
 const PLAYERS: usize = 3;
 /// How a client's `--json` line starts (the player comes first).
 const CLIENT_JSON: &str = "{\"player\":";
 const MATCH: [&str; 8] = ["--players", "3", "--units", "300", "--minutes", "0.1", "--seed", "5"];
-
-/// A child whose stdout lines arrive on a channel (a reader thread does the blocking reads, so
-/// a silent child cannot hang the test).
-struct Node {
-    child: Child,
-    lines: Receiver<String>,
-}
-
-impl Node {
-    fn spawn(args: &[&str]) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_archers"))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn archers");
-        let (tx, lines) = channel();
-        let stdout = child.stdout.take().expect("piped stdout");
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        Node { child, lines }
-    }
-
-    /// The next line starting with `prefix` (what follows it), or `None` at the deadline or
-    /// when the child's stdout ends.
-    fn line(&self, prefix: &str, deadline: Instant) -> Option<String> {
-        loop {
-            let left = deadline.checked_duration_since(Instant::now())?;
-            let line = self.lines.recv_timeout(left).ok()?;
-            if let Some(rest) = line.strip_prefix(prefix) {
-                return Some(rest.trim().to_owned());
-            }
-        }
-    }
-
-    /// Waits for the exit (killing the child at the deadline); returns success and stderr.
-    fn finish(mut self, deadline: Instant) -> (bool, String) {
-        let status = loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(50))
-                }
-                _ => break None,
-            }
-        };
-        if status.is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        let mut stderr = String::new();
-        if let Some(mut pipe) = self.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
-        }
-        (status.is_some_and(|s| s.success()), stderr)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[test]
 fn host_and_three_client_processes_agree_over_loopback() {

@@ -25,14 +25,32 @@ pub(crate) struct Play {
     pub(crate) commands_submitted: u64,
     /// Commands executed.
     pub(crate) commands_executed: u64,
-    /// Submit → execute latency: median, 95th percentile, maximum.
-    pub(crate) latency_ms_p50: u32,
+    /// Submit → execute latency: median, 95th percentile, maximum; `None` (null) when none
+    /// was measured.
+    pub(crate) latency_ms_p50: Option<u32>,
     /// See `latency_ms_p50`.
-    pub(crate) latency_ms_p95: u32,
+    pub(crate) latency_ms_p95: Option<u32>,
     /// See `latency_ms_p50`.
-    pub(crate) latency_ms_max: u32,
-    /// Time the game waited for turns beyond their length.
-    pub(crate) stall_ms: u64,
+    pub(crate) latency_ms_max: Option<u32>,
+    /// Time the game waited for turns beyond their length; `None` (null) when never measured.
+    pub(crate) stall_ms: Option<u64>,
+}
+
+impl Play {
+    /// The latency figures in words: `p50 … ms, p95 … ms, max … ms`, or that none was measured.
+    pub(crate) fn latency_words(&self) -> String {
+        match (self.latency_ms_p50, self.latency_ms_p95, self.latency_ms_max) {
+            (Some(p50), Some(p95), Some(max)) => {
+                format!("p50 {p50} ms, p95 {p95} ms, max {max} ms")
+            }
+            _ => "none measured".into(),
+        }
+    }
+
+    /// The stall figure in words: `… ms`, or that it was never measured.
+    pub(crate) fn stall_words(&self) -> String {
+        self.stall_ms.map_or_else(|| "never measured".into(), |ms| format!("{ms} ms"))
+    }
 }
 
 /// Prints `value` as one JSON line on stdout.

@@ -5,6 +5,7 @@
 
 mod json;
 mod progress;
+mod removals;
 mod replay;
 mod simulate;
 mod sockets;

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use super::json::{self, Desync};
 use super::progress::Progress;
+use super::removals::{self, Removed};
 use super::SimulateArgs;
 
 /// One row of the printed summary (and of the report's summary table): label, value.
@@ -33,6 +34,10 @@ struct Summary {
     turns: usize,
     seed: u64,
     hashes_agree: bool,
+    /// Players removed before the end (cut off past the idle timeout, misbehaving...).
+    removed: Vec<Removed>,
+    /// Players that were neither removed nor played every turn (empty when all went well).
+    unfinished: Vec<u8>,
     #[serde(flatten)]
     play: json::Play,
     #[serde(serialize_with = "json::decimals::<3, _>")]
@@ -52,12 +57,16 @@ struct Summary {
     /// Seconds of play the executed turns stand for (text only).
     #[serde(skip)]
     seconds_played: f64,
+    /// The session's idle timeout (text only).
+    #[serde(skip)]
+    idle_timeout_ms: u32,
 }
 
-/// Runs the simulated match; success when every player agreed (or, with `--inject-desync`,
-/// when the desync was caught as promised).
+/// Runs the simulated match; success when every player agreed over the turns it executed
+/// and every player not removed played every turn (or, with `--inject-desync`, when the
+/// desync was caught as promised).
 pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
-    let (config, markers) = configure(args);
+    let (config, mut markers) = configure(args);
     let partition = !config.timeline.is_empty();
     eprintln!(
         "archers: {}{}",
@@ -77,8 +86,14 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let turn_ms = u64::from(config.session.turn_length_ms);
-    let summary = measure(args, &report, turn_ms, started.elapsed().as_secs_f64());
+    let summary = measure(args, &config, &report, started.elapsed().as_secs_f64());
+    for gone in &summary.removed {
+        if let Some(at) = gone.removed_at_ms {
+            let cause = gone.cause.replace('_', " ");
+            markers.push((at, format!("player {} removed ({cause})", gone.player)));
+        }
+    }
+    markers.sort_by_key(|&(at, _)| at);
     let finished =
         Finished { args, config: &config, report: &report, observed: observer.observed() };
     let mut lines = summary.lines(args.game.seed);
@@ -188,7 +203,7 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
             Step::Repair { at_ms: to, player: PlayerId(3) },
         ];
         markers.push((from, "player 3 cut off".to_owned()));
-        markers.push((to, "reconnected".to_owned()));
+        markers.push((to, "player 3's link restored".to_owned()));
     }
     (config, markers)
 }
@@ -208,12 +223,27 @@ fn play(
     result
 }
 
-/// The summary of a finished run that took `wall` seconds of real time.
-fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> Summary {
+/// The summary of a finished run that took `wall` seconds of real time. Agreement is judged
+/// over the turns each player executed: a removed player agrees if its hashes equal the
+/// others' up to its removal. Latency and stall figures are those of the players whose stats
+/// were read (a removed player's: up to its last reading before the removal).
+fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f64) -> Summary {
     let players = args.game.players;
-    let agree = report.check_agreement();
-    let finals: Vec<u64> = report.players.iter().filter_map(|p| p.hashes.last().copied()).collect();
-    let hashes_agree = agree.is_ok() && finals.windows(2).all(|w| w[0] == w[1]);
+    let turn_ms = u64::from(config.session.turn_length_ms);
+    let hashes_agree = report.check_agreement().is_ok();
+    let removed = removals::removed(report);
+    let gone = |p: &phalanx_sim::PlayerReport| {
+        removed.iter().any(|r| p.player.map(|id| id.0) == Some(r.player))
+    };
+    let unfinished = report
+        .players
+        .iter()
+        .filter(|p| !gone(p) && p.hashes.len() < config.turns as usize)
+        .filter_map(|p| p.player.map(|id| id.0))
+        .collect();
+    let commands_executed =
+        report.players.iter().filter(|p| !gone(p)).map(|p| p.executed).min().unwrap_or(0);
+    let measured = || report.players.iter().filter(|p| p.stats_at_ms.is_some());
     let turns = report.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
     let seconds = (turns as u64 * turn_ms) as f64 / 1e3;
     let per_player = |pick: fn(&(u64, u64)) -> u64, datagrams: fn(&(u64, u64)) -> u64| {
@@ -226,8 +256,7 @@ fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> 
         report.players.iter().map(|p| pick(&p.app_bytes)).sum::<u64>() as f64
             / (turns.max(1) * players) as f64
     };
-    let latencies: Vec<(u32, u32, u32)> =
-        report.players.iter().filter_map(|p| p.latency_ms).collect();
+    let latencies: Vec<(u32, u32, u32)> = measured().filter_map(|p| p.latency_ms).collect();
     // Every player meets each report once; list each (turn, diverged players) once.
     let desyncs: BTreeSet<Desync> = report
         .desyncs
@@ -243,15 +272,17 @@ fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> 
         turns,
         seed: args.game.seed,
         hashes_agree,
+        removed,
+        unfinished,
         play: json::Play {
             final_state_hash: agreed_hashes(report).last().copied().unwrap_or(0),
             desyncs: desyncs.into_iter().collect(),
             commands_submitted: report.players.iter().map(|p| p.submitted).sum(),
-            commands_executed: report.players.iter().map(|p| p.executed).min().unwrap_or(0),
-            latency_ms_p50: latencies.iter().map(|l| l.0).max().unwrap_or(0),
-            latency_ms_p95: latencies.iter().map(|l| l.1).max().unwrap_or(0),
-            latency_ms_max: latencies.iter().map(|l| l.2).max().unwrap_or(0),
-            stall_ms: report.players.iter().map(|p| p.stall_ms).max().unwrap_or(0),
+            commands_executed,
+            latency_ms_p50: latencies.iter().map(|l| l.0).max(),
+            latency_ms_p95: latencies.iter().map(|l| l.1).max(),
+            latency_ms_max: latencies.iter().map(|l| l.2).max(),
+            stall_ms: measured().map(|p| p.stall_ms).max(),
         },
         wire_kbps_up_per_player: per_player(|b| b.0, |d| d.0),
         wire_kbps_down_per_player: per_player(|b| b.1, |d| d.1),
@@ -261,6 +292,7 @@ fn measure(args: &SimulateArgs, report: &SimReport, turn_ms: u64, wall: f64) -> 
         wall_seconds: wall,
         trace_digest: report.trace_digest,
         seconds_played: seconds,
+        idle_timeout_ms: config.session.idle_timeout_ms,
     }
 }
 
@@ -268,41 +300,14 @@ impl Summary {
     /// The printed summary, one labelled line each.
     fn lines(&self, seed: u64) -> Vec<Line> {
         let (up, down) = (self.wire_kbps_up_per_player, self.wire_kbps_down_per_player);
-        let desyncs = match self.play.desyncs.first() {
-            None => "0".into(),
-            Some(Desync { turn, players }) => {
-                format!(
-                    "{} (first at turn {turn}, naming players {players:?})",
-                    self.play.desyncs.len()
-                )
-            }
-        };
         let line = |label: &str, value: String| (label.to_owned(), value);
-        vec![
-            line("players", self.players.to_string()),
-            line("archers", self.units.to_string()),
-            line(
-                "turns executed",
-                format!("{} ({:.0} s of play)", self.turns, self.seconds_played),
-            ),
-            line("every player agrees", if self.hashes_agree { "yes" } else { "NO" }.into()),
+        let mut lines = self.outcome_lines();
+        lines.extend([
             line("final state hash", format!("{:#018x} (majority)", self.play.final_state_hash)),
-            line("desync reports", desyncs),
-            line(
-                "commands",
-                format!(
-                    "{} submitted, {} executed",
-                    self.play.commands_submitted, self.play.commands_executed
-                ),
-            ),
-            line(
-                "command latency",
-                format!(
-                    "p50 {} ms, p95 {} ms, max {} ms (worst player)",
-                    self.play.latency_ms_p50, self.play.latency_ms_p95, self.play.latency_ms_max
-                ),
-            ),
-            line("longest stall total", format!("{} ms (worst player)", self.play.stall_ms)),
+            line("desync reports", self.desync_words()),
+            line("commands", self.command_words()),
+            line("command latency", format!("{} (worst player)", self.play.latency_words())),
+            line("longest stall total", format!("{} (worst player)", self.play.stall_words())),
             line(
                 "wire per player",
                 format!("{up:.2} kbit/s up, {down:.2} kbit/s down (QUIC + UDP/IP)"),
@@ -320,16 +325,74 @@ impl Summary {
                 format!("{:.1} s / {:.1} s", self.sim_seconds, self.wall_seconds),
             ),
             line("trace digest", format!("{:#018x} (rerun with --seed {seed})", self.trace_digest)),
-        ]
+        ]);
+        lines
+    }
+
+    /// The match, whether everyone agreed, and who was removed or did not finish.
+    fn outcome_lines(&self) -> Vec<Line> {
+        let line = |label: &str, value: String| (label.to_owned(), value);
+        let agree = match (self.hashes_agree, self.removed.is_empty()) {
+            (false, _) => "NO".to_owned(),
+            (true, true) => "yes".to_owned(),
+            (true, false) => "yes (each over the turns it executed)".to_owned(),
+        };
+        let mut lines = vec![
+            line("players", self.players.to_string()),
+            line("archers", self.units.to_string()),
+            line(
+                "turns executed",
+                format!("{} ({:.0} s of play)", self.turns, self.seconds_played),
+            ),
+            line("every player agrees", agree),
+        ];
+        for gone in &self.removed {
+            lines.extend(gone.lines(self.idle_timeout_ms));
+        }
+        if !self.unfinished.is_empty() {
+            lines.push(line(
+                "UNFINISHED",
+                format!("players {:?} stopped early without being removed", self.unfinished),
+            ));
+        }
+        lines
+    }
+
+    /// The desync reports in words.
+    fn desync_words(&self) -> String {
+        match self.play.desyncs.first() {
+            None => "0".into(),
+            Some(Desync { turn, players }) => format!(
+                "{} (first at turn {turn}, naming players {players:?})",
+                self.play.desyncs.len()
+            ),
+        }
+    }
+
+    /// Commands submitted and executed in words, saying which were lost with removed players.
+    fn command_words(&self) -> String {
+        let (submitted, executed) = (self.play.commands_submitted, self.play.commands_executed);
+        let lost: u64 = self.removed.iter().map(|r| r.commands_lost).sum();
+        match (self.removed.is_empty(), lost) {
+            (true, _) => format!("{submitted} submitted, {executed} executed"),
+            (false, 0) => {
+                format!("{submitted} submitted, {executed} executed by every player who stayed")
+            }
+            (false, lost) => format!(
+                "{submitted} submitted, {executed} executed by every player who stayed ({lost} \
+                 of removed players' never reached the host)"
+            ),
+        }
     }
 }
 
-/// Whether the run did what it promised: every player agreed; or, with `--inject-desync`, the
-/// injected divergence was caught at the first check turn at or after it, naming exactly the
-/// flipped player.
+/// Whether the run did what it promised: every player agreed over the turns it executed and
+/// every player not removed played to the end; or, with `--inject-desync`, the injected
+/// divergence was caught at the first check turn at or after it, naming exactly the flipped
+/// player.
 fn succeeded(args: &SimulateArgs, config: &SimConfig, summary: &Summary) -> bool {
     match args.inject_desync {
-        None => summary.hashes_agree,
+        None => summary.hashes_agree && summary.unfinished.is_empty(),
         Some(turn) => {
             let interval = config.session.sync_interval_turns.max(1);
             let expected = turn.div_ceil(interval) * interval;

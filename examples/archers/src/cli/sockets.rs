@@ -1,12 +1,15 @@
 //! `archers host` and `archers client`: the same match over real UDP/QUIC, one process per
 //! node. The host prints machine-readable `LISTENING` / `SEAT` / `HOST` lines on stdout (the
 //! loopback test reads them) and help on stderr; a client prints its summary, and with
-//! `--json` a JSON line.
+//! `--json` a JSON line. Both say on stderr, one line each as they happen, when the host waits
+//! for a player and when a player is removed or comes back; a client that was cut off says so
+//! and prints the command that rejoins.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use archers::net::{self, ClientOutcome};
+use phalanx::HostEvent;
 use serde::Serialize;
 
 use super::json::{self, Desync};
@@ -19,6 +22,12 @@ struct ClientSummary {
     turns: u32,
     /// How the session ended: `finished` when the host ended the match after its last turn.
     ended: String,
+    /// The last turn after which the latency and stall figures were read (null: never).
+    measured_at_turn: Option<u32>,
+    /// When the host cut this client off: the command that rejoins (the same one, within the
+    /// rejoin window).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rejoin: Option<String>,
     #[serde(flatten)]
     play: json::Play,
 }
@@ -63,8 +72,12 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
             );
         }
         let limit = Duration::from_secs_f64(minutes * 60.0 * 3.0 + 120.0);
+        let mut waiting: Option<Instant> = None;
+        let config = game.session();
         let outcome = session
-            .serve(Duration::from_secs(300), limit, |event| eprintln!("host: {event:?}"))
+            .serve(Duration::from_secs(300), limit, |event| {
+                eprintln!("host: {}", host_event_words(event, &mut waiting, &config));
+            })
             .await;
         match outcome {
             Ok(outcome) => {
@@ -85,8 +98,63 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
     })
 }
 
+/// A host event in words, for its stderr; `waiting` keeps when the current wait began.
+fn host_event_words(
+    event: &HostEvent,
+    waiting: &mut Option<Instant>,
+    config: &phalanx::SessionConfig,
+) -> String {
+    let seconds = |ms: u32| f64::from(ms) / 1e3;
+    match event {
+        HostEvent::PlayerJoined(player) => format!("player {} joined", player.0),
+        HostEvent::PlayerRejoined(player) => format!("player {} rejoined", player.0),
+        HostEvent::PlayerTimedOut(player) => format!(
+            "player {} timed out (nothing heard for {:.1} s): removed at the next sealed turn; \
+             its seat is kept {:.0} s for a rejoin",
+            player.0,
+            seconds(config.idle_timeout_ms),
+            seconds(config.rejoin_window_ms)
+        ),
+        HostEvent::PlayerMisbehaved(player) => format!(
+            "player {} misbehaved (too many malformed datagrams): removed at the next sealed turn",
+            player.0
+        ),
+        HostEvent::PlayerRemoved(player) => {
+            format!("player {} left: removed at the next sealed turn", player.0)
+        }
+        HostEvent::Waiting(players) => {
+            waiting.get_or_insert_with(Instant::now);
+            let players: Vec<u8> = players.iter().map(|p| p.0).collect();
+            format!(
+                "waiting for player(s) {players:?}: no acknowledgement of a window of turns for \
+                 {:.1} s",
+                seconds(config.stall_notice_ms)
+            )
+        }
+        HostEvent::StallEnded => match waiting.take() {
+            Some(since) => format!(
+                "the wait is over after {:.1} s; sealing turns again",
+                since.elapsed().as_secs_f64() + seconds(config.stall_notice_ms)
+            ),
+            None => "the wait is over; sealing turns again".into(),
+        },
+        HostEvent::PaceChanged(pace) => format!(
+            "pace: {} ms turns, commands execute {} turn(s) after they are given",
+            pace.turn_length_ms, pace.command_delay_turns
+        ),
+        HostEvent::Ended(cause) => format!("the session ended ({cause:?})"),
+        HostEvent::Desync(report) => format!(
+            "desync at turn {}: players {:?} diverged",
+            report.turn.0,
+            report.diverged.iter().map(|p| p.0).collect::<Vec<_>>()
+        ),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Plays one seat to the last turn; success when it got there without a desync report (or,
-/// with `--inject-desync`, got there at all).
+/// with `--inject-desync`, got there at all). Waits, departures and returns are told on stderr
+/// as they happen; a client the host cut off says so and how to rejoin.
 pub(crate) fn client(args: &ClientArgs) -> ExitCode {
     let game = args.game.game();
     let started = Instant::now();
@@ -96,6 +164,7 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
         args.token,
         game,
         args.inject_desync,
+        |notice| eprintln!("archers client: {notice}"),
     ));
     let outcome = match result {
         Ok(outcome) => outcome,
@@ -105,27 +174,28 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
         }
     };
     print_outcome(&outcome, game.turns, started.elapsed().as_secs_f64());
+    let rejoin = outcome.cut_off().then(this_command);
+    if let Some(command) = &rejoin {
+        let config = game.session();
+        let why = match outcome.ended.as_deref() {
+            Some("removed") => "the host removed this player".to_owned(),
+            _ => format!(
+                "nothing arrived from the host for {:.1} s (the idle timeout): cut off, and the \
+                 host removes a player it does not hear from for as long",
+                f64::from(config.idle_timeout_ms) / 1e3
+            ),
+        };
+        eprintln!(
+            "archers client: REMOVED from the match after turn {} of {}: {why}. A player removed \
+             for silence keeps its seat for {} s: to rejoin, run the same command again (it \
+             replays the match from turn 0, then plays on):\n  {command}",
+            outcome.turns.saturating_sub(1),
+            game.turns,
+            config.rejoin_window_ms / 1_000,
+        );
+    }
     if args.json {
-        let (p50, p95, max) = outcome.latency_ms.unwrap_or_default();
-        json::print_line(&ClientSummary {
-            player: outcome.player,
-            turns: outcome.turns,
-            ended: outcome.ended.clone().unwrap_or_else(|| "running".into()),
-            play: json::Play {
-                final_state_hash: outcome.final_state_hash,
-                desyncs: outcome
-                    .desyncs
-                    .iter()
-                    .map(|(turn, players)| Desync { turn: *turn, players: players.clone() })
-                    .collect(),
-                commands_submitted: outcome.submitted,
-                commands_executed: outcome.executed,
-                latency_ms_p50: p50,
-                latency_ms_p95: p95,
-                latency_ms_max: max,
-                stall_ms: outcome.stall_ms,
-            },
-        });
+        print_json(&outcome, rejoin);
     }
     let finished = outcome.ended.as_deref() == Some("finished");
     if outcome.turns == game.turns
@@ -138,9 +208,58 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
     }
 }
 
+/// The client's `--json` line.
+fn print_json(outcome: &ClientOutcome, rejoin: Option<String>) {
+    let latency = outcome.latency_ms;
+    json::print_line(&ClientSummary {
+        player: outcome.player,
+        turns: outcome.turns,
+        ended: outcome.ended.clone().unwrap_or_else(|| "running".into()),
+        measured_at_turn: outcome.measured_at_turn,
+        rejoin,
+        play: json::Play {
+            final_state_hash: outcome.final_state_hash,
+            desyncs: outcome
+                .desyncs
+                .iter()
+                .map(|(turn, players)| Desync { turn: *turn, players: players.clone() })
+                .collect(),
+            commands_submitted: outcome.submitted,
+            commands_executed: outcome.executed,
+            latency_ms_p50: latency.map(|l| l.0),
+            latency_ms_p95: latency.map(|l| l.1),
+            latency_ms_max: latency.map(|l| l.2),
+            stall_ms: outcome.stall_ms,
+        },
+    });
+}
+
+/// This process's command line, as a shell would take it back.
+fn this_command() -> String {
+    let word = |arg: String| {
+        let plain = !arg.is_empty()
+            && arg.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,@+".contains(c));
+        if plain {
+            arg
+        } else {
+            format!("'{}'", arg.replace('\'', r"'\''"))
+        }
+    };
+    std::env::args().map(word).collect::<Vec<_>>().join(" ")
+}
+
 /// The client's summary, for a reader: `turns` of the match's, `wall` seconds of real time.
 fn print_outcome(outcome: &ClientOutcome, turns: u32, wall: f64) {
-    let (p50, p95, max) = outcome.latency_ms.unwrap_or_default();
+    let measured = match (outcome.measured_at_turn, outcome.cut_off()) {
+        (Some(turn), true) => format!(" (measured up to turn {turn}, before the cut)"),
+        _ => String::new(),
+    };
+    let latency = match outcome.latency_ms {
+        Some((p50, p95, max)) => format!("p50 {p50} ms, p95 {p95} ms, max {max} ms{measured}"),
+        None => "none measured".into(),
+    };
+    let stall =
+        outcome.stall_ms.map_or_else(|| "never measured".into(), |ms| format!("{ms} ms{measured}"));
     println!();
     println!("  player                  {}", outcome.player);
     println!("  turns executed          {} of {turns}", outcome.turns);
@@ -150,8 +269,13 @@ fn print_outcome(outcome: &ClientOutcome, turns: u32, wall: f64) {
         "  commands                {} submitted, {} executed (everyone's)",
         outcome.submitted, outcome.executed
     );
-    println!("  command latency         p50 {p50} ms, p95 {p95} ms, max {max} ms");
-    println!("  stall total             {} ms", outcome.stall_ms);
+    println!("  command latency         {latency}");
+    println!("  stall total             {stall}");
     println!("  wall time               {wall:.1} s");
-    println!("  ended                   {}", outcome.ended.as_deref().unwrap_or("running"));
+    let ended = outcome.ended.as_deref().unwrap_or("running");
+    if outcome.cut_off() {
+        println!("  ended                   {ended}: REMOVED from the match (cut off)");
+    } else {
+        println!("  ended                   {ended}");
+    }
 }
