@@ -294,6 +294,19 @@ impl std::fmt::Display for Notice {
     }
 }
 
+/// Why a join failed, in words; a game-data mismatch also says what enters the hash.
+fn join_failure(error: &phalanx::ConnectError, game: &Match) -> String {
+    match error.refusal() {
+        Some(phalanx::JoinRefusal::GameDataMismatch { .. }) => format!(
+            "cannot join: {error}. The game-data hash covers the match flags --players, --units, \
+             --seed and --minutes (in turns); this client has players {}, units {}, seed {}, \
+             {} turns: start it with the host's flags (the host prints a ready client command)",
+            game.players, game.units, game.seed, game.turns
+        ),
+        _ => format!("cannot join: {error}"),
+    }
+}
+
 /// Joins the host at `addr` (pinning `fingerprint`) with `token` and plays the match's bot to
 /// the last turn. `inject_desync`: flip one bit of our state after that turn. `notices`
 /// sees waits, departures and returns as they happen.
@@ -308,7 +321,7 @@ pub async fn play(
     let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
     options.session = game.session();
     let client: Client<Order> =
-        Client::connect(addr, options).await.map_err(|e| format!("cannot join: {e}"))?;
+        Client::connect(addr, options).await.map_err(|error| join_failure(&error, &game))?;
     let player = client.player();
     let mut setup = Setup::new(game.players, game.units, game.turns);
     setup.desync = inject_desync.map(|turn| (player.0, turn));

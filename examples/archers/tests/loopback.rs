@@ -1,6 +1,7 @@
 //! The demo over real sockets on 127.0.0.1, one process per node: `archers host` prints its
 //! address, certificate fingerprint and seat tokens; a client pinning a wrong fingerprint is
-//! refused; three `archers client` processes pin the right one, play the match to its last
+//! refused (naming both fingerprints), and one started with another seed is refused (naming
+//! the match flags that must agree); three `archers client` processes pin the right one, play the match to its last
 //! turn and must print the same final state hash. Bounded: every child is killed after 120 s.
 
 use std::time::{Duration, Instant};
@@ -45,6 +46,17 @@ fn host_and_three_client_processes_agree_over_loopback() {
     let (ok, stderr) = Node::spawn(&args).finish(Instant::now() + Duration::from_secs(30));
     assert!(!ok, "a client pinning the wrong fingerprint joined");
     assert!(stderr.contains("cannot join"), "{stderr}");
+    assert!(stderr.contains(fingerprint) && stderr.contains(&wrong), "both fingerprints: {stderr}");
+
+    // Other match flags (another seed): refused, and told which flags must match.
+    let mut args =
+        vec!["client", "--connect", addr, "--fingerprint", fingerprint, "--token", &tokens[0]];
+    args.extend(&MATCH[..6]);
+    args.extend(["--seed", "6"]);
+    let (ok, stderr) = Node::spawn(&args).finish(Instant::now() + Duration::from_secs(30));
+    assert!(!ok, "a client with another seed joined");
+    assert!(stderr.contains("game data mismatch"), "{stderr}");
+    assert!(stderr.contains("--seed") && stderr.contains("seed 6"), "{stderr}");
 
     let clients: Vec<Node> = tokens
         .iter()
