@@ -335,15 +335,21 @@ impl<Own, Event> Handle<Own, Event> {
     }
 
     /// The next turn or event, whichever comes first (turns first when both are waiting);
-    /// `None` once the driver has stopped and everything was taken.
+    /// `None` once the session is over: its last turn was taken, and every event the driver
+    /// queued up to then. (The driver itself stays up for questions such as stats, so a loop
+    /// on this must not wait for it to stop.)
     pub(crate) async fn next_update<C: DeserializeOwned, K: CommandCodec>(
         &mut self,
     ) -> Option<Update<C, Event>> {
         tokio::select! {
             biased;
-            Some(bundle) = self.turns.recv() => Some(Update::Turn(TypedTurn::decode::<K>(bundle))),
+            bundle = self.turns.recv() => match bundle {
+                Some(bundle) => Some(Update::Turn(TypedTurn::decode::<K>(bundle))),
+                // Closed and every turn taken. The driver queues an iteration's events before
+                // it closes the turns, so those queued now are all the game will get.
+                None => self.events.try_recv().ok().map(Update::Event),
+            },
             Some(event) = self.events.recv() => Some(Update::Event(event)),
-            else => None,
         }
     }
 

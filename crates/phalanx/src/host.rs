@@ -280,7 +280,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// The next turn or event, whichever comes first (turns first when both wait): one
     /// future to await for a loop that does both, where [`next_turn`](Self::next_turn) and
     /// [`next_event`](Self::next_event) would each need this handle. Cancel-safe; `None` once
-    /// the driver stopped and everything was taken.
+    /// the session is over and its last turn and events were taken (so `while let Some(u) =
+    /// x.next_update().await` ends with the game, though the driver stays up for `stats`).
     pub async fn next_update(&mut self) -> Option<Update<C, HostEvent>> {
         self.handle.next_update::<C, K>().await
     }

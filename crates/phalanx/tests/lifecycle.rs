@@ -271,3 +271,37 @@ async fn a_dedicated_host_sees_every_turn() {
         assert_eq!(seen, &observed, "the host's game executes what the players execute");
     }
 }
+
+/// A loop on `next_update` ends with the game: after the last turn and the `Ended` event it
+/// returns `None`, although the driver stays up (stats still answer).
+#[tokio::test]
+async fn a_next_update_loop_ends_with_the_game() {
+    let test = async {
+        let host = host(vec![1]).await;
+        let mut client = join(&host, 1).await;
+        host.start().await.unwrap();
+        let (mut turns, mut ended, mut last) = (0u32, None, None);
+        while let Some(update) = client.next_update().await {
+            match update {
+                phalanx::Update::Turn(turn) => {
+                    turns += 1;
+                    last = Some(turn.turn);
+                    if turns == 10 {
+                        host.end(0).await.unwrap();
+                    }
+                }
+                phalanx::Update::Event(ClientEvent::Ended(reason)) => ended = Some(reason),
+                phalanx::Update::Event(_) => {}
+            }
+        }
+        let stats = client.stats().await;
+        host.shutdown().await;
+        (turns, last, ended, stats.is_ok())
+    };
+    let (turns, last, ended, stats) =
+        tokio::time::timeout(Duration::from_secs(20), test).await.expect("the loop ended");
+    assert!(turns > 10, "the turns up to the last: {turns}");
+    assert_eq!(last.map(|turn| turn.0 + 1), Some(turns), "every turn, in order");
+    assert_eq!(ended, Some(EndReason::Finished { code: 0 }));
+    assert!(stats, "the driver still answers after the loop");
+}
