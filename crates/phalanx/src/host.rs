@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::admission::{Admission, AdmissionStats, Gate, Outcome, Pass, Verdict};
 use crate::driver::{self, Handle, Side};
@@ -365,7 +366,9 @@ async fn accept_loop(endpoint: quinn::Endpoint, inputs: mpsc::Sender<Input>, gat
             gate.admit(address, incoming.remote_address_validated(), incoming.may_retry());
         match verdict {
             Verdict::Admit(pass) => {
-                tokio::spawn(serve_connection(incoming, inputs.clone(), pass));
+                // Every event of the connection's life carries its address.
+                let span = tracing::info_span!("connection", %address);
+                tokio::spawn(serve_connection(incoming, inputs.clone(), pass).instrument(span));
             }
             Verdict::Retry => {
                 // `may_retry` was checked: cannot fail.
