@@ -57,22 +57,22 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "clean",
-            0xfc90b0f80a91ad38,
+            0x685e33b86838bc89,
             vec![0xb23888f36e4d45b7, 0xb23888f36e4d45b7, 0xb23888f36e4d45b7],
         ),
         (
             "partitioned",
-            0xb65f99d518a79953,
+            0x847b1fdd0058cde7,
             vec![0xd8fe14a81e62c9d0, 0xd8fe14a81e62c9d0, 0x5e3587d94b78ff25, 0xd8fe14a81e62c9d0],
         ),
         (
             "listen",
-            0xe04de79bb59fec0e,
+            0xbadcc4c3869ce1a,
             vec![0x31a794d94b25e623, 0x40a86d235304feaa, 0x31a794d94b25e623, 0xa14efae3f55337ab],
         ),
         (
             "dropped",
-            0xb718599bbb8cf01a,
+            0x92d5ff56c5ac713c,
             vec![0xdacf1a482a56568, 0x7ee40cdbfa901191, 0x7ee40cdbfa901191],
         ),
     ];

@@ -134,6 +134,15 @@ pub struct SessionConfig {
     /// join reply). A longer game makes rejoin unavailable rather than growing without bound:
     /// 1 MiB is about an hour of an 8-player game at 200 ms turns.
     pub rejoin_log_bytes_max: u32,
+    /// Every this many turns (a multiple of `sync_interval_turns`; 0: never) the host wants
+    /// a [`Snapshot`](crate::Snapshot) of the game's state after that check turn, verified
+    /// against the sync check's reference hash. A rejoin then restores the latest one and
+    /// replays only the turns after it, so the game's length no longer limits rejoin. The
+    /// game must be able to serialize and restore its state. Off by default.
+    pub snapshot_interval_turns: u32,
+    /// The largest snapshot a host keeps or a client sends or accepts (a local setting on
+    /// each side; keep them equal). The host holds at most two.
+    pub snapshot_bytes_max: u32,
     /// The protocol version both sides must speak (see [`PROTOCOL_VERSION`](crate::PROTOCOL_VERSION)).
     pub protocol_version: u8,
     /// A hash of the game's rules and data; a client with a different one is refused.
@@ -177,6 +186,8 @@ impl Default for SessionConfig {
             misbehaviour_max: 32,
             rejoin_window_ms: 60_000,
             rejoin_log_bytes_max: 1 << 20,
+            snapshot_interval_turns: 0,
+            snapshot_bytes_max: 8 << 20,
             protocol_version: crate::PROTOCOL_VERSION,
             game_data_hash: 0,
         }
@@ -227,6 +238,17 @@ pub enum ConfigError {
         /// `datagram_bytes_max`.
         datagram_bytes_max: u16,
     },
+    /// `field` must be a multiple of `of` (another field's value, named by `of_field`).
+    NotMultiple {
+        /// The field's name.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// The field it must be a multiple of.
+        of_field: &'static str,
+        /// That field's value.
+        of: u64,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -239,6 +261,9 @@ impl fmt::Display for ConfigError {
                 f,
                 "a full turn bundle needs {bytes} bytes but datagram_bytes_max is {datagram_bytes_max}"
             ),
+            ConfigError::NotMultiple { field, value, of_field, of } => {
+                write!(f, "{field} = {value} is not a non-zero multiple of {of_field} = {of}")
+            }
         }
     }
 }
@@ -323,6 +348,7 @@ impl SessionConfig {
         check("misbehaviour_max", self.misbehaviour_max.into(), 1, u32::MAX.into())?;
         check("rejoin_window_ms", self.rejoin_window_ms.into(), 0, 3_600_000)?;
         check("rejoin_log_bytes_max", self.rejoin_log_bytes_max.into(), 0, 64 << 20)?;
+        self.validate_snapshots()?;
         let bytes = DOWN_HEADER_BYTES_MAX + bundle_bytes_max(self);
         let up =
             UP_HEADER_BYTES_MAX + UP_COMMAND_OVERHEAD_MAX + usize::from(self.command_bytes_max);
@@ -330,6 +356,24 @@ impl SessionConfig {
             return Err(ConfigError::BundleTooLarge {
                 bytes: bytes.max(up),
                 datagram_bytes_max: self.datagram_bytes_max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Snapshots fall on check turns (they are verified by the sync check) and fit the limit.
+    fn validate_snapshots(&self) -> Result<(), ConfigError> {
+        check("snapshot_bytes_max", self.snapshot_bytes_max.into(), 0, 256 << 20)?;
+        let sync = self.sync_interval_turns;
+        if self.snapshot_interval_turns != 0
+            && (sync == 0 || !self.snapshot_interval_turns.is_multiple_of(sync))
+        {
+            // A snapshot is verified by its turn's sync check: it must fall on one.
+            return Err(ConfigError::NotMultiple {
+                field: "snapshot_interval_turns",
+                value: self.snapshot_interval_turns.into(),
+                of_field: "sync_interval_turns",
+                of: sync.into(),
             });
         }
         Ok(())
@@ -386,6 +430,20 @@ mod tests {
             config.validate(),
             Err(ConfigError::OutOfRange { field: "command_bytes_max", .. })
         ));
+    }
+
+    #[test]
+    fn snapshots_fall_on_check_turns() {
+        let mut config = SessionConfig { snapshot_interval_turns: 600, ..SessionConfig::default() };
+        assert_eq!(config.validate(), Ok(()));
+        config.snapshot_interval_turns = 605;
+        assert!(matches!(
+            config.validate(),
+            Err(ConfigError::NotMultiple { field: "snapshot_interval_turns", of: 10, .. })
+        ));
+        config.snapshot_interval_turns = 600;
+        config.sync_interval_turns = 0;
+        assert!(matches!(config.validate(), Err(ConfigError::NotMultiple { of: 0, .. })));
     }
 
     #[test]

@@ -63,6 +63,7 @@ mod pace;
 mod recovery;
 mod replay;
 mod rng;
+mod snapshot;
 mod stats;
 mod sync;
 pub mod testing;
@@ -81,6 +82,7 @@ pub use replay::{
     REPLAY_FORMAT_VERSION,
 };
 pub use rng::SplitMix64;
+pub use snapshot::{Snapshot, SnapshotError, SnapshotRejection};
 pub use stats::{ClientStats, DropCounters, HostStats, LinkStats, PeerStats};
 #[cfg(feature = "bincode")]
 pub use typed::Bincode;
@@ -96,7 +98,7 @@ pub use wire::{
 };
 
 /// The protocol version this build speaks: the first byte of every message.
-pub const PROTOCOL_VERSION: u8 = 3;
+pub const PROTOCOL_VERSION: u8 = 4;
 
 /// Why a command was not accepted. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -99,8 +99,17 @@ pub struct HostStats {
     pub open_commands_high_water: usize,
     /// Players who came back after timing out.
     pub rejoins: u64,
-    /// Bytes of sealed turns kept for rejoins (bounded by `rejoin_log_bytes_max`).
+    /// Bytes of sealed turns kept for rejoins (bounded by `rejoin_log_bytes_max`): with
+    /// snapshots, only the turns after the verified one.
     pub rejoin_log_bytes: usize,
+    /// Snapshots verified and kept.
+    pub snapshots_stored: u64,
+    /// Snapshots whose hash did not match their turn's reference, or could not be verified.
+    pub snapshots_rejected: u64,
+    /// Snapshot uploads refused unread: not asked for, too large, stale or malformed.
+    pub snapshots_refused: u64,
+    /// Bytes of snapshot state held (at most two snapshots).
+    pub snapshot_bytes: usize,
     /// Events dropped because nobody polled them (1,024 are held).
     pub events_dropped: u64,
 }

@@ -58,6 +58,11 @@ impl SyncChecks {
         }
     }
 
+    /// Whether check turn `turn`'s verdict was given.
+    pub(crate) fn is_decided(&self, turn: Turn) -> bool {
+        turn < self.decided_below
+    }
+
     /// Whether `player` has reported check turn `turn` (or it is decided).
     #[cfg(test)]
     pub(crate) fn has_report(&self, player: PlayerId, turn: Turn) -> bool {

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::bundle::Record;
 use crate::client::Client;
+use crate::snapshot::Snapshot;
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::SubmitError;
 
@@ -136,6 +137,14 @@ pub struct TypedTurn<C> {
     pub records: Vec<TypedRecord<C>>,
     /// How long this turn lasts (see [`TurnBundle::length_ms`](crate::TurnBundle::length_ms)).
     pub length_ms: u32,
+    /// After a rejoin through a snapshot, on the first turn handed out: the game's state
+    /// after the snapshot's turn. Restore it (in place of the game's state) **before**
+    /// executing this turn; the turns from here on build on it.
+    pub restore: Option<Snapshot>,
+    /// The session wants a snapshot of the game's state after this turn: once it has executed
+    /// the turn, the game serializes its state and offers it (`offer_snapshot`) with its
+    /// state hash. Only with `SessionConfig::snapshot_interval_turns`, only on the peer asked.
+    pub wants_snapshot: bool,
 }
 
 impl<C: DeserializeOwned> TypedTurn<C> {
@@ -154,7 +163,13 @@ impl<C: DeserializeOwned> TypedTurn<C> {
                 _ => None,
             })
             .collect();
-        TypedTurn { turn: bundle.turn, records, length_ms: bundle.length_ms }
+        TypedTurn {
+            turn: bundle.turn,
+            records,
+            length_ms: bundle.length_ms,
+            restore: None,
+            wants_snapshot: false,
+        }
     }
 }
 
@@ -173,6 +188,8 @@ impl<C: DeserializeOwned> TypedTurn<C> {
 #[derive(Debug)]
 pub struct TypedClient<C, K: CommandCodec = DefaultCodec> {
     client: Client,
+    /// A rejoin's snapshot, for the first turn handed out.
+    restore: Option<Snapshot>,
     _types: PhantomData<fn(C) -> (C, K)>,
 }
 
@@ -186,7 +203,7 @@ pub type DefaultCodec = Bincode;
 impl<C: Serialize + DeserializeOwned, K: CommandCodec> TypedClient<C, K> {
     /// Wraps a byte-level client.
     pub fn new(client: Client) -> Self {
-        TypedClient { client, _types: PhantomData }
+        TypedClient { client, restore: None, _types: PhantomData }
     }
 
     /// The byte-level client, for the driver's calls.
@@ -202,7 +219,19 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> TypedClient<C, K> {
 
     /// The next turn, decoded. Control records other than joins and leaves are left to the
     /// byte-level events ([`ClientEvent`](crate::ClientEvent)).
+    ///
+    /// After a rejoin through a snapshot, the first turn carries it in
+    /// [`TypedTurn::restore`]; a turn the host wants a snapshot after says so in
+    /// [`TypedTurn::wants_snapshot`] (offer it with [`Client::offer_snapshot`] on
+    /// [`inner`](Self::inner)).
     pub fn next_turn(&mut self, now_ms: u64) -> Option<TypedTurn<C>> {
-        self.client.next_turn(now_ms).map(TypedTurn::decode::<K>)
+        if self.restore.is_none() {
+            self.restore = self.client.take_restore();
+        }
+        let bundle = self.client.next_turn(now_ms)?;
+        let mut turn = TypedTurn::decode::<K>(bundle);
+        turn.restore = self.restore.take();
+        turn.wants_snapshot = self.client.wants_snapshot(turn.turn);
+        Some(turn)
     }
 }

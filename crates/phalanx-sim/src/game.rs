@@ -18,6 +18,18 @@ pub trait SimGame: Send + 'static {
     fn state_hash(&self) -> u64;
     /// Commands the player issues after executing `turn` (return an empty list most turns).
     fn commands(&mut self, turn: Turn) -> Vec<Self::Command>;
+    /// The game's state, serialized, for a snapshot when the session asks
+    /// (`SessionConfig::snapshot_interval_turns`). `None` (the default): this game takes no
+    /// snapshots, and a returning player replays the game from turn 0.
+    fn save(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Replaces the game's state with one [`save`](Self::save) gave (a returning player's,
+    /// before the turns after the snapshot). `false`: the bytes are not a state of this game.
+    fn restore(&mut self, state: &[u8]) -> bool {
+        let _ = state;
+        false
+    }
 }
 
 /// A tiny reference game for smoke-testing a network setup: its state is a hash chain over
@@ -55,6 +67,16 @@ impl SimGame for ChainGame {
 
     fn state_hash(&self) -> u64 {
         self.state
+    }
+
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.state.to_le_bytes().to_vec())
+    }
+
+    fn restore(&mut self, state: &[u8]) -> bool {
+        let Ok(bytes) = <[u8; 8]>::try_from(state) else { return false };
+        self.state = u64::from_le_bytes(bytes);
+        true
     }
 
     fn commands(&mut self, turn: Turn) -> Vec<(u8, u32)> {

@@ -68,6 +68,8 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
                 turmoil::repair("host", format!("p{machine}").as_str());
                 run.with_player(machine, |report| {
                     report.hashes.clear();
+                    report.first_turn = 0;
+                    report.restored = None;
                     report.executed_at_ms.clear();
                     report.left_seen.clear();
                     report.left_turns.clear();
@@ -203,6 +205,20 @@ async fn play<G: SimGame>(
         if leave_at.is_some_and(|at_ms| now_ms() >= at_ms) {
             return Played::Left(client);
         }
+        if let Some(snapshot) = &turn.restore {
+            // A rejoin through a snapshot: the game continues from the verified state.
+            if !game.restore(&snapshot.state) {
+                run.with_player(machine, |r| {
+                    r.join_error = Some("snapshot did not restore".into())
+                });
+                return Played::Left(client);
+            }
+            let restored = (snapshot.turn, snapshot.state.len());
+            run.with_player(machine, |report| {
+                report.first_turn = turn.turn.0;
+                report.restored = Some(restored);
+            });
+        }
         game.execute(&turn);
         sampler.executed(me, &turn, &run.report);
         if run.config.desync_at == Some((me, turn.turn.0)) {
@@ -212,6 +228,12 @@ async fn play<G: SimGame>(
         record_turn(run, machine, &mut client, &turn, hash);
         if turn.turn.0 % interval == 0 {
             let _ = client.report_state_hash(turn.turn, hash).await;
+        }
+        if turn.wants_snapshot {
+            if let Some(state) = game.save() {
+                // The reported hash: a desynced game's snapshot is rejected, as it should be.
+                let _ = client.offer_snapshot(turn.turn, hash, state).await;
+            }
         }
         sampler.sample(&client, turn.turn, &run.report, &run.trace).await;
         if turn.turn.0 + 1 >= run.config.turns {

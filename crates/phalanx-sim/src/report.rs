@@ -46,9 +46,14 @@ pub struct PlayerReport {
     pub player: Option<PlayerId>,
     /// The simulated machine it ran on, `p{machine}`: the order clients were started in.
     pub machine: usize,
-    /// The state hash after every executed turn, in turn order (after a restart: the new
-    /// process's).
+    /// The state hash after every executed turn, in turn order from
+    /// [`first_turn`](Self::first_turn) (after a restart: the new process's).
     pub hashes: Vec<u64>,
+    /// The turn of `hashes[0]`: 0, or after a restart that restored a snapshot, the turn
+    /// after the snapshot's.
+    pub first_turn: u32,
+    /// After a restart that restored a snapshot: its turn and size in bytes.
+    pub restored: Option<(Turn, usize)>,
     /// How its session ended, if before its last turn.
     pub ended: Option<EndReason>,
     /// Commands it submitted and the session accepted.
@@ -141,10 +146,9 @@ impl SimReport {
 
     /// Every player that executed turn `t` holds the same state hash after it.
     pub fn check_agreement(&self) -> Result<(), String> {
-        let longest = self.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
+        let longest = self.players.iter().map(|p| p.turns_played()).max().unwrap_or(0);
         for turn in 0..longest {
-            let mut seen =
-                self.players.iter().filter_map(|p| p.hashes.get(turn).map(|h| (p.name(), *h)));
+            let mut seen = self.players.iter().filter_map(|p| Some((p.name(), p.hash_at(turn)?)));
             if let Some((first, hash)) = seen.next() {
                 if let Some((other, differs)) = seen.find(|&(_, h)| h != hash) {
                     return Err(format!(
@@ -181,11 +185,13 @@ impl SimReport {
                     ));
                 }
             }
-            let played = game.hashes.len() as u32;
+            let played = game.turns_played() as u32;
             for owner in &self.players {
                 let Some(player) = owner.player else { continue };
+                // A game restored from a snapshot holds what came before in its state.
                 let missing = owner.tickets.iter().find(|ticket| {
                     ticket.turn.0.saturating_add(settle_turns) < played
+                        && ticket.turn.0 >= game.first_turn
                         && !seen.contains(&(player, ticket.seq))
                 });
                 if let Some(ticket) = missing {
@@ -217,6 +223,16 @@ impl PlayerReport {
             (Some(p50), Some(p95), Some(max)) => Some((p50, p95, max)),
             _ => None,
         };
+    }
+
+    /// The turns up to the last one its game executed: `first_turn + hashes.len()`.
+    pub fn turns_played(&self) -> usize {
+        self.first_turn as usize + self.hashes.len()
+    }
+
+    /// Its state hash after `turn`, if its last process's game executed that turn.
+    pub fn hash_at(&self, turn: usize) -> Option<u64> {
+        self.hashes.get(turn.checked_sub(self.first_turn as usize)?).copied()
     }
 
     /// `player 2 (p3)`, or `p3 (never joined)`: how messages name it.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use phalanx_proto::{
     ClientEvent, ClientStats, CommandCodec, DefaultCodec, EndReason, PlayerId, SessionConfig,
-    SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    Snapshot, SnapshotError, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use crate::driver::{self, Datagrams, FromHost, Handle, Side};
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification, Mismatch};
-use crate::transport::{transport_config, CLIENT_STREAM_WINDOW, JOIN_BYTES_MAX};
+use crate::transport::{transport_config, End};
 use crate::{Clock, ConnectError, JoinStreamError, NoTurn, SessionError, Submitter, Update};
 
 /// Everything a client needs to join a host.
@@ -109,17 +109,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         let (mut client, request) =
             phalanx_proto::Client::new(session.clone(), token).map_err(ConnectError::Config)?;
         let mismatch = Mismatch::default();
-        let tls = client_tls(&verification, &mismatch).map_err(ConnectError::Tls)?;
-        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-            .map_err(|error| ConnectError::Tls(rustls::Error::General(error.to_string())))?;
-        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-        config.transport_config(transport_config(&session, CLIENT_STREAM_WINDOW));
+        let config = quic_config(&session, &verification, &mismatch)?;
         // A game's own socket (a simulator's) cannot be bound again; a real one can.
         let rebind = socket.is_none();
         let mut endpoint = client_endpoint(addr, socket, quic_seed)?;
         endpoint.set_default_client_config(config.clone());
         let clock = Clock::new();
-        let reply_max = JOIN_BYTES_MAX + session.rejoin_log_bytes_max as usize;
+        let reply_max = session.join_reply_bytes_max();
         let mut busy = false;
         let joined = tokio::time::timeout(join_timeout, async {
             let mut fresh = || {
@@ -163,7 +159,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         };
         let window = client.config().turns_ahead_max as usize;
         let (ended_tx, ended_rx) = tokio::sync::watch::channel(None);
-        let side = ClientSide { client, connection: connection.clone(), ended: ended_tx };
+        let restore = client.take_restore(); // rides the first turn handed to the game
+        let side = ClientSide { client, connection: connection.clone(), ended: ended_tx, restore };
         let inputs = Datagrams::new(connection.clone());
         let (handle, driver) = driver::spawn(side, move || clock, inputs, window);
         Ok(Client {
@@ -212,6 +209,18 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// Reports the game's state hash after a check turn.
     pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
         self.handle.report_state_hash(turn, hash).await
+    }
+
+    /// Our game's state after `turn`, serialized, and its state hash there, when the host
+    /// asked for it ([`TypedTurn::wants_snapshot`]): uploaded on a stream of its own beside
+    /// the turns. Refused with [`SessionError::Snapshot`] when not asked for or too large.
+    pub async fn offer_snapshot(
+        &self,
+        turn: Turn,
+        hash: u64,
+        state: Vec<u8>,
+    ) -> Result<(), SessionError> {
+        self.handle.offer_snapshot(turn, hash, state).await
     }
 
     /// Reports how long the game takes to simulate a turn (speed control input).
@@ -277,6 +286,21 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.endpoint.wait_idle())
             .await;
     }
+}
+
+/// quinn's client config: the TLS that checks the host (recording a pinned mismatch) and the
+/// session's transport settings.
+fn quic_config(
+    session: &SessionConfig,
+    verification: &HostVerification,
+    mismatch: &Mismatch,
+) -> Result<quinn::ClientConfig, ConnectError> {
+    let tls = client_tls(verification, mismatch).map_err(ConnectError::Tls)?;
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
+        .map_err(|error| ConnectError::Tls(rustls::Error::General(error.to_string())))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport_config(session, End::Client));
+    Ok(config)
 }
 
 /// A client endpoint on `socket`, or on a fresh local UDP socket of `addr`'s family.
@@ -362,6 +386,8 @@ struct ClientSide {
     client: phalanx_proto::Client,
     connection: quinn::Connection,
     ended: tokio::sync::watch::Sender<Option<EndReason>>,
+    /// A rejoin's snapshot, taken from the session at the join: it rides the first turn.
+    restore: Option<Snapshot>,
 }
 
 impl Side for ClientSide {
@@ -386,6 +412,34 @@ impl Side for ClientSide {
 
     fn report_state_hash(&mut self, turn: Turn, hash: u64) {
         self.client.report_state_hash(turn, hash);
+    }
+
+    fn wants_snapshot(&self, turn: Turn) -> bool {
+        self.client.wants_snapshot(turn)
+    }
+
+    fn offer_snapshot(&mut self, snapshot: Snapshot) -> Result<(), SnapshotError> {
+        self.client.offer_snapshot(snapshot.turn, snapshot.hash, &snapshot.state)?;
+        if let Some(bytes) = self.client.poll_snapshot_upload() {
+            // A stream of its own, beside the datagrams; the host reads it to its end.
+            let connection = self.connection.clone();
+            tokio::spawn(async move {
+                let sent = async {
+                    let mut send = connection.open_uni().await?;
+                    send.write_all(&bytes).await?;
+                    send.finish()?;
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+                };
+                if let Err(error) = sent.await {
+                    tracing::warn!(target: "phalanx", %error, "snapshot upload failed");
+                }
+            });
+        }
+        Ok(())
+    }
+
+    fn take_restore(&mut self) -> Option<Snapshot> {
+        self.restore.take()
     }
 
     fn handle_command(&mut self, _now_ms: u64, command: Command) {

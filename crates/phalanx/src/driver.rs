@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use phalanx_proto::{CommandCodec, SubmitError, Ticket, Turn, TurnBundle, TypedTurn};
+use phalanx_proto::{
+    CommandCodec, Snapshot, SnapshotError, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -35,6 +37,8 @@ const IDLE_WAKE_MS: u64 = 60_000;
 pub(crate) enum Command<Own> {
     /// The game's state hash after a check turn.
     ReportHash(Turn, u64),
+    /// The game's state after a turn the session wanted a snapshot of, with its hash.
+    OfferSnapshot(Snapshot, oneshot::Sender<Result<(), SnapshotError>>),
     /// A command of this end only.
     Own(Own),
 }
@@ -124,6 +128,12 @@ pub(crate) trait Side: Send + 'static {
     fn submit(&mut self, now_ms: u64, bytes: &[u8]) -> Result<Ticket, SubmitError>;
     /// Takes the game's state hash after a check turn.
     fn report_state_hash(&mut self, turn: Turn, hash: u64);
+    /// Whether the session wants a snapshot of the game's state after `turn`.
+    fn wants_snapshot(&self, turn: Turn) -> bool;
+    /// Takes the game's snapshot (a host keeps it; a client uploads it).
+    fn offer_snapshot(&mut self, snapshot: Snapshot) -> Result<(), SnapshotError>;
+    /// A rejoin's snapshot for the game to restore before the first turn it is handed.
+    fn take_restore(&mut self) -> Option<Snapshot>;
     /// Handles a command of this end only.
     fn handle_command(&mut self, now_ms: u64, command: Self::Command);
     /// Handles one network input.
@@ -168,11 +178,27 @@ impl<E> EventQueue<E> {
     }
 }
 
+/// A turn on its way to the game, with what the session asks of the game around it.
+pub(crate) struct Handout {
+    bundle: TurnBundle,
+    restore: Option<Snapshot>,
+    wants_snapshot: bool,
+}
+
+impl Handout {
+    fn decode<C: DeserializeOwned, K: CommandCodec>(self) -> TypedTurn<C> {
+        let mut turn = TypedTurn::decode::<K>(self.bundle);
+        turn.restore = self.restore;
+        turn.wants_snapshot = self.wants_snapshot;
+        turn
+    }
+}
+
 /// The application's end of a driver task: commands in, turns and events out.
 pub(crate) struct Handle<Own, Event> {
     commands: mpsc::Sender<Command<Own>>,
     submits: mpsc::Sender<SubmitRequest>,
-    turns: mpsc::Receiver<TurnBundle>,
+    turns: mpsc::Receiver<Handout>,
     events: mpsc::Receiver<Event>,
     events_dropped: Arc<AtomicU64>,
     /// When the next turn is due (the driver updates it every wake).
@@ -214,7 +240,7 @@ struct Channels<S: Side> {
     submits: mpsc::Receiver<SubmitRequest>,
     inputs: S::Inputs,
     /// `None` once the session is over.
-    turns: Option<mpsc::Sender<TurnBundle>>,
+    turns: Option<mpsc::Sender<Handout>>,
     events: EventQueue<S::Event>,
     due: watch::Sender<Option<tokio::time::Instant>>,
 }
@@ -233,6 +259,9 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
             command = channels.commands.recv() => match command {
                 None => break,
                 Some(Command::ReportHash(turn, hash)) => side.report_state_hash(turn, hash),
+                Some(Command::OfferSnapshot(snapshot, reply)) => {
+                    let _ = reply.send(side.offer_snapshot(snapshot));
+                }
                 Some(Command::Own(command)) => side.handle_command(clock.now_ms(), command),
             },
             request = channels.submits.recv(), if submits_open => match request {
@@ -256,7 +285,9 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
         if let Some(turns) = &channels.turns {
             while turns.capacity() > 0 {
                 let Some(bundle) = side.next_turn(now) else { break };
-                if turns.try_send(bundle).is_err() {
+                let wants_snapshot = side.wants_snapshot(bundle.turn);
+                let handout = Handout { bundle, restore: side.take_restore(), wants_snapshot };
+                if turns.try_send(handout).is_err() {
                     break;
                 }
             }
@@ -298,7 +329,7 @@ impl<Own, Event> Handle<Own, Event> {
     pub(crate) async fn next_turn<C: DeserializeOwned, K: CommandCodec>(
         &mut self,
     ) -> Option<TypedTurn<C>> {
-        self.turns.recv().await.map(TypedTurn::decode::<K>)
+        self.turns.recv().await.map(Handout::decode::<C, K>)
     }
 
     /// The next turn if one is waiting, decoded, without waiting.
@@ -306,7 +337,7 @@ impl<Own, Event> Handle<Own, Event> {
         &mut self,
     ) -> Result<TypedTurn<C>, NoTurn> {
         match self.turns.try_recv() {
-            Ok(bundle) => Ok(TypedTurn::decode::<K>(bundle)),
+            Ok(handout) => Ok(handout.decode::<C, K>()),
             Err(mpsc::error::TryRecvError::Empty) => Err(NoTurn::NotYet),
             Err(mpsc::error::TryRecvError::Disconnected) => Err(NoTurn::Over),
         }
@@ -319,6 +350,20 @@ impl<Own, Event> Handle<Own, Event> {
         hash: u64,
     ) -> Result<(), SessionError> {
         self.send(Command::ReportHash(turn, hash)).await
+    }
+
+    /// Gives the session the game's state after `turn`, as it wanted
+    /// ([`TypedTurn::wants_snapshot`]).
+    pub(crate) async fn offer_snapshot(
+        &self,
+        turn: Turn,
+        hash: u64,
+        state: Vec<u8>,
+    ) -> Result<(), SessionError> {
+        let snapshot = Snapshot { turn, hash, state: Bytes::from(state) };
+        self.ask_with(|reply| Command::OfferSnapshot(snapshot, reply))
+            .await?
+            .map_err(SessionError::Snapshot)
     }
 
     /// How long until the next turn is due (zero when it is due already; `None` when unknown:
@@ -344,7 +389,7 @@ impl<Own, Event> Handle<Own, Event> {
         tokio::select! {
             biased;
             bundle = self.turns.recv() => match bundle {
-                Some(bundle) => Some(Update::Turn(TypedTurn::decode::<K>(bundle))),
+                Some(handout) => Some(Update::Turn(handout.decode::<C, K>())),
                 // Closed and every turn taken. The driver queues an iteration's events before
                 // it closes the turns, so those queued now are all the game will get.
                 None => self.events.try_recv().ok().map(Update::Event),

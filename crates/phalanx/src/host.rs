@@ -11,8 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use phalanx_proto::{
     CommandCodec, DefaultCodec, EndError, HostEvent, HostStats, JoinError, JoinRefusal,
-    JoinResponse, PeerStats, PlayerId, RemoveError, Replay, SessionConfig, SubmitError, Ticket,
-    Turn, TurnBundle, TypedTurn,
+    JoinResponse, PeerStats, PlayerId, RemoveError, Replay, SessionConfig, Snapshot, SnapshotError,
+    SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -23,7 +23,7 @@ use tracing::Instrument;
 use crate::admission::{Admission, AdmissionStats, Gate, Outcome, Pass, Verdict};
 use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
-use crate::transport::{transport_config, HOST_STREAM_WINDOW, JOIN_BYTES_MAX};
+use crate::transport::{transport_config, End, JOIN_BYTES_MAX};
 use crate::{Clock, HostError, NoTurn, SessionError, Submitter, Update};
 
 /// QUIC application error code when the host closes a connection it removed or refused.
@@ -104,6 +104,9 @@ enum Input {
     Left(PlayerId, usize),
     /// The client acknowledged every byte of the join reply.
     Delivered(PlayerId, usize),
+    /// A snapshot upload's bytes (read to the end of its stream, within the session's limit),
+    /// or `None` when the stream was longer than that or broke off.
+    Snapshot(PlayerId, usize, Option<Vec<u8>>),
 }
 
 /// The host's own commands (besides submitting and reporting hashes).
@@ -165,16 +168,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             }
             None
         };
-        let tls = identity.server_tls().map_err(HostError::Identity)?;
-        let crypto =
-            quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(HostError::Tls)?;
-        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-        server.transport_config(transport_config(&session, HOST_STREAM_WINDOW));
-        // Attempts quinn holds before the accept loop decides on them (it decides at once),
-        // and the bytes it buffers for them: small, so a flood cannot grow them.
-        server.max_incoming(admission.pending_max.max(64) * 4);
-        server.incoming_buffer_size(16 * 1024);
-        server.incoming_buffer_size_total(1024 * 1024);
+        let server = server_config(&identity, &session, &admission)?;
         let key = reset_key.unwrap_or_else(random_key);
         let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
         let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
@@ -199,7 +193,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         let window = session.turns_ahead_max as usize;
         let (handle, driver) = driver::spawn(side, Clock::new, input_rx, window);
         let gate = Gate::new(admission);
-        let accept = tokio::spawn(accept_loop(endpoint.clone(), input_tx, gate.clone()));
+        let uploads = session.snapshot_upload_bytes_max();
+        let accept = tokio::spawn(accept_loop(endpoint.clone(), input_tx, gate.clone(), uploads));
         Ok(Host {
             endpoint,
             gate,
@@ -264,6 +259,21 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// The host's own game's state hash after a check turn (see sync checks).
     pub async fn report_state_hash(&self, turn: Turn, hash: u64) -> Result<(), SessionError> {
         self.handle.report_state_hash(turn, hash).await
+    }
+
+    /// The host's own game's state after `turn`, serialized, and its state hash there: the
+    /// snapshot the session wanted ([`TypedTurn::wants_snapshot`]; a host whose game runs —
+    /// its own player's, or with `observe_turns` — gives every snapshot itself). Kept once
+    /// the hash matches the sync check's reference (`HostEvent::SnapshotStored`); a returning
+    /// player then restores it instead of replaying the game. Refused with
+    /// [`SessionError::Snapshot`] when not wanted, too large or stale.
+    pub async fn offer_snapshot(
+        &self,
+        turn: Turn,
+        hash: u64,
+        state: Vec<u8>,
+    ) -> Result<(), SessionError> {
+        self.handle.offer_snapshot(turn, hash, state).await
     }
 
     /// How long until the next turn is due — for a renderer interpolating between turns
@@ -359,7 +369,12 @@ fn random_key() -> [u8; 32] {
     key
 }
 
-async fn accept_loop(endpoint: quinn::Endpoint, inputs: mpsc::Sender<Input>, gate: Arc<Gate>) {
+async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    inputs: mpsc::Sender<Input>,
+    gate: Arc<Gate>,
+    upload_max: usize,
+) {
     while let Some(incoming) = endpoint.accept().await {
         let address = incoming.remote_address().ip();
         let verdict =
@@ -368,7 +383,8 @@ async fn accept_loop(endpoint: quinn::Endpoint, inputs: mpsc::Sender<Input>, gat
             Verdict::Admit(pass) => {
                 // Every event of the connection's life carries its address.
                 let span = tracing::info_span!("connection", %address);
-                tokio::spawn(serve_connection(incoming, inputs.clone(), pass).instrument(span));
+                let serve = serve_connection(incoming, inputs.clone(), pass, upload_max);
+                tokio::spawn(serve.instrument(span));
             }
             Verdict::Retry => {
                 // `may_retry` was checked: cannot fail.
@@ -379,13 +395,37 @@ async fn accept_loop(endpoint: quinn::Endpoint, inputs: mpsc::Sender<Input>, gat
     }
 }
 
+/// quinn's server config: the host's identity, the session's transport settings, and small
+/// bounds on what quinn holds for connection attempts before admission control sees them.
+fn server_config(
+    identity: &HostIdentity,
+    session: &SessionConfig,
+    admission: &Admission,
+) -> Result<quinn::ServerConfig, HostError> {
+    let tls = identity.server_tls().map_err(HostError::Identity)?;
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(HostError::Tls)?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    server.transport_config(transport_config(session, End::Host));
+    // Attempts quinn holds before the accept loop decides on them (it decides at once),
+    // and the bytes it buffers for them: small, so a flood cannot grow them.
+    server.max_incoming(admission.pending_max.max(64) * 4);
+    server.incoming_buffer_size(16 * 1024);
+    server.incoming_buffer_size_total(1024 * 1024);
+    Ok(server)
+}
+
 /// How long a refused client has to read its refusal before the host closes the connection
 /// (it closes itself once it has).
 const REFUSAL_GRACE: Duration = Duration::from_secs(2);
 
 /// One connection: its handshake and join request within the join timeout, then its
 /// datagrams. The pass keeps it counted as pending until its join is answered.
-async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>, pass: Pass) {
+async fn serve_connection(
+    incoming: quinn::Incoming,
+    inputs: mpsc::Sender<Input>,
+    pass: Pass,
+    upload_max: usize,
+) {
     let Some((conn, send, request)) = read_join(incoming, &pass).await else { return };
     let address = pass.address();
     let (reply_tx, reply_rx) = oneshot::channel();
@@ -425,7 +465,36 @@ async fn serve_connection(incoming: quinn::Incoming, inputs: mpsc::Sender<Input>
             let _ = delivered.send(Input::Delivered(player, id)).await;
         }
     });
-    forward_datagrams(&conn, player, &inputs).await;
+    tokio::select! {
+        () = forward_datagrams(&conn, player, &inputs) => {}
+        () = forward_uploads(&conn, player, &inputs, upload_max) => {}
+    }
+}
+
+/// Hands the joined player's snapshot uploads to the driver, one stream at a time (the
+/// transport allows one), each read to its end within `max` bytes. Returns never: the
+/// datagram loop beside it sees the connection end.
+async fn forward_uploads(
+    conn: &quinn::Connection,
+    player: PlayerId,
+    inputs: &mpsc::Sender<Input>,
+    max: usize,
+) {
+    let id = conn.stable_id();
+    while let Ok(mut recv) = conn.accept_uni().await {
+        let bytes = match recv.read_to_end(max).await {
+            Ok(bytes) => Some(bytes),
+            Err(error) => {
+                tracing::debug!(player = player.0, %error, "snapshot upload not read");
+                let _ = recv.stop(quinn::VarInt::from_u32(0));
+                None
+            }
+        };
+        if inputs.send(Input::Snapshot(player, id, bytes)).await.is_err() {
+            break;
+        }
+    }
+    std::future::pending::<()>().await;
 }
 
 /// The handshake and the join request, within the join timeout; a connection that fails
@@ -558,6 +627,18 @@ impl Side for HostSide {
         self.host.report_state_hash(turn, hash);
     }
 
+    fn wants_snapshot(&self, turn: Turn) -> bool {
+        self.host.wants_snapshot(turn)
+    }
+
+    fn offer_snapshot(&mut self, snapshot: Snapshot) -> Result<(), SnapshotError> {
+        self.host.offer_snapshot(snapshot.turn, snapshot.hash, snapshot.state)
+    }
+
+    fn take_restore(&mut self) -> Option<Snapshot> {
+        None
+    }
+
     fn handle_command(&mut self, now_ms: u64, command: Command) {
         match command {
             Command::Start => self.host.start(now_ms),
@@ -600,6 +681,13 @@ impl Side for HostSide {
             Input::Delivered(player, id) => {
                 if self.is_current(player, id) {
                     self.host.handle_join_delivered(now_ms, player);
+                }
+            }
+            Input::Snapshot(player, id, bytes) => {
+                if self.is_current(player, id) {
+                    // An unreadable stream is refused like bad bytes (and counted).
+                    let result = self.host.handle_snapshot(player, bytes.as_deref().unwrap_or(&[]));
+                    crate::trace::snapshot_upload(player, &result);
                 }
             }
             Input::Closed(player, id) => {

@@ -66,7 +66,8 @@ pub use phalanx_proto::{
     ConfigError, DefaultCodec, DesyncPolicy, DesyncReference, DesyncReport, DropCounters, EndCause,
     EndError, EndReason, HostEvent, HostStats, JoinRefusal, LinkStats, Pace, PauseBy, PeerStats,
     PlayerId, RemoveError, Replay, ReplayError, ReplayGame, ReplayVerified, SessionConfig,
-    SplitMix64, SubmitError, Ticket, Turn, TurnBundle, TypedRecord, TypedTurn,
+    Snapshot, SnapshotError, SnapshotRejection, SplitMix64, SubmitError, Ticket, Turn, TurnBundle,
+    TypedRecord, TypedTurn,
 };
 pub use session::{Session, SessionEvent, SessionStats};
 pub use tls::{
@@ -294,6 +295,8 @@ pub enum SessionError {
     Remove(RemoveError),
     /// Only a host does that (a [`Session`] of a client was asked to start or end the game).
     NotHost,
+    /// The snapshot was not taken (not wanted, too large, stale).
+    Snapshot(SnapshotError),
 }
 
 /// Why `try_next_turn` returned no turn.
@@ -315,6 +318,7 @@ impl fmt::Display for SessionError {
             SessionError::End(error) => write!(f, "cannot end the game: {error}"),
             SessionError::Remove(error) => write!(f, "cannot remove the player: {error}"),
             SessionError::NotHost => write!(f, "only a host can do that"),
+            SessionError::Snapshot(error) => write!(f, "snapshot not taken: {error}"),
         }
     }
 }

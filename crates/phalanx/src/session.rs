@@ -282,6 +282,32 @@ where
         }
     }
 
+    /// Gives the session the game's state after `turn` (serialized) and its state hash there,
+    /// when the turn said [`TypedTurn::wants_snapshot`](crate::TypedTurn::wants_snapshot):
+    ///
+    /// ```rust,ignore
+    /// while let Some(turn) = session.try_next_turn() {
+    ///     if let Some(snapshot) = &turn.restore { world = World::load(&snapshot.state)?; }
+    ///     world.execute(&turn);
+    ///     session.report_state_hash(turn.turn, world.hash())?;
+    ///     if turn.wants_snapshot { session.offer_snapshot(turn.turn, world.hash(), world.save())?; }
+    /// }
+    /// ```
+    ///
+    /// A host keeps it once its hash matches every player's (the sync check); a client
+    /// uploads it. A returning player then restores it instead of replaying the game.
+    pub fn offer_snapshot(
+        &self,
+        turn: Turn,
+        hash: u64,
+        state: Vec<u8>,
+    ) -> Result<(), SessionError> {
+        match &self.role {
+            Role::Host(host) => self.runtime.block_on(host.offer_snapshot(turn, hash, state)),
+            Role::Client(client) => self.runtime.block_on(client.offer_snapshot(turn, hash, state)),
+        }
+    }
+
     /// The session's counters.
     pub fn stats(&self) -> Result<SessionStats, SessionError> {
         match &self.role {

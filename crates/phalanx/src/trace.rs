@@ -4,9 +4,10 @@
 //!
 //! Levels: `error` for desyncs; `warn` for players timed out, misbehaving, or a client's
 //! session ending other than by the host's `end`; `info` for joins, removals, pauses, ends and
-//! stalls; `debug` for pace changes, stalls ending and late commands.
+//! stalls; `debug` for pace changes, stalls ending, late commands and snapshots kept; `warn`
+//! also for snapshots rejected or refused.
 
-use phalanx_proto::{ClientEvent, EndReason, HostEvent};
+use phalanx_proto::{ClientEvent, EndReason, HostEvent, PlayerId, SnapshotError, Turn};
 
 /// Emits the event for a host's session event.
 pub(crate) fn host_event(event: &HostEvent) {
@@ -33,6 +34,14 @@ pub(crate) fn host_event(event: &HostEvent) {
         HostEvent::Paused(by) => tracing::info!(?by, "paused"),
         HostEvent::Resumed(by) => tracing::info!(?by, "resumed"),
         HostEvent::Ended(cause) => tracing::info!(?cause, "game ended"),
+        HostEvent::SnapshotStored { turn, from, bytes } => {
+            let from = from.map(|p| p.0);
+            tracing::debug!(turn = turn.0, ?from, bytes, "snapshot stored")
+        }
+        HostEvent::SnapshotRejected { turn, from, reason } => {
+            let from = from.map(|p| p.0);
+            tracing::warn!(turn = turn.0, ?from, %reason, "snapshot rejected")
+        }
         _ => tracing::debug!(?event, "host event"),
     }
 }
@@ -55,5 +64,13 @@ pub(crate) fn client_event(event: &ClientEvent) {
         ClientEvent::Paused(by) => tracing::info!(?by, "paused"),
         ClientEvent::Resumed(by) => tracing::info!(?by, "resumed"),
         _ => tracing::debug!(?event, "client event"),
+    }
+}
+
+/// Emits the event for a snapshot upload the host read from a player.
+pub(crate) fn snapshot_upload(player: PlayerId, result: &Result<Turn, SnapshotError>) {
+    match result {
+        Ok(turn) => tracing::debug!(player = player.0, turn = turn.0, "snapshot upload read"),
+        Err(error) => tracing::warn!(player = player.0, %error, "snapshot upload refused"),
     }
 }

@@ -13,18 +13,34 @@ use quinn::{IdleTimeout, TransportConfig, VarInt};
 /// under 64 bytes).
 pub(crate) const JOIN_BYTES_MAX: usize = 1_024;
 
-/// The join stream's receive window on a client: a rejoin's reply carries every sealed turn
-/// (up to `rejoin_log_bytes_max`), which should not crawl through a tiny window.
+/// The join stream's receive window on a client: a rejoin's reply carries a snapshot and the
+/// turns after it (or every sealed turn), which should not crawl through a tiny window.
 pub(crate) const CLIENT_STREAM_WINDOW: u32 = 64 * 1024;
 
 /// The join stream's receive window on the host: requests are tiny.
 pub(crate) const HOST_STREAM_WINDOW: u32 = JOIN_BYTES_MAX as u32 * 4;
 
-/// Transport settings for a session; `stream_window` is the join stream's receive window.
-pub(crate) fn transport_config(
-    session: &SessionConfig,
-    stream_window: u32,
-) -> Arc<TransportConfig> {
+/// The host's stream receive window when it takes snapshot uploads from players: a snapshot
+/// should not crawl through the join stream's tiny window. (Each stream's reader stops at
+/// its own limit, so a peer holds at most this much in a stream's buffer.)
+pub(crate) const UPLOAD_STREAM_WINDOW: u32 = 64 * 1024;
+
+/// Which end a transport config is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    Host,
+    Client,
+}
+
+/// Transport settings for a session at `end`.
+pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<TransportConfig> {
+    let snapshots = session.snapshot_interval_turns != 0;
+    let (stream_window, uni_streams) = match end {
+        End::Client => (CLIENT_STREAM_WINDOW, 0),
+        // A player asked for a snapshot uploads it on a stream of its own, one at a time.
+        End::Host if snapshots => (UPLOAD_STREAM_WINDOW, 1),
+        End::Host => (HOST_STREAM_WINDOW, 0),
+    };
     let mut transport = TransportConfig::default();
     // QUIC's own idle timeout sits behind ours, so the session ends with phalanx's typed
     // outcome (HostLost / PlayerTimedOut) rather than a bare connection error.
@@ -35,7 +51,7 @@ pub(crate) fn transport_config(
     // phalanx sends its own keep-alives inside datagrams.
     transport.keep_alive_interval(None);
     transport.max_concurrent_bidi_streams(VarInt::from_u32(1));
-    transport.max_concurrent_uni_streams(VarInt::from_u32(0));
+    transport.max_concurrent_uni_streams(VarInt::from_u32(uni_streams));
     transport.stream_receive_window(VarInt::from_u32(stream_window));
     transport.receive_window(VarInt::from_u32(64 * 1024));
     transport.send_window(64 * 1024);

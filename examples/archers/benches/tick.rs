@@ -29,7 +29,13 @@ fn battle(after: u64) -> World {
             }
         })
         .collect();
-    world.execute(&TypedTurn { turn: Turn(0), records, length_ms: 100 });
+    world.execute(&TypedTurn {
+        turn: Turn(0),
+        records,
+        length_ms: 100,
+        restore: None,
+        wants_snapshot: false,
+    });
     while world.events_pending() == 0 {
         world.tick();
     }

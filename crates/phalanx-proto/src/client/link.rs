@@ -70,6 +70,9 @@ impl Client {
                 link.on_probe();
             }
         }
+        if let Some(turn) = down.extras.snapshot_wanted {
+            self.on_snapshot_wanted(turn);
+        }
         if let Some(acked) = down.extras.hash_ack {
             while self.hash_reports.front().is_some_and(|&(turn, _)| turn <= acked) {
                 self.hash_reports.pop_front();

@@ -13,6 +13,7 @@
 //! This file holds the session state, joining and the game's side (submit, next turn,
 //! reports); `link.rs` holds the network side (datagrams in and out, timers).
 
+mod join;
 mod link;
 mod playout;
 
@@ -31,10 +32,8 @@ use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
 use crate::window::SortedWindow;
 use playout::Playout;
 
-use crate::wire::{
-    decode_join_reply_parts, decode_rejoin_log, DecodeError, JoinAccept, JoinRefusal, JoinRequest,
-    Limits, PauseKind,
-};
+use crate::snapshot::Snapshot;
+use crate::wire::{DecodeError, JoinRefusal, JoinRequest, Limits, PauseKind};
 use crate::SubmitError;
 
 /// How a client's session ended.
@@ -198,6 +197,13 @@ pub struct Client {
     playout_report: Report,
     /// The session ended with the last turn: one more datagram acknowledges it.
     farewell: bool,
+    /// After a rejoin through a snapshot: the state the game restores before the turns after
+    /// it ([`take_restore`](Self::take_restore)).
+    restore: Option<Snapshot>,
+    /// The host asks our game for a snapshot of its state after this turn.
+    snapshot_wanted: Option<Turn>,
+    /// A snapshot upload for the driver to send on a reliable stream of its own.
+    snapshot_upload: Option<Vec<u8>>,
 }
 
 /// A value the client reports to the host in its datagrams' extras (turn cost, playout
@@ -274,83 +280,11 @@ impl Client {
             playout,
             playout_report: Report::default(),
             farewell: false,
+            restore: None,
+            snapshot_wanted: None,
+            snapshot_upload: None,
         };
         Ok((client, request))
-    }
-
-    /// Handles the host's join reply. On success the client is running as the returned player.
-    ///
-    /// After a rejoin ([`is_catching_up`](Self::is_catching_up)), [`next_turn`](Self::next_turn)
-    /// first hands out every turn from turn 0, for a game restarted from its initial state to
-    /// replay; live turns follow.
-    pub fn handle_join_reply(
-        &mut self,
-        now_ms: u64,
-        reply: &[u8],
-    ) -> Result<PlayerId, ClientJoinError> {
-        if !matches!(self.state, State::Joining) {
-            return Err(ClientJoinError::AlreadyJoined);
-        }
-        let (accept, log) = decode_join_reply_parts(reply).map_err(ClientJoinError::Malformed)?;
-        let accept = accept.map_err(ClientJoinError::Refused)?;
-        let config = self.config_from(&accept)?;
-        self.limits = Limits::new(&config);
-        if let Some(rejoin) = accept.rejoin {
-            let bundles = decode_rejoin_log(log, rejoin.turns, &self.limits)
-                .map_err(ClientJoinError::Malformed)?;
-            self.catch_up = bundles
-                .into_iter()
-                .enumerate()
-                // Replayed at once; their lengths are the pace at the rejoin.
-                .map(|(turn, records)| TurnBundle {
-                    turn: Turn(turn as u32),
-                    records,
-                    length_ms: accept.turn_length_ms,
-                })
-                .collect();
-            self.next_exec = Turn(rejoin.turns);
-            self.next_seq = rejoin.next_seq;
-            self.send_next = rejoin.next_seq;
-        }
-        self.pace = Pace {
-            turn_length_ms: accept.turn_length_ms,
-            command_delay_turns: accept.command_delay_turns,
-        };
-        self.playout = Playout::new(config.playout_max_ms, accept.turn_length_ms);
-        self.config = config;
-        self.buffered.resize(self.config.turns_ahead_max as usize, None);
-        // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
-        let mut link = Box::new(Link::new(now_ms, &self.config, self.config.turn_length_ms));
-        // Say hello at once: until the host hears a datagram from us it holds our seat on the
-        // join grace, and another join with our token could take it over.
-        link.send_soon();
-        // Commands are rare and late ones cost a whole turn of latency: repeat them on any
-        // link that lost lately, whatever the threshold for the host's bundles.
-        link.repeat_after_any_loss();
-        self.link = Some(link);
-        self.state = State::Running(accept.player);
-        Ok(accept.player)
-    }
-
-    /// Our local config with the host's turn pipeline settings, checked.
-    fn config_from(&self, accept: &JoinAccept) -> Result<SessionConfig, ClientJoinError> {
-        let mut config = self.config.clone();
-        config.turn_length_ms = accept.turn_length_ms;
-        config.turn_length_max_ms = config.turn_length_max_ms.max(accept.turn_length_ms);
-        config.command_delay_turns = accept.command_delay_turns;
-        config.command_delay_max_turns =
-            config.command_delay_max_turns.max(accept.command_delay_turns);
-        config.turns_ahead_max = accept.turns_ahead_max;
-        config.players_max = accept.players_max;
-        config.commands_per_turn_max = accept.commands_per_turn_max;
-        config.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
-        config.command_bytes_max = accept.command_bytes_max;
-        config.sync_interval_turns = accept.sync_interval_turns;
-        config.validate().map_err(ClientJoinError::BadParameters)?;
-        if accept.player.0 >= config.players_max {
-            return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
-        }
-        Ok(config)
     }
 
     /// The session config in force (the host's pipeline settings once joined).
@@ -457,10 +391,11 @@ impl Client {
         self.playout.due_ms(self.next_exec)
     }
 
-    /// Whether a rejoin's replay of past turns is still being handed out by
+    /// Whether a rejoin's catch-up is still going on: a snapshot to restore
+    /// ([`take_restore`](Self::take_restore)), or past turns still being handed out by
     /// [`next_turn`](Self::next_turn).
     pub fn is_catching_up(&self) -> bool {
-        !self.catch_up.is_empty()
+        self.restore.is_some() || !self.catch_up.is_empty()
     }
 
     /// The next sealed turn to execute, in order, each exactly once; `None` until it has
@@ -468,6 +403,10 @@ impl Client {
     /// includes that time; see `SessionConfig::playout_max_ms`). `now_ms` also measures command
     /// latency and stalls.
     pub fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {
+        if self.restore.is_some() {
+            // The game must restore the snapshot first: the turns after it build on it.
+            return None;
+        }
         if let Some(bundle) = self.catch_up.pop_front() {
             // A past turn: the game replays it; its records already had their effects on the
             // session (pace, our own earlier departure), so they are not acted on again.

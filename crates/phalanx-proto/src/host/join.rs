@@ -104,7 +104,7 @@ impl Host {
             Seat::Away { since_ms, next_seq, pauses_used } => {
                 if now_ms.saturating_sub(since_ms) > u64::from(self.config.rejoin_window_ms) {
                     refused(JoinRefusal::RejoinExpired)
-                } else if self.rejoin_log_full || self.ended {
+                } else if self.ended || self.rejoin_material().is_none() {
                     refused(JoinRefusal::RejoinUnavailable)
                 } else {
                     self.rejoin(now_ms, player, next_seq, pauses_used)
@@ -158,15 +158,14 @@ impl Host {
         self.open[0].controls.push(Record::Joined(player));
         self.push_event(HostEvent::PlayerRejoined(player));
         self.stats.rejoins += 1;
-        let accept = self.accept(player, Some(Rejoin { turns: from.0, next_seq }));
-        let reply = encode_join_reply_with_log(&Ok(accept), &self.rejoin_log);
+        let reply = self.rejoin_reply(player, Some(next_seq));
         JoinResponse { reply: Some(reply), result: Ok(player) }
     }
 
     /// A new connection replaces a seated one that was never heard from. Nothing changes for
     /// the other players: the seat never left the game.
     fn take_over(&mut self, now_ms: u64, player: PlayerId, next_seq: CommandSeq) -> JoinResponse {
-        if self.ended || (self.started && self.rejoin_log_full) {
+        if self.ended || (self.started && self.rejoin_material().is_none()) {
             return refused(JoinRefusal::RejoinUnavailable);
         }
         let from = self.next_seal;
@@ -174,9 +173,25 @@ impl Host {
             Seat::Remote(Box::new(self.new_peer(now_ms, from, next_seq, 0)));
         self.push_event(HostEvent::PlayerRejoined(player));
         self.stats.rejoins += 1;
-        let rejoin = (from > Turn::ZERO).then_some(Rejoin { turns: from.0, next_seq });
-        let reply = encode_join_reply_with_log(&Ok(self.accept(player, rejoin)), &self.rejoin_log);
+        let reply = self.rejoin_reply(player, (from > Turn::ZERO).then_some(next_seq));
         JoinResponse { reply: Some(reply), result: Ok(player) }
+    }
+
+    /// An acceptance for `player` that, with `next_seq`, carries what a game joining at the
+    /// next sealed turn needs: the verified snapshot and the turns after it, or every turn.
+    fn rejoin_reply(&self, player: PlayerId, next_seq: Option<CommandSeq>) -> Vec<u8> {
+        let turns = self.next_seal.0;
+        let material = next_seq.zip(self.rejoin_material());
+        let Some((next_seq, (snapshot, log))) = material else {
+            return encode_join_reply_with_log(&Ok(self.accept(player, None)), &[], &[]);
+        };
+        let rejoin = Rejoin {
+            turns,
+            next_seq,
+            snapshot: snapshot.map(|snapshot| (snapshot.turn, snapshot.hash)),
+        };
+        let state = snapshot.map_or(&[][..], |snapshot| &snapshot.state[..]);
+        encode_join_reply_with_log(&Ok(self.accept(player, Some(rejoin))), state, log)
     }
 
     fn accept(&self, player: PlayerId, rejoin: Option<Rejoin>) -> JoinAccept {

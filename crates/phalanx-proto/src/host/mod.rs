@@ -28,6 +28,7 @@ mod intake;
 mod join;
 mod local;
 mod seal;
+mod snapshot;
 mod transmit;
 
 use std::collections::VecDeque;
@@ -41,6 +42,7 @@ use crate::events::EventQueue;
 use crate::link::Link;
 use crate::pace::{Pace, PaceControl};
 use crate::replay::Recorder;
+use crate::snapshot::SnapshotRejection;
 use crate::stats::{HostStats, PeerStats};
 use crate::sync::SyncChecks;
 use crate::types::{CommandSeq, PlayerId, Turn};
@@ -82,6 +84,26 @@ pub enum HostEvent {
     Resumed(PauseBy),
     /// The session ended after the turn just sealed; nothing more is sealed.
     Ended(EndCause),
+    /// A snapshot's hash matched its turn's reference: it is what a returning player gets
+    /// from now on, and the turns before it are forgotten.
+    SnapshotStored {
+        /// The check turn it follows.
+        turn: Turn,
+        /// Who gave it (`None`: the host's own game).
+        from: Option<PlayerId>,
+        /// The state's size.
+        bytes: usize,
+    },
+    /// A snapshot was not kept; the last good one stays in use, and the next snapshot turn
+    /// asks another player.
+    SnapshotRejected {
+        /// The check turn it follows.
+        turn: Turn,
+        /// Who gave it (`None`: the host's own game).
+        from: Option<PlayerId>,
+        /// Why.
+        reason: SnapshotRejection,
+    },
 }
 
 /// Why [`Host::end`] did nothing.
@@ -296,11 +318,8 @@ pub struct Host {
     waiting: u64,
     local_cost_ms: u32,
     recorder: Option<Recorder>,
-    /// Every sealed turn's encoding from turn 0, for rejoins (empty when rejoin is off or the
-    /// log outgrew `rejoin_log_bytes_max`, see `rejoin_log_full`).
-    rejoin_log: Vec<Bytes>,
-    rejoin_log_bytes: usize,
-    rejoin_log_full: bool,
+    /// Snapshots and the encoded turns a rejoin needs besides them.
+    snapshots: snapshot::Snapshots,
 }
 
 impl Host {
@@ -345,9 +364,7 @@ impl Host {
             waiting: 0,
             local_cost_ms: 0,
             recorder: None,
-            rejoin_log: Vec::new(),
-            rejoin_log_bytes: 0,
-            rejoin_log_full: config.rejoin_window_ms == 0,
+            snapshots: snapshot::Snapshots::new(config.rejoin_window_ms == 0),
             config,
         })
     }

@@ -105,7 +105,7 @@ impl Host {
             recorder.record(&bundle);
         }
         let encoded = Bytes::from(encoded);
-        self.log_for_rejoin(&encoded);
+        self.snapshot_after_seal(self.next_seal, &encoded);
         if self.sealed.is_empty() {
             self.sealed_base = self.next_seal;
         }
@@ -114,23 +114,6 @@ impl Host {
         self.stats.turns_sealed += 1;
         self.stats.sealed_high_water = self.stats.sealed_high_water.max(self.sealed.len());
         self.prune_sealed();
-    }
-
-    /// Keeps a sealed turn's encoding for rejoins, until the log outgrows
-    /// `rejoin_log_bytes_max` (then rejoin is off for the rest of the game).
-    fn log_for_rejoin(&mut self, encoded: &Bytes) {
-        if self.rejoin_log_full {
-            return;
-        }
-        self.rejoin_log_bytes += encoded.len();
-        if self.rejoin_log_bytes > self.config.rejoin_log_bytes_max as usize {
-            self.rejoin_log_full = true;
-            self.rejoin_log = Vec::new();
-            self.stats.rejoin_log_bytes = 0;
-        } else {
-            self.rejoin_log.push(encoded.clone());
-            self.stats.rejoin_log_bytes = self.rejoin_log_bytes;
-        }
     }
 
     /// Sync-check verdicts decided by now, and what the desync policy does about them.
@@ -148,6 +131,7 @@ impl Host {
             if let (Some(recorder), Some(reference)) = (&mut self.recorder, verdict.reference) {
                 recorder.check(verdict.turn, reference);
             }
+            self.snapshot_decided(verdict.turn, verdict.reference);
             let Some(report) = verdict.desync else { continue };
             records.push(Record::Desync(report.clone()));
             self.push_event(HostEvent::Desync(report));

@@ -4,11 +4,11 @@
 use bytes::{BufMut, Bytes};
 
 use crate::bundle::Record;
-use crate::types::{CommandSeq, PlayerId};
+use crate::types::{CommandSeq, PlayerId, Turn};
 use crate::PROTOCOL_VERSION;
 
 use super::records::decode_bundle;
-use super::{put_varint, DecodeError, Limits, Reader, KIND_JOIN, KIND_REPLY};
+use super::{put_varint, DecodeError, Limits, Reader, KIND_JOIN, KIND_REPLY, KIND_SNAPSHOT};
 
 /// A join request, sent by a client on the reliable stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,10 +149,29 @@ pub struct JoinAccept {
 /// A rejoin's catch-up: what the returning player needs besides the turns themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rejoin {
-    /// Sealed turns carried in the reply: turns `0..turns`. Live play resumes at `turns`.
+    /// Live play resumes at this turn. The reply carries the sealed turns before it: every
+    /// one from turn 0, or with a `snapshot` the turns after the snapshot's.
     pub turns: u32,
     /// The next command sequence the host expects from this player.
     pub next_seq: CommandSeq,
+    /// The game's state after this check turn, with its verified state hash, carried in the
+    /// reply: the game restores it instead of replaying the turns up to it.
+    pub snapshot: Option<(Turn, u64)>,
+}
+
+impl Rejoin {
+    /// The first sealed turn the reply carries.
+    pub fn first_turn(&self) -> u32 {
+        self.snapshot.map_or(0, |(turn, _)| turn.0 + 1)
+    }
+}
+
+/// The parts of a join reply after the accepted fields, for a rejoin: the snapshot's state
+/// (empty without one) and the encoded turns.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RejoinParts<'a> {
+    pub(crate) state: &'a [u8],
+    pub(crate) log: &'a [u8],
 }
 
 /// The host's answer to a join request.
@@ -172,13 +191,19 @@ const REFUSAL_TOO_LARGE: u8 = 9;
 /// The bytes of a join reply. A rejoin's reply also needs its turns:
 /// see [`Host::handle_join`](crate::Host::handle_join), which writes them.
 pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
-    encode_join_reply_with_log(reply, &[])
+    encode_join_reply_with_log(reply, &[], &[])
 }
 
-/// A join reply followed, for a rejoin, by the encoded bundles of turns `0..log.len()`.
-pub(crate) fn encode_join_reply_with_log(reply: &JoinReply, log: &[Bytes]) -> Vec<u8> {
-    let log_bytes: usize = log.iter().map(Bytes::len).sum();
-    let mut out = Vec::with_capacity(48 + log_bytes);
+/// A join reply followed, for a rejoin, by the snapshot's `state` (when the rejoin names a
+/// snapshot) and the encoded bundles of turns `rejoin.first_turn()..rejoin.turns`, the first
+/// of `log`.
+pub(crate) fn encode_join_reply_with_log<'a>(
+    reply: &JoinReply,
+    state: &[u8],
+    log: impl IntoIterator<Item = &'a Bytes> + Clone,
+) -> Vec<u8> {
+    let log_bytes: usize = log.clone().into_iter().map(Bytes::len).sum();
+    let mut out = Vec::with_capacity(64 + state.len() + log_bytes);
     out.put_u8(PROTOCOL_VERSION);
     out.put_u8(KIND_REPLY);
     match reply {
@@ -199,7 +224,18 @@ pub(crate) fn encode_join_reply_with_log(reply: &JoinReply, log: &[Bytes]) -> Ve
                     out.put_u8(1);
                     put_varint(&mut out, rejoin.next_seq.0.into());
                     put_varint(&mut out, rejoin.turns.into());
-                    for bundle in log.iter().take(rejoin.turns as usize) {
+                    match rejoin.snapshot {
+                        None => out.put_u8(0),
+                        Some((turn, hash)) => {
+                            out.put_u8(1);
+                            put_varint(&mut out, turn.0.into());
+                            out.put_u64_le(hash);
+                            put_varint(&mut out, state.len() as u64);
+                            out.extend_from_slice(state);
+                        }
+                    }
+                    let count = rejoin.turns.saturating_sub(rejoin.first_turn()) as usize;
+                    for bundle in log.into_iter().take(count) {
                         out.extend_from_slice(bundle);
                     }
                 }
@@ -247,13 +283,17 @@ pub fn decode_join_reply(bytes: &[u8]) -> Result<JoinReply, DecodeError> {
     decode_join_reply_parts(bytes).map(|(reply, _)| reply)
 }
 
-/// A join reply and the bytes of a rejoin's turns (empty otherwise); see [`decode_rejoin_log`].
-pub(crate) fn decode_join_reply_parts(bytes: &[u8]) -> Result<(JoinReply, &[u8]), DecodeError> {
+/// A join reply and, for a rejoin, its snapshot's state and the bytes of its turns (empty
+/// otherwise); see [`decode_rejoin_log`].
+pub(crate) fn decode_join_reply_parts(
+    bytes: &[u8],
+) -> Result<(JoinReply, RejoinParts<'_>), DecodeError> {
     let mut reader = Reader::new(bytes);
     match reader.header()? {
         KIND_REPLY => {}
         kind => return Err(DecodeError::UnknownKind(kind)),
     }
+    let mut state: &[u8] = &[];
     let reply = match reader.u8()? {
         0 => Ok(JoinAccept {
             player: PlayerId(reader.u8()?),
@@ -267,10 +307,26 @@ pub(crate) fn decode_join_reply_parts(bytes: &[u8]) -> Result<(JoinReply, &[u8])
             sync_interval_turns: reader.varint_u32()?,
             rejoin: match reader.u8()? {
                 0 => None,
-                1 => Some(Rejoin {
-                    next_seq: CommandSeq(reader.varint_u32()?),
-                    turns: reader.varint_u32()?,
-                }),
+                1 => {
+                    let next_seq = CommandSeq(reader.varint_u32()?);
+                    let turns = reader.varint_u32()?;
+                    let snapshot = match reader.u8()? {
+                        0 => None,
+                        1 => {
+                            let turn = Turn(reader.varint_u32()?);
+                            let hash = reader.u64_le()?;
+                            let len = reader.count("snapshot bytes", usize::MAX, 1)?;
+                            state = reader.take(len)?;
+                            Some((turn, hash))
+                        }
+                        tag => return Err(DecodeError::UnknownTag(tag)),
+                    };
+                    let rejoin = Rejoin { turns, next_seq, snapshot };
+                    if rejoin.first_turn() > turns {
+                        return Err(DecodeError::Invalid("rejoin snapshot turn"));
+                    }
+                    Some(rejoin)
+                }
                 tag => return Err(DecodeError::UnknownTag(tag)),
             },
         }),
@@ -297,7 +353,7 @@ pub(crate) fn decode_join_reply_parts(bytes: &[u8]) -> Result<(JoinReply, &[u8])
     if !matches!(reply, Ok(JoinAccept { rejoin: Some(_), .. })) {
         reader.finish()?;
     }
-    Ok((reply, log))
+    Ok((reply, RejoinParts { state, log }))
 }
 
 /// Decodes a rejoin's `turns` bundles: all the bytes, nothing left over. Allocation is bounded
@@ -321,4 +377,34 @@ pub(crate) fn decode_rejoin_log(
     }
     reader.finish()?;
     Ok(bundles)
+}
+
+/// Bytes of a join reply besides a rejoin's snapshot state and turns, at most.
+pub(crate) const JOIN_REPLY_FIELDS_MAX: usize = 96;
+
+/// Bytes of a snapshot upload besides the state, at most.
+pub(crate) const SNAPSHOT_UPLOAD_HEADER_MAX: usize = 2 + 5 + 8;
+
+/// A snapshot upload (client → host, on a reliable stream of its own): the check turn and
+/// the state hash the client reported for it, then the state to the end of the stream.
+pub(crate) fn encode_snapshot_upload(turn: Turn, hash: u64, state: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(SNAPSHOT_UPLOAD_HEADER_MAX + state.len());
+    out.put_u8(PROTOCOL_VERSION);
+    out.put_u8(KIND_SNAPSHOT);
+    put_varint(&mut out, turn.0.into());
+    out.put_u64_le(hash);
+    out.extend_from_slice(state);
+    out
+}
+
+/// Parses a snapshot upload: its turn, hash and state.
+pub(crate) fn decode_snapshot_upload(bytes: &[u8]) -> Result<(Turn, u64, &[u8]), DecodeError> {
+    let mut reader = Reader::new(bytes);
+    match reader.header()? {
+        KIND_SNAPSHOT => {}
+        kind => return Err(DecodeError::UnknownKind(kind)),
+    }
+    let turn = Turn(reader.varint_u32()?);
+    let hash = reader.u64_le()?;
+    Ok((turn, hash, reader.bytes))
 }

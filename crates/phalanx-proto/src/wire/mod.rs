@@ -15,14 +15,18 @@
 //!   ack    = 0 | 1 largest missing_bits delay_ms      (missing bit i: largest−1−i not received)
 //!   up_extras   = flags [hash_turn hash:u64le] [cost_ms] [pause_seq:u8 pause_kind:u8]
 //!                 [playout_ms]           (flag bit 4: probe, answer at once)
-//!   down_extras = flags [hash_ack_turn] [waiting_mask]  (flag bit 2: probe)
+//!   down_extras = flags [hash_ack_turn] [waiting_mask] [snapshot_turn]  (flag bit 2: probe)
 //!   bundle = m record*m
 //!   record = head seq len payload | head | head ext   (head: kind in the top 2 bits — 0
 //!            command, 1 joined, 2 left, 3 extended — and the player in the low 6)
 //!   ext    = 0 turn_length_ms delay (pace) | 1 turn n {player hash:u64le}*n diverged_mask
 //!            (desync) | 2 (paused) | 3 (resumed) | 4 cause:u8 (session ended)
 //! Join  (client → host, stream):   version kind=3 game_data_hash:u64le token:u64le
-//! Reply (host → client, stream):   version kind=4 (0 accepted-fields | 1 refusal-tag fields)
+//! Reply (host → client, stream):   version kind=4 (0 accepted-fields rejoin | 1 refusal-tag
+//!                                  fields)
+//!   rejoin = 0 | 1 next_seq turns (0 | 1 snapshot_turn hash:u64le len state) bundle*
+//!            (the bundles of the turns after the snapshot's, or from turn 0, up to `turns`)
+//! Snapshot (client → host, a stream of its own): version kind=5 turn hash:u64le state
 //! ```
 
 //!
@@ -47,13 +51,17 @@ pub(crate) use datagram::{
 pub use join::{
     decode_join_reply, encode_join_reply, JoinAccept, JoinRefusal, JoinReply, JoinRequest, Rejoin,
 };
-pub(crate) use join::{decode_join_reply_parts, decode_rejoin_log, encode_join_reply_with_log};
+pub(crate) use join::{
+    decode_join_reply_parts, decode_rejoin_log, decode_snapshot_upload, encode_join_reply_with_log,
+    encode_snapshot_upload, JOIN_REPLY_FIELDS_MAX, SNAPSHOT_UPLOAD_HEADER_MAX,
+};
 pub(crate) use records::encode_bundle;
 
 const KIND_UP: u8 = 1;
 const KIND_DOWN: u8 = 2;
 const KIND_JOIN: u8 = 3;
 const KIND_REPLY: u8 = 4;
+const KIND_SNAPSHOT: u8 = 5;
 
 /// The most bytes a varint of a `u64` takes.
 const VARINT_MAX: usize = 10;
@@ -70,8 +78,9 @@ pub(crate) const UP_HEADER_BYTES_MAX: usize =
     2 + VARINT_MAX + ACK_BYTES_MAX + 4 * VARINT32_MAX + UP_EXTRAS_BYTES_MAX;
 /// Bytes of an Up datagram's extras, at most: flags, hash report, cost, pause request, playout.
 const UP_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + 8 + VARINT32_MAX + 2 + VARINT32_MAX;
-/// Bytes of a Down datagram's extras, at most: flags, hash ack, waiting mask.
-const DOWN_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + VARINT_MAX;
+/// Bytes of a Down datagram's extras, at most: flags, hash ack, waiting mask, snapshot
+/// request.
+const DOWN_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + VARINT_MAX + VARINT32_MAX;
 /// Bytes one command adds to an Up datagram besides its payload, at most (turn, length).
 pub(crate) const UP_COMMAND_OVERHEAD_MAX: usize = 2 * VARINT32_MAX;
 /// Bytes one command record adds to a bundle besides its payload, at most.

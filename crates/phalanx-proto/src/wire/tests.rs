@@ -77,8 +77,13 @@ fn up_extras() -> impl Strategy<Value = UpExtras> {
 }
 
 fn down_extras() -> impl Strategy<Value = DownExtras> {
-    (prop::option::of(any::<u32>()), any::<u64>(), any::<bool>())
-        .prop_map(|(ack, waiting, probe)| DownExtras { hash_ack: ack.map(Turn), waiting, probe })
+    (prop::option::of(any::<u32>()), any::<u64>(), any::<bool>(), prop::option::of(any::<u32>()))
+        .prop_map(|(ack, waiting, probe, wanted)| DownExtras {
+            hash_ack: ack.map(Turn),
+            waiting,
+            probe,
+            snapshot_wanted: wanted.map(Turn),
+        })
 }
 
 fn up_message() -> impl Strategy<Value = UpSpec> {
@@ -425,10 +430,12 @@ fn rejoin_reply_carries_its_turns() {
             Bytes::from(out)
         })
         .collect();
-    let accept = accept(Some(Rejoin { turns: 4, next_seq: CommandSeq(1) }));
-    let bytes = encode_join_reply_with_log(&Ok(accept), &log);
-    let (reply, tail) = decode_join_reply_parts(&bytes).unwrap();
+    let accept = accept(Some(Rejoin { turns: 4, next_seq: CommandSeq(1), snapshot: None }));
+    let bytes = encode_join_reply_with_log(&Ok(accept), &[], &log);
+    let (reply, parts) = decode_join_reply_parts(&bytes).unwrap();
     assert_eq!(reply, Ok(accept));
+    assert!(parts.state.is_empty());
+    let tail = parts.log;
     assert_eq!(decode_rejoin_log(tail, 4, &limits).unwrap(), bundles);
     // Too few or too many turns for the bytes, or a cut anywhere, is refused.
     assert!(decode_rejoin_log(tail, 3, &limits).is_err());
@@ -436,6 +443,56 @@ fn rejoin_reply_carries_its_turns() {
     assert!(decode_rejoin_log(tail, u32::MAX, &limits).is_err());
     for cut in 0..bytes.len() {
         let parsed = decode_join_reply_parts(&bytes[..cut]);
-        assert!(parsed.map_or(true, |(_, tail)| decode_rejoin_log(tail, 4, &limits).is_err()));
+        assert!(parsed.map_or(true, |(_, parts)| decode_rejoin_log(parts.log, 4, &limits).is_err()));
     }
+}
+
+#[test]
+fn rejoin_reply_carries_a_snapshot_and_the_turns_after_it() {
+    let limits = Limits::new(&SessionConfig::default());
+    let bundles = [vec![Record::Left(PlayerId(1))], vec![Record::Joined(PlayerId(1))]];
+    let log: Vec<Bytes> = bundles
+        .iter()
+        .map(|records| {
+            let mut out = Vec::new();
+            encode_bundle(&mut out, records);
+            Bytes::from(out)
+        })
+        .collect();
+    // Snapshot after turn 20; turns 21 and 22 follow; live play at 23.
+    let rejoin = Rejoin { turns: 23, next_seq: CommandSeq(5), snapshot: Some((Turn(20), 77)) };
+    assert_eq!(rejoin.first_turn(), 21);
+    let state = b"the whole world".to_vec();
+    let bytes = encode_join_reply_with_log(&Ok(accept(Some(rejoin))), &state, &log);
+    let (reply, parts) = decode_join_reply_parts(&bytes).unwrap();
+    assert_eq!(reply, Ok(accept(Some(rejoin))));
+    assert_eq!(parts.state, &state[..]);
+    assert_eq!(decode_rejoin_log(parts.log, 2, &limits).unwrap(), bundles);
+    for cut in 0..bytes.len() {
+        let parsed = decode_join_reply_parts(&bytes[..cut]);
+        assert!(parsed.map_or(true, |(_, parts)| decode_rejoin_log(parts.log, 2, &limits).is_err()));
+    }
+    // A snapshot newer than live play is refused.
+    let bad = Rejoin { turns: 20, next_seq: CommandSeq(5), snapshot: Some((Turn(20), 77)) };
+    let bytes = encode_join_reply_with_log(&Ok(accept(Some(bad))), &state, &log[..0]);
+    assert_eq!(
+        decode_join_reply_parts(&bytes).map(|(reply, _)| reply),
+        Err(DecodeError::Invalid("rejoin snapshot turn"))
+    );
+}
+
+#[test]
+fn snapshot_uploads_round_trip_and_refuse_garbage() {
+    let bytes = encode_snapshot_upload(Turn(600), 0xfeed, b"state");
+    assert_eq!(decode_snapshot_upload(&bytes), Ok((Turn(600), 0xfeed, &b"state"[..])));
+    assert!(bytes.len() <= SNAPSHOT_UPLOAD_HEADER_MAX + 5);
+    // The state may be empty; a cut header is not a snapshot.
+    let empty = encode_snapshot_upload(Turn(0), 1, b"");
+    assert_eq!(decode_snapshot_upload(&empty), Ok((Turn(0), 1, &b""[..])));
+    for cut in 0..empty.len() {
+        assert!(decode_snapshot_upload(&empty[..cut]).is_err());
+    }
+    let mut other = bytes.clone();
+    other[1] = 4;
+    assert_eq!(decode_snapshot_upload(&other), Err(DecodeError::UnknownKind(4)));
 }

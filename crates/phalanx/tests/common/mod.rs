@@ -56,3 +56,70 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAny {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// A real UDP socket for quinn that can be cut dead, as a crashed process's would be: once
+/// `dead` is set nothing leaves it (a close frame included) and everything arriving is
+/// dropped.
+#[derive(Debug)]
+pub struct Killable {
+    inner: Arc<dyn quinn::AsyncUdpSocket>,
+    dead: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Killable {
+    /// A socket on a free loopback port (call inside a tokio runtime), and its switch.
+    pub fn bind() -> (Arc<dyn quinn::AsyncUdpSocket>, Arc<std::sync::atomic::AtomicBool>) {
+        use quinn::Runtime;
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("a loopback port");
+        let inner = quinn::TokioRuntime.wrap_udp_socket(socket).expect("a tokio socket");
+        let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        (Arc::new(Killable { inner, dead: dead.clone() }), dead)
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl quinn::AsyncUdpSocket for Killable {
+    fn create_io_poller(self: Arc<Self>) -> std::pin::Pin<Box<dyn quinn::UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &quinn::udp::Transmit<'_>) -> std::io::Result<()> {
+        if self.is_dead() {
+            return Ok(());
+        }
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        bufs: &mut [std::io::IoSliceMut<'_>],
+        meta: &mut [quinn::udp::RecvMeta],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        loop {
+            match self.inner.poll_recv(cx, bufs, meta) {
+                std::task::Poll::Ready(Ok(_)) if self.is_dead() => continue,
+                other => return other,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}

@@ -1,0 +1,162 @@
+//! Joining (the host's reply, a rejoin's catch-up) and snapshots: restoring one after a
+//! rejoin, and giving one when the host asks (see `crate::snapshot`).
+
+use bytes::Bytes;
+
+use crate::bundle::TurnBundle;
+use crate::config::SessionConfig;
+use crate::link::Link;
+use crate::pace::Pace;
+use crate::snapshot::{Snapshot, SnapshotError};
+use crate::types::{PlayerId, Turn};
+use crate::wire::{
+    decode_join_reply_parts, decode_rejoin_log, encode_snapshot_upload, DecodeError, JoinAccept,
+    Limits,
+};
+
+use super::{playout::Playout, Client, ClientJoinError, State};
+
+impl Client {
+    /// Handles the host's join reply. On success the client is running as the returned player.
+    ///
+    /// After a rejoin ([`is_catching_up`](Self::is_catching_up)) the game catches up first:
+    /// with a snapshot, it restores [`take_restore`](Self::take_restore)'s state and
+    /// [`next_turn`](Self::next_turn) hands out the turns after it; without one,
+    /// [`next_turn`](Self::next_turn) hands out every turn from turn 0, for a game restarted
+    /// from its initial state to replay. Live turns follow.
+    pub fn handle_join_reply(
+        &mut self,
+        now_ms: u64,
+        reply: &[u8],
+    ) -> Result<PlayerId, ClientJoinError> {
+        if !matches!(self.state, State::Joining) {
+            return Err(ClientJoinError::AlreadyJoined);
+        }
+        let (accept, parts) = decode_join_reply_parts(reply).map_err(ClientJoinError::Malformed)?;
+        let accept = accept.map_err(ClientJoinError::Refused)?;
+        let config = self.config_from(&accept)?;
+        self.limits = Limits::new(&config);
+        if let Some(rejoin) = accept.rejoin {
+            let first = rejoin.first_turn();
+            let max = self.config.snapshot_bytes_max;
+            if parts.state.len() > max as usize {
+                return Err(ClientJoinError::Malformed(DecodeError::TooLarge {
+                    field: "snapshot bytes",
+                    value: parts.state.len() as u64,
+                    max: max.into(),
+                }));
+            }
+            let bundles = decode_rejoin_log(parts.log, rejoin.turns - first, &self.limits)
+                .map_err(ClientJoinError::Malformed)?;
+            self.catch_up = bundles
+                .into_iter()
+                .enumerate()
+                // Replayed at once; their lengths are the pace at the rejoin.
+                .map(|(index, records)| TurnBundle {
+                    turn: Turn(first + index as u32),
+                    records,
+                    length_ms: accept.turn_length_ms,
+                })
+                .collect();
+            self.restore = rejoin.snapshot.map(|(turn, hash)| Snapshot {
+                turn,
+                hash,
+                state: Bytes::copy_from_slice(parts.state),
+            });
+            self.next_exec = Turn(rejoin.turns);
+            self.next_seq = rejoin.next_seq;
+            self.send_next = rejoin.next_seq;
+        }
+        self.pace = Pace {
+            turn_length_ms: accept.turn_length_ms,
+            command_delay_turns: accept.command_delay_turns,
+        };
+        self.playout = Playout::new(config.playout_max_ms, accept.turn_length_ms);
+        self.config = config;
+        self.buffered.resize(self.config.turns_ahead_max as usize, None);
+        // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
+        let mut link = Box::new(Link::new(now_ms, &self.config, self.config.turn_length_ms));
+        // Say hello at once: until the host hears a datagram from us it holds our seat on the
+        // join grace, and another join with our token could take it over.
+        link.send_soon();
+        // Commands are rare and late ones cost a whole turn of latency: repeat them on any
+        // link that lost lately, whatever the threshold for the host's bundles.
+        link.repeat_after_any_loss();
+        self.link = Some(link);
+        self.state = State::Running(accept.player);
+        Ok(accept.player)
+    }
+
+    /// Our local config with the host's turn pipeline settings, checked.
+    fn config_from(&self, accept: &JoinAccept) -> Result<SessionConfig, ClientJoinError> {
+        let mut config = self.config.clone();
+        config.turn_length_ms = accept.turn_length_ms;
+        config.turn_length_max_ms = config.turn_length_max_ms.max(accept.turn_length_ms);
+        config.command_delay_turns = accept.command_delay_turns;
+        config.command_delay_max_turns =
+            config.command_delay_max_turns.max(accept.command_delay_turns);
+        config.turns_ahead_max = accept.turns_ahead_max;
+        config.players_max = accept.players_max;
+        config.commands_per_turn_max = accept.commands_per_turn_max;
+        config.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
+        config.command_bytes_max = accept.command_bytes_max;
+        config.sync_interval_turns = accept.sync_interval_turns;
+        config.validate().map_err(ClientJoinError::BadParameters)?;
+        if accept.player.0 >= config.players_max {
+            return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
+        }
+        Ok(config)
+    }
+
+    /// After a rejoin through a snapshot: the game's state after the snapshot's turn, for the
+    /// game to restore (deserialize it in place of its state) before it executes anything
+    /// more. Until it is taken, [`next_turn`](Self::next_turn) hands out nothing; afterwards
+    /// it hands out the turns after the snapshot's, then live ones. The game should check
+    /// its restored state's hash against [`Snapshot::hash`]: the host verified that hash
+    /// against every player's.
+    pub fn take_restore(&mut self) -> Option<Snapshot> {
+        self.restore.take()
+    }
+
+    /// Whether the host asks our game for a snapshot of its state after `turn`: call it
+    /// after executing each turn, and if so, [`offer_snapshot`](Self::offer_snapshot).
+    pub fn wants_snapshot(&self, turn: Turn) -> bool {
+        self.snapshot_wanted == Some(turn)
+    }
+
+    /// Gives the host the game's state after `turn` (serialized by the game) and its state
+    /// hash there, as asked ([`wants_snapshot`](Self::wants_snapshot)). The bytes wait in
+    /// [`poll_snapshot_upload`](Self::poll_snapshot_upload) for the driver.
+    pub fn offer_snapshot(
+        &mut self,
+        turn: Turn,
+        hash: u64,
+        state: &[u8],
+    ) -> Result<(), SnapshotError> {
+        if self.snapshot_wanted != Some(turn) {
+            return Err(SnapshotError::NotWanted { turn });
+        }
+        let max = self.config.snapshot_bytes_max;
+        if state.len() > max as usize {
+            self.snapshot_wanted = None;
+            return Err(SnapshotError::TooLarge { len: state.len(), max });
+        }
+        self.snapshot_wanted = None;
+        self.snapshot_upload = Some(encode_snapshot_upload(turn, hash, state));
+        Ok(())
+    }
+
+    /// A snapshot upload for the driver to send on a new reliable stream to the host (the
+    /// host reads it with [`Host::handle_snapshot`](crate::Host::handle_snapshot)).
+    pub fn poll_snapshot_upload(&mut self) -> Option<Vec<u8>> {
+        self.snapshot_upload.take()
+    }
+
+    /// The host asked for a snapshot of `turn` (in a datagram's extras).
+    pub(super) fn on_snapshot_wanted(&mut self, turn: Turn) {
+        // Only a turn the game has yet to execute can still be given.
+        if turn >= self.next_exec() && self.snapshot_wanted < Some(turn) {
+            self.snapshot_wanted = Some(turn);
+        }
+    }
+}

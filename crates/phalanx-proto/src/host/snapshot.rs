@@ -1,0 +1,279 @@
+//! The host's snapshots and rejoin log: who is asked for a snapshot, how one is verified
+//! against the sync check, and what a returning player is sent (see `crate::snapshot`).
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use crate::snapshot::{is_snapshot_turn, Snapshot, SnapshotError, SnapshotRejection};
+use crate::types::{PlayerId, Turn};
+use crate::wire::decode_snapshot_upload;
+
+use super::{Host, HostEvent, Seat};
+
+/// Decided reference hashes of snapshot turns remembered, for snapshots that arrive after
+/// their turn's verdict (an upload takes longer than the hash reports).
+const REFERENCES_KEPT: usize = 4;
+
+/// Snapshots held, asked for, and the encoded turns a rejoin needs besides them.
+#[derive(Debug, Default)]
+pub(super) struct Snapshots {
+    /// The latest snapshot whose hash matched its turn's reference.
+    verified: Option<Snapshot>,
+    /// A snapshot waiting for its turn's verdict, and who gave it (`None`: the host's game).
+    pending: Option<(Snapshot, Option<PlayerId>)>,
+    /// `(turn, reference)` of the latest decided snapshot turns, oldest first.
+    references: VecDeque<(Turn, Option<u64>)>,
+    /// The snapshot asked of a remote player: its turn and the player.
+    request: Option<(Turn, PlayerId)>,
+    /// The seat the next request starts looking from, so a bad giver is not asked twice
+    /// in a row.
+    next_giver: usize,
+    /// Encoded sealed turns from `log_base`, for rejoins.
+    log: VecDeque<Bytes>,
+    log_base: Turn,
+    log_bytes: usize,
+    /// Rejoin is off, or the log outgrew its limit with snapshots off.
+    log_off: bool,
+}
+
+impl Snapshots {
+    pub(super) fn new(rejoin_off: bool) -> Self {
+        Snapshots { log_off: rejoin_off, ..Snapshots::default() }
+    }
+
+    /// The latest turn held or awaiting its verdict.
+    fn latest(&self) -> Option<Turn> {
+        let pending = self.pending.as_ref().map(|(snapshot, _)| snapshot.turn);
+        self.verified.as_ref().map(|snapshot| snapshot.turn).max(pending)
+    }
+
+    /// The snapshot turn `player` is asked for, if any.
+    pub(super) fn wanted_from(&self, player: PlayerId) -> Option<Turn> {
+        self.request.filter(|&(_, giver)| giver == player).map(|(turn, _)| turn)
+    }
+
+    fn held_bytes(&self) -> usize {
+        let pending = self.pending.as_ref().map_or(0, |(snapshot, _)| snapshot.state.len());
+        self.verified.as_ref().map_or(0, |snapshot| snapshot.state.len()) + pending
+    }
+
+    /// Drops the logged turns a verified snapshot at `turn` makes unnecessary.
+    fn trim_log_to(&mut self, turn: Turn) {
+        while self.log_base <= turn {
+            let Some(bundle) = self.log.pop_front() else {
+                self.log_base = turn.next();
+                return;
+            };
+            self.log_bytes -= bundle.len();
+            self.log_base = self.log_base.next();
+        }
+    }
+}
+
+impl Host {
+    /// Whether the host's own game (its player's, or an observing dedicated host's) should
+    /// offer a snapshot of its state after executing `turn`, through
+    /// [`offer_snapshot`](Self::offer_snapshot). Call it after each turn the game executes.
+    pub fn wants_snapshot(&self, turn: Turn) -> bool {
+        self.has_game()
+            && is_snapshot_turn(&self.config, turn)
+            && turn < self.next_seal
+            && self.snapshots.latest().is_none_or(|latest| turn > latest)
+    }
+
+    /// The host's own game's state after `turn`, and its state hash there. Kept once the
+    /// hash matches the sync check's reference ([`HostEvent::SnapshotStored`]), else
+    /// rejected ([`HostEvent::SnapshotRejected`]).
+    pub fn offer_snapshot(
+        &mut self,
+        turn: Turn,
+        hash: u64,
+        state: Bytes,
+    ) -> Result<(), SnapshotError> {
+        self.check_offer(turn, state.len())?;
+        if !self.wants_snapshot(turn) {
+            return Err(SnapshotError::NotWanted { turn });
+        }
+        self.take_snapshot(Snapshot { turn, hash, state }, None);
+        Ok(())
+    }
+
+    /// A snapshot upload from `player`'s reliable stream (all its bytes; read at most
+    /// [`SessionConfig::snapshot_upload_bytes_max`](crate::SessionConfig::snapshot_upload_bytes_max)).
+    /// Only the snapshot asked of that player is taken; anything else is refused, counted in
+    /// [`HostStats::snapshots_refused`](crate::HostStats::snapshots_refused), and held
+    /// nowhere. Returns the snapshot's turn.
+    pub fn handle_snapshot(
+        &mut self,
+        player: PlayerId,
+        bytes: &[u8],
+    ) -> Result<Turn, SnapshotError> {
+        let result = self.read_upload(player, bytes);
+        if result.is_err() {
+            self.stats.snapshots_refused += 1;
+        }
+        result
+    }
+
+    fn read_upload(&mut self, player: PlayerId, bytes: &[u8]) -> Result<Turn, SnapshotError> {
+        let (turn, hash, state) =
+            decode_snapshot_upload(bytes).map_err(SnapshotError::Malformed)?;
+        self.check_offer(turn, state.len())?;
+        if self.snapshots.request != Some((turn, player)) {
+            return Err(SnapshotError::NotWanted { turn });
+        }
+        self.snapshots.request = None;
+        let state = Bytes::copy_from_slice(state);
+        self.take_snapshot(Snapshot { turn, hash, state }, Some(player));
+        Ok(turn)
+    }
+
+    /// The checks every offer passes: snapshots on, not too large, not stale.
+    fn check_offer(&self, turn: Turn, len: usize) -> Result<(), SnapshotError> {
+        if self.config.snapshot_interval_turns == 0 {
+            return Err(SnapshotError::Off);
+        }
+        let max = self.config.snapshot_bytes_max;
+        if len > max as usize {
+            return Err(SnapshotError::TooLarge { len, max });
+        }
+        match self.snapshots.latest() {
+            Some(latest) if turn <= latest => Err(SnapshotError::Stale { turn, latest }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The latest verified snapshot: what a returning player is sent.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.snapshots.verified.as_ref()
+    }
+
+    /// Whether the host runs the game itself.
+    fn has_game(&self) -> bool {
+        self.observer.is_some() || self.local_player().is_some()
+    }
+
+    /// Verifies at once if the turn's verdict is known, else holds it until it is.
+    fn take_snapshot(&mut self, snapshot: Snapshot, from: Option<PlayerId>) {
+        let decided = self.snapshots.references.iter().find(|&&(turn, _)| turn == snapshot.turn);
+        match decided {
+            Some(&(_, reference)) => self.verify_snapshot(snapshot, from, reference),
+            None if self.sync.is_decided(snapshot.turn) => {
+                self.verify_snapshot(snapshot, from, None)
+            }
+            None => self.snapshots.pending = Some((snapshot, from)),
+        }
+        self.stats.snapshot_bytes = self.snapshots.held_bytes();
+    }
+
+    fn verify_snapshot(
+        &mut self,
+        snapshot: Snapshot,
+        from: Option<PlayerId>,
+        reference: Option<u64>,
+    ) {
+        let turn = snapshot.turn;
+        let rejection = match reference {
+            Some(reference) if reference == snapshot.hash => None,
+            Some(reference) => {
+                Some(SnapshotRejection::HashMismatch { snapshot: snapshot.hash, reference })
+            }
+            None => Some(SnapshotRejection::Unverifiable),
+        };
+        if let Some(reason) = rejection {
+            self.stats.snapshots_rejected += 1;
+            self.push_event(HostEvent::SnapshotRejected { turn, from, reason });
+            return;
+        }
+        let bytes = snapshot.state.len();
+        self.snapshots.trim_log_to(turn);
+        self.snapshots.verified = Some(snapshot);
+        self.stats.snapshots_stored += 1;
+        self.stats.rejoin_log_bytes = self.snapshots.log_bytes;
+        self.push_event(HostEvent::SnapshotStored { turn, from, bytes });
+    }
+
+    /// A check turn was decided with `reference` (sealing, before the turn's records).
+    pub(super) fn snapshot_decided(&mut self, turn: Turn, reference: Option<u64>) {
+        if !is_snapshot_turn(&self.config, turn) {
+            return;
+        }
+        let snapshots = &mut self.snapshots;
+        if snapshots.references.len() == REFERENCES_KEPT {
+            snapshots.references.pop_front();
+        }
+        snapshots.references.push_back((turn, reference));
+        if snapshots.pending.as_ref().is_some_and(|(snapshot, _)| snapshot.turn == turn) {
+            if let Some((snapshot, from)) = snapshots.pending.take() {
+                self.verify_snapshot(snapshot, from, reference);
+            }
+        }
+        self.stats.snapshot_bytes = self.snapshots.held_bytes();
+    }
+
+    /// Turn `turn` was just sealed as `encoded`: log it for rejoins, and when it is a
+    /// snapshot turn and the host has no game of its own, ask a remote player for one.
+    pub(super) fn snapshot_after_seal(&mut self, turn: Turn, encoded: &Bytes) {
+        self.log_for_rejoin(turn, encoded);
+        if !is_snapshot_turn(&self.config, turn) || self.has_game() {
+            return;
+        }
+        let seats = self.seats.len();
+        let start = self.snapshots.next_giver;
+        let giver = (0..seats).map(|offset| (start + offset) % seats).find(
+            |&index| matches!(&self.seats[index], Seat::Remote(peer) if peer.link.heard_from()),
+        );
+        if let Some(index) = giver {
+            self.snapshots.request = Some((turn, PlayerId(index as u8)));
+            self.snapshots.next_giver = index + 1;
+        }
+    }
+
+    /// Keeps a sealed turn's encoding for rejoins. Past `rejoin_log_bytes_max` the oldest
+    /// turns go (a verified snapshot later makes rejoin possible again); with snapshots off
+    /// the log is dropped and rejoin is off for the rest of the game.
+    fn log_for_rejoin(&mut self, turn: Turn, encoded: &Bytes) {
+        let snapshots_on = self.config.snapshot_interval_turns != 0;
+        let log = &mut self.snapshots;
+        if log.log_off {
+            return;
+        }
+        if log.log.is_empty() {
+            log.log_base = turn;
+        }
+        log.log.push_back(encoded.clone());
+        log.log_bytes += encoded.len();
+        let max = self.config.rejoin_log_bytes_max as usize;
+        if log.log_bytes > max && !snapshots_on {
+            log.log_off = true;
+            log.log = VecDeque::new();
+            log.log_bytes = 0;
+        }
+        while log.log_bytes > max {
+            let Some(bundle) = log.log.pop_front() else { break };
+            log.log_bytes -= bundle.len();
+            log.log_base = log.log_base.next();
+        }
+        self.stats.rejoin_log_bytes = log.log_bytes;
+    }
+
+    /// What a returning player is sent: the verified snapshot (if any) and the logged turns
+    /// after it up to the last sealed one; `None` when they are not all held.
+    pub(super) fn rejoin_material(
+        &self,
+    ) -> Option<(Option<&Snapshot>, impl Iterator<Item = &Bytes> + Clone)> {
+        let snapshots = &self.snapshots;
+        if snapshots.log_off {
+            return None;
+        }
+        let from = snapshots.verified.as_ref().map_or(Turn::ZERO, |snapshot| snapshot.turn.next());
+        // Nothing logged yet: the log starts at the next sealed turn.
+        let base = if snapshots.log.is_empty() { self.next_seal } else { snapshots.log_base };
+        if from < base {
+            return None;
+        }
+        let skip = from.since(base) as usize;
+        Some((snapshots.verified.as_ref(), snapshots.log.iter().skip(skip)))
+    }
+}

@@ -1,0 +1,180 @@
+//! Rejoin through a snapshot over real QUIC on loopback, as a game uses it: frame loops on
+//! plain threads with the polling `Session`, a dedicated host that runs no game, three players
+//! that serialize their state when a turn says `wants_snapshot`. One player's process dies
+//! (its socket goes dead: no goodbye) and a new one joins with the same token; its first turn
+//! carries the verified snapshot to restore, and from there it agrees with everyone.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use phalanx::{
+    ClientOptions, ConnectError, HostEvent, HostIdentity, HostOptions, HostVerification,
+    JoinRefusal, Session, SessionConfig, SessionEvent, TypedRecord, TypedTurn,
+};
+
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+struct Order(u32);
+
+const LAST_TURN: u32 = 260;
+const CRASH_TURN: u32 = 90;
+
+fn config() -> SessionConfig {
+    let mut session = SessionConfig::default();
+    session.turn_length_ms = 20;
+    session.idle_timeout_ms = 1_000;
+    session.rejoin_window_ms = 30_000;
+    session.snapshot_interval_turns = 20;
+    session
+}
+
+/// The game: a hash chain over every record; its state is its hash.
+#[derive(Default)]
+struct Game {
+    state: u64,
+    checks: BTreeMap<u32, u64>,
+    /// The snapshot this process started from: its turn.
+    restored: Option<u32>,
+}
+
+impl Game {
+    fn execute(&mut self, turn: &TypedTurn<Order>) {
+        if let Some(snapshot) = &turn.restore {
+            let bytes: [u8; 8] = snapshot.state[..].try_into().expect("8 bytes");
+            self.state = u64::from_le_bytes(bytes);
+            assert_eq!(self.state, snapshot.hash, "the restored state hashes as verified");
+            assert_eq!(snapshot.turn.0 + 1, turn.turn.0, "it is the state before this turn");
+            self.restored = Some(snapshot.turn.0);
+        }
+        for record in &turn.records {
+            let word = match record {
+                TypedRecord::Command { player, command: Ok(Order(n)), .. } => {
+                    u64::from(player.0) << 32 | u64::from(*n)
+                }
+                TypedRecord::Command { .. } => 1,
+                TypedRecord::Joined(player) => 2 << 40 | u64::from(player.0),
+                TypedRecord::Left(player) => 3 << 40 | u64::from(player.0),
+            };
+            self.state = (self.state ^ word).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self.state = (self.state ^ u64::from(turn.turn.0)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+}
+
+/// A frame loop until the game executed `until` (or the session is over, or 20 s pass).
+fn play(session: &mut Session<Order>, game: &mut Game, until: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !session.is_over() && Instant::now() < deadline {
+        while let Some(turn) = session.try_next_turn() {
+            game.execute(&turn);
+            let number = turn.turn.0;
+            if number % 10 == 0 {
+                game.checks.insert(number, game.state);
+                session.report_state_hash(turn.turn, game.state).expect("running");
+            }
+            if turn.wants_snapshot {
+                let state = game.state.to_le_bytes().to_vec();
+                session.offer_snapshot(turn.turn, game.state, state).expect("wanted");
+            }
+            if number % 5 == 0 {
+                let _ = session.submit(&Order(number));
+            }
+            if number >= until {
+                return;
+            }
+        }
+        while session.try_event().is_some() {}
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn options(token: u64, fingerprint: phalanx::Fingerprint) -> ClientOptions {
+    let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+    options.session = config();
+    options
+}
+
+#[test]
+fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
+    let identity = HostIdentity::generate_self_signed("snapshots").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut host_options =
+        HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
+    host_options.session = config();
+    let mut host: Session<Order> = Session::host(host_options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    // The player that crashes runs on a runtime of the test's, over a socket that can die.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (socket, dead) = {
+        let _entered = runtime.enter();
+        common::Killable::bind()
+    };
+    let mut doomed = options(3, fingerprint);
+    doomed.socket = Some(socket);
+    let mut sessions: Vec<Session<Order>> = [1, 2]
+        .into_iter()
+        .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
+        .collect();
+    sessions.push(Session::connect(addr, doomed, Some(runtime.handle().clone())).expect("joins"));
+    host.start().expect("starts");
+
+    let mut threads = Vec::new();
+    for (index, mut session) in sessions.into_iter().enumerate() {
+        let dead = dead.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut game = Game::default();
+            if index < 2 {
+                play(&mut session, &mut game, LAST_TURN);
+                session.shutdown();
+                return game;
+            }
+            play(&mut session, &mut game, CRASH_TURN);
+            dead.store(true, Ordering::Relaxed);
+            drop(session);
+            let mut session = rejoin(addr, fingerprint);
+            let mut game = Game::default();
+            play(&mut session, &mut game, LAST_TURN);
+            session.shutdown();
+            game
+        }));
+    }
+    let games: Vec<Game> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
+    let mut events = Vec::new();
+    while let Some(SessionEvent::Host(event)) = host.try_event() {
+        events.push(event);
+    }
+    host.shutdown();
+
+    let back = &games[2];
+    let restored = back.restored.expect("the new process restored a snapshot");
+    assert!(restored >= 40 && restored <= CRASH_TURN + 60, "restored turn {restored}");
+    assert!(events.iter().any(|e| matches!(e, HostEvent::SnapshotStored { .. })), "{events:?}");
+    assert!(events.contains(&HostEvent::PlayerRejoined(phalanx::PlayerId(2))), "{events:?}");
+    assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
+    // Every check turn two games both executed has one hash; the new process has many.
+    let after: Vec<u32> = back.checks.keys().copied().filter(|&t| t > restored).collect();
+    assert!(after.len() >= 10, "checks after the restore: {after:?}");
+    for turn in after {
+        assert_eq!(back.checks[&turn], games[0].checks[&turn], "check turn {turn}");
+        assert_eq!(games[1].checks[&turn], games[0].checks[&turn], "check turn {turn}");
+    }
+}
+
+/// Joins again with the crashed process's token, as a restarted client would: while the
+/// host still holds the seat for the dead connection the token is refused, so retry.
+fn rejoin(addr: std::net::SocketAddr, fingerprint: phalanx::Fingerprint) -> Session<Order> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match Session::connect(addr, options(3, fingerprint), None) {
+            Ok(session) => return session,
+            Err(ConnectError::Join(phalanx::ClientJoinError::Refused(JoinRefusal::TokenUsed)))
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(error) => panic!("rejoin failed: {error}"),
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Rejoin through snapshots at L2 (real quinn under turmoil): a dedicated host asks the
+//! players for snapshots in turn, verifies them against the sync checks, and a crashed
+//! client's new process restores the latest one, replays only the turns after it, and agrees
+//! with everyone from there on. A game that plays on long enough for its turns to outgrow the
+//! rejoin log still takes its players back.
+
+use phalanx::{PlayerId, SessionConfig};
+use phalanx_sim::{run_with, ChainGame, PlayerReport, Rng, SimConfig, SimReport, Step};
+use phalanx_testkit::{for_each_seed, seeded_test};
+
+const EVERY: u32 = 4;
+
+/// Three players, a little loss and jitter, a snapshot every `interval` turns; player 1
+/// crashes somewhere in `crash_from_ms..crash_from_ms + 3 s` and comes back 4.5 s later.
+fn scenario(seed: u64, turns: u32, interval: u32, crash_from_ms: u64) -> SimConfig {
+    let mut config = SimConfig::new(seed, 3);
+    config.turns = turns;
+    config.faults.loss_permille = 10;
+    config.faults.jitter_ms = 10;
+    config.session = snapshot_session(interval);
+    let crash_ms = crash_from_ms + Rng::new(seed).below(3_000);
+    config.timeline = vec![Step::CrashClient {
+        at_ms: crash_ms,
+        player: PlayerId(1),
+        restart_after_ms: Some(4_500),
+    }];
+    config
+}
+
+fn snapshot_session(interval: u32) -> SessionConfig {
+    let mut session = SessionConfig::default();
+    session.rejoin_window_ms = 30_000;
+    session.snapshot_interval_turns = interval;
+    session
+}
+
+fn seat(report: &SimReport, seat: u8) -> Result<&PlayerReport, String> {
+    report.player(PlayerId(seat)).ok_or_else(|| format!("nobody took seat {seat}"))
+}
+
+fn events(report: &SimReport, what: &str) -> usize {
+    report.host_events.iter().filter(|(_, event)| event.contains(what)).count()
+}
+
+/// What every rejoin through a snapshot must show: everyone played to the end and agrees,
+/// the returning process restored a verified snapshot and replayed less than `interval` plus
+/// the outage, and nothing was rejected.
+fn check_rejoin(config: &SimConfig, report: &SimReport, interval: u32) -> Result<(), String> {
+    let turns = config.turns;
+    let crash_turn = config.timeline.iter().find_map(|step| match *step {
+        Step::CrashClient { at_ms, .. } => Some((at_ms / 100) as u32),
+        _ => None,
+    });
+    report.check_agreement()?;
+    report.check_exactly_once(40)?;
+    let played: Vec<usize> = report.players.iter().map(PlayerReport::turns_played).collect();
+    if played.iter().any(|&t| t != turns as usize) {
+        return Err(format!("turns played {played:?}"));
+    }
+    let back = seat(report, 1)?;
+    let Some((snapshot, bytes)) = back.restored else {
+        return Err(format!("player 1 restored no snapshot (first turn {})", back.first_turn));
+    };
+    if back.incarnations != 2 || bytes != 8 || snapshot.0 + 1 != back.first_turn {
+        return Err(format!("player 1: {back:?}"));
+    }
+    // The latest verified snapshot before the crash: at most an interval, plus the
+    // verification's few turns, behind the crash (the turns are late by a few more).
+    if crash_turn.is_some_and(|crash| snapshot.0 + 2 * interval < crash) {
+        return Err(format!("restored turn {} long before the crash {crash_turn:?}", snapshot.0));
+    }
+    if events(report, "SnapshotStored") == 0
+        || events(report, "SnapshotRejected") != 0
+        || events(report, "Desync") != 0
+    {
+        return Err(format!("host events: {:?}", report.host_events));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_crashed_client_rejoins_through_a_snapshot() {
+    for_each_seed(seeded_test!("a_crashed_client_rejoins_through_a_snapshot"), 8, |seed| {
+        let config = scenario(seed, 300, 50, 12_000);
+        let report = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
+        check_rejoin(&config, &report, 50)
+    });
+}
+
+#[test]
+fn a_game_longer_than_the_rejoin_log_still_takes_players_back() {
+    for_each_seed(seeded_test!("a_game_longer_than_the_rejoin_log"), 4, |seed| {
+        // A 2 KiB log holds about 200 turns of this game: without snapshots the rejoin at
+        // turn 250-280 would be refused with RejoinUnavailable.
+        let mut config = scenario(seed, 400, 50, 25_000);
+        config.session.rejoin_log_bytes_max = 2_048;
+        let report = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
+        check_rejoin(&config, &report, 50)
+    });
+}
+
+/// A match of `minutes` (at 100 ms turns) with a snapshot a minute; player 1 crashes at the
+/// end of it and plays on for 30 s after coming back.
+fn long_match(seed: u64, minutes: u32) -> Result<(), String> {
+    let crash_from_ms = u64::from(minutes) * 60_000;
+    let turns = minutes * 600 + 300;
+    let mut config = scenario(seed, turns, 600, crash_from_ms);
+    config.limit_ms = u64::from(turns) * 100 + 60_000;
+    let report = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
+    check_rejoin(&config, &report, 600)
+}
+
+#[test]
+fn a_rejoin_after_ten_minutes_restores_a_snapshot() {
+    for_each_seed(seeded_test!("a_rejoin_after_ten_minutes"), 3, |seed| long_match(seed, 10));
+}
+
+#[test]
+fn a_rejoin_after_an_hour_restores_a_snapshot() {
+    for_each_seed(seeded_test!("a_rejoin_after_an_hour"), 1, |seed| long_match(seed, 60));
+}
