@@ -140,6 +140,13 @@ pub struct SessionConfig {
     /// replays only the turns after it, so the game's length no longer limits rejoin. The
     /// game must be able to serialize and restore its state. Off by default.
     pub snapshot_interval_turns: u32,
+    /// Whether the host seats a new player (an unused token) after the game started (a host
+    /// setting). The late joiner gets what a returning player gets — the verified snapshot
+    /// and the turns after it, or every turn — and its `Joined` record in the next sealed
+    /// turn is when every game adds it. Needs rejoin on (`rejoin_window_ms` > 0: the turns are
+    /// logged); otherwise, or when the turns are not all held, the join is refused with
+    /// `RejoinUnavailable`. Off by default: `GameStarted`.
+    pub late_join: bool,
     /// The largest snapshot a host keeps or a client sends or accepts (a local setting on
     /// each side; keep them equal). The host holds at most two.
     pub snapshot_bytes_max: u32,
@@ -187,6 +194,7 @@ impl Default for SessionConfig {
             rejoin_window_ms: 60_000,
             rejoin_log_bytes_max: 1 << 20,
             snapshot_interval_turns: 0,
+            late_join: false,
             snapshot_bytes_max: 8 << 20,
             protocol_version: crate::PROTOCOL_VERSION,
             game_data_hash: 0,

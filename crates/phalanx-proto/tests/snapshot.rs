@@ -99,6 +99,11 @@ fn tokens(players: usize) -> Vec<u64> {
 
 impl Net {
     fn new(config: SessionConfig, players: usize, host_game: bool) -> Net {
+        Net::with_late(config, players, host_game, 0)
+    }
+
+    /// A net whose last `late` players have not joined when the game starts.
+    fn with_late(config: SessionConfig, players: usize, host_game: bool, late: usize) -> Net {
         let mut host = Host::new(config.clone(), &tokens(players)).unwrap();
         if host_game {
             host.observe_turns().unwrap();
@@ -114,7 +119,7 @@ impl Net {
             events: Vec::new(),
             uploads: Vec::new(),
         };
-        for index in 0..players {
+        for index in 0..players - late {
             net.join(index);
         }
         net.host.start(0);
@@ -452,4 +457,29 @@ fn without_snapshots_a_rejoin_replays_from_turn_zero() {
     net.run_until(40_000);
     assert_eq!(net.desyncs(), 0);
     net.assert_agreement();
+}
+
+#[test]
+fn a_late_joiner_restores_a_snapshot_and_agrees_at_its_first_check() {
+    let mut config = config(100);
+    config.late_join = true;
+    let mut net = Net::with_late(config, 3, false, 1);
+    net.run_until(45_000);
+    let reply_bytes = net.join(2);
+    let (replayed, _) = net.players[2].as_ref().unwrap().caught_up.unwrap();
+    assert!(replayed <= 100 + 16, "replayed {replayed}");
+    assert!(reply_bytes < 4 << 10, "reply of {reply_bytes} bytes");
+    net.run_until(60_000);
+    assert_eq!(net.desyncs(), 0, "the late joiner agrees from its first check");
+    net.assert_agreement();
+    assert!(net.events.contains(&HostEvent::PlayerJoined(PlayerId(2))));
+    // Without late join, a running game refuses a new seat.
+    let mut closed = Net::with_late(SessionConfig::default(), 2, false, 1);
+    closed.run_until(5_000);
+    let (_, request) = Client::new(SessionConfig::default(), tokens(2)[1]).unwrap();
+    let response = closed.host.handle_join(closed.now, &request);
+    assert_eq!(
+        response.result,
+        Err(phalanx_proto::JoinError::Refused(phalanx_proto::JoinRefusal::GameStarted))
+    );
 }

@@ -133,7 +133,8 @@ pub struct Host<C, K: CommandCodec = DefaultCodec> {
 }
 
 impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
-    /// Starts listening. Joins are accepted until [`start`](Self::start).
+    /// Starts listening. New players join until [`start`](Self::start) (afterwards only with
+    /// `SessionConfig::late_join`); players who dropped out rejoin at any time.
     pub async fn bind(options: HostOptions) -> Result<Self, HostError> {
         let HostOptions {
             session,

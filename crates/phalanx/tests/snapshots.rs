@@ -149,7 +149,7 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
 
     let back = &games[2];
     let restored = back.restored.expect("the new process restored a snapshot");
-    assert!(restored >= 40 && restored <= CRASH_TURN + 60, "restored turn {restored}");
+    assert!((40..=CRASH_TURN + 60).contains(&restored), "restored turn {restored}");
     assert!(events.iter().any(|e| matches!(e, HostEvent::SnapshotStored { .. })), "{events:?}");
     assert!(events.contains(&HostEvent::PlayerRejoined(phalanx::PlayerId(2))), "{events:?}");
     assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
@@ -176,5 +176,57 @@ fn rejoin(addr: std::net::SocketAddr, fingerprint: phalanx::Fingerprint) -> Sess
             }
             Err(error) => panic!("rejoin failed: {error}"),
         }
+    }
+}
+
+#[test]
+fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
+    let identity = HostIdentity::generate_self_signed("late").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut host_options =
+        HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
+    host_options.session = config();
+    host_options.session.late_join = true;
+    let mut host: Session<Order> = Session::host(host_options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let sessions: Vec<Session<Order>> = [1, 2]
+        .into_iter()
+        .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
+        .collect();
+    host.start().expect("starts");
+    let mut threads: Vec<_> = sessions
+        .into_iter()
+        .map(|mut session| {
+            std::thread::spawn(move || {
+                let mut game = Game::default();
+                play(&mut session, &mut game, LAST_TURN);
+                session.shutdown();
+                game
+            })
+        })
+        .collect();
+    threads.push(std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2_000));
+        let mut session =
+            Session::connect(addr, options(3, fingerprint), None).expect("joins late");
+        let mut game = Game::default();
+        play(&mut session, &mut game, LAST_TURN);
+        session.shutdown();
+        game
+    }));
+    let games: Vec<Game> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
+    let mut events = Vec::new();
+    while let Some(SessionEvent::Host(event)) = host.try_event() {
+        events.push(event);
+    }
+    host.shutdown();
+    let late = &games[2];
+    let restored = late.restored.expect("the late joiner started from a snapshot");
+    assert!(restored >= 20, "restored turn {restored}");
+    assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
+    let after: Vec<u32> = late.checks.keys().copied().filter(|&t| t > restored).collect();
+    assert!(after.len() >= 5, "checks after the start: {after:?}");
+    for turn in after {
+        assert_eq!(late.checks[&turn], games[0].checks[&turn], "check turn {turn}");
     }
 }

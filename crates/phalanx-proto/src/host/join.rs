@@ -81,21 +81,30 @@ impl Host {
         }
     }
 
-    /// A first join with the unused token at `token`: the first free seat, in the lobby only.
+    /// A first join with the unused token at `token`: the first free seat, in the lobby, or
+    /// with `late_join` in a running game (caught up as a returning player is).
     fn join_new(&mut self, now_ms: u64, token: usize) -> JoinResponse {
-        if self.started {
+        if self.started && (!self.config.late_join || self.ended) {
             return refused(JoinRefusal::GameStarted);
+        }
+        if self.started && self.rejoin_material().is_none() {
+            return refused(JoinRefusal::RejoinUnavailable);
         }
         let Some(player) = self.free_seat() else {
             return refused(JoinRefusal::SessionFull);
         };
         self.tokens[token].1 = Some(player);
+        let from = if self.started { self.next_seal } else { Turn::ZERO };
         self.seats[player.0 as usize] =
-            Seat::Remote(Box::new(self.new_peer(now_ms, Turn::ZERO, CommandSeq(0), 0)));
+            Seat::Remote(Box::new(self.new_peer(now_ms, from, CommandSeq(0), 0)));
         self.open[0].controls.push(Record::Joined(player));
         self.push_event(HostEvent::PlayerJoined(player));
-        let accept = self.accept(player, None);
-        JoinResponse { reply: Some(encode_join_reply(&Ok(accept))), result: Ok(player) }
+        let reply = if self.started {
+            self.rejoin_reply(player, Some(CommandSeq(0)))
+        } else {
+            encode_join_reply(&Ok(self.accept(player, None)))
+        };
+        JoinResponse { reply: Some(reply), result: Ok(player) }
     }
 
     /// A join with a token that already took `player`'s seat.

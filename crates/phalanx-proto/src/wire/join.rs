@@ -77,13 +77,15 @@ pub enum JoinRefusal {
     /// Every seat is taken.
     SessionFull,
     /// The game has started and this token's seat was never taken: a new player cannot
-    /// join mid-game. (A player who held the seat and dropped out can rejoin.)
+    /// join mid-game unless the host allows it (`SessionConfig::late_join`). (A player who
+    /// held the seat and dropped out can rejoin.)
     GameStarted,
     /// The player this token seated timed out longer ago than `rejoin_window_ms`: the seat
     /// is closed for good.
     RejoinExpired,
-    /// Rejoin is off, or the game outgrew `rejoin_log_bytes_max`, or the player was removed
-    /// for misbehaving: no catch-up is possible.
+    /// Rejoin is off, or the turns since the last verified snapshot (or, without snapshots,
+    /// since turn 0) outgrew `rejoin_log_bytes_max`, or the player was removed for
+    /// misbehaving: no catch-up is possible (for a rejoin or a late join).
     RejoinUnavailable,
     /// The join request could not be read (not a join request of this protocol, or cut
     /// short): a bug or a foreign client, not something a retry fixes.
