@@ -88,7 +88,7 @@ fn run(clients: usize) -> u64 {
         let mut tasks = Vec::new();
         for mut client in players {
             tasks.push(tokio::spawn(async move {
-                let me = client.player().0;
+                let me = client.player().expect("a player token").0;
                 // One order every 4 turns per player: AoE's rate at 200 ms turns, roughly.
                 while let Some(turn) = client.next_turn().await {
                     if turn.turn.0 >= WARM_TURNS + MEASURED_TURNS + 10 {

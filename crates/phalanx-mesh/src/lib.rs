@@ -410,7 +410,9 @@ impl Mesh {
             let reply = response.reply.ok_or_else(|| MeshError::Join("no reply".into()))?;
             let player = client
                 .handle_join_reply(to_local(&config, index, 0), &reply)
-                .map_err(|e| MeshError::Join(e.to_string()))?;
+                .map_err(|e| MeshError::Join(e.to_string()))?
+                .player()
+                .ok_or_else(|| MeshError::Join("seated as a spectator".into()))?;
             if let Some(&(_, ms)) = config.slow.iter().find(|(game, _)| *game == index) {
                 client.report_turn_cost(ms as u32);
             }

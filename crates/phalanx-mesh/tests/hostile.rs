@@ -157,7 +157,7 @@ fn row18_spoofed_player_ids_are_never_trusted() {
     let mut host = phalanx_proto::Host::new(config.clone(), &[11, 12]).unwrap();
     let (mut first, request) = Client::new(config.clone(), 11).unwrap();
     let reply = host.handle_join(0, &request);
-    let seat = reply.result.expect("seated");
+    let seat = reply.result.expect("seated").player().expect("a player");
     first.handle_join_reply(0, &reply.reply.unwrap()).unwrap();
     // The client says hello at once; once heard, its token is spent. (Before that, a join
     // with the same token takes the unheard seat over: see phalanx-proto's rejoin tests.)

@@ -147,6 +147,17 @@ pub struct SessionConfig {
     /// logged); otherwise, or when the turns are not all held, the join is refused with
     /// `RejoinUnavailable`. Off by default: `GameStarted`.
     pub late_join: bool,
+    /// Spectator slots: spectators the host seats at once (their tokens are given with
+    /// [`Host::allow_spectators`](crate::Host::allow_spectators)). 0..=64.
+    pub spectators_max: u8,
+    /// A spectator more than this many turns behind what it may be sent is dropped (it can
+    /// join again, from a snapshot): the host keeps that many turns for spectators. The
+    /// players never wait for a spectator. 1..=36,000.
+    pub spectator_lag_max_turns: u32,
+    /// Broadcast delay: a spectator is sent a turn this many turns after it is sealed (0: as
+    /// soon as the players; a tournament might use a few minutes). A spectator joining
+    /// mid-game starts that far back too, from a snapshot at least that old. 0..=36,000.
+    pub spectator_delay_turns: u32,
     /// The largest snapshot a host keeps or a client sends or accepts (a local setting on
     /// each side; keep them equal). The host holds at most two.
     pub snapshot_bytes_max: u32,
@@ -195,6 +206,9 @@ impl Default for SessionConfig {
             rejoin_log_bytes_max: 1 << 20,
             snapshot_interval_turns: 0,
             late_join: false,
+            spectators_max: 16,
+            spectator_lag_max_turns: 300,
+            spectator_delay_turns: 0,
             snapshot_bytes_max: 8 << 20,
             protocol_version: crate::PROTOCOL_VERSION,
             game_data_hash: 0,
@@ -369,9 +383,13 @@ impl SessionConfig {
         Ok(())
     }
 
-    /// Snapshots fall on check turns (they are verified by the sync check) and fit the limit.
+    /// Snapshots fall on check turns (they are verified by the sync check) and fit the limit;
+    /// the spectator settings are in range.
     fn validate_snapshots(&self) -> Result<(), ConfigError> {
         check("snapshot_bytes_max", self.snapshot_bytes_max.into(), 0, 256 << 20)?;
+        check("spectators_max", self.spectators_max.into(), 0, 64)?;
+        check("spectator_lag_max_turns", self.spectator_lag_max_turns.into(), 1, 36_000)?;
+        check("spectator_delay_turns", self.spectator_delay_turns.into(), 0, 36_000)?;
         let sync = self.sync_interval_turns;
         if self.snapshot_interval_turns != 0
             && (sync == 0 || !self.snapshot_interval_turns.is_multiple_of(sync))

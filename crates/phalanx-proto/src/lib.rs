@@ -75,7 +75,9 @@ mod wire;
 pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
 pub use config::{ConfigError, DesyncPolicy, DesyncReference, SessionConfig};
-pub use host::{EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, RemoveError};
+pub use host::{
+    EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, RemoveError, SpectatorGone,
+};
 pub use pace::Pace;
 pub use replay::{
     verify_replay, Replay, ReplayError, ReplayGame, ReplayRecord, ReplayVerified,
@@ -91,7 +93,7 @@ pub use typed::Postcard;
 pub use typed::{
     CodecError, CommandCodec, DefaultCodec, TypedClient, TypedRecord, TypedSubmitError, TypedTurn,
 };
-pub use types::{CommandSeq, PlayerId, Ticket, Turn};
+pub use types::{CommandSeq, Joined, PlayerId, SpectatorId, Ticket, Turn};
 pub use wire::{
     decode_join_reply, encode_join_reply, DecodeError, JoinAccept, JoinRefusal, JoinReply,
     JoinRequest, Rejoin,
@@ -119,7 +121,7 @@ pub enum SubmitError {
     },
     /// The session is not running (not joined yet, or ended).
     NotRunning,
-    /// This end has no player to submit for (a dedicated host).
+    /// This end has no player to submit for (a dedicated host, or a spectator).
     NoPlayer,
 }
 

@@ -108,8 +108,16 @@ pub struct HostStats {
     pub snapshots_rejected: u64,
     /// Snapshot uploads refused unread: not asked for, too large, stale or malformed.
     pub snapshots_refused: u64,
-    /// Bytes of snapshot state held (at most two snapshots).
+    /// Bytes of snapshot state held (at most two snapshots, more with a broadcast delay).
     pub snapshot_bytes: usize,
+    /// Spectators connected now.
+    pub spectators: usize,
+    /// Commands spectators sent, refused.
+    pub spectator_commands_refused: u64,
+    /// Spectators dropped for falling `spectator_lag_max_turns` behind.
+    pub spectators_lagged: u64,
+    /// Bytes of sealed turns kept for spectators.
+    pub spectator_turns_bytes: usize,
     /// Events dropped because nobody polled them (1,024 are held).
     pub events_dropped: u64,
 }

@@ -4,8 +4,9 @@
 //!
 //! phalanx-sim sends [`up_datagram_claiming`] from an authenticated player (fault-matrix
 //! row 19): the host must classify the claim and drop the datagram, never act on it.
+//! [`up_datagram_with_commands`] is what a hostile spectator would send.
 
-use crate::wire::{put_up_header, put_varint, UpExtras};
+use crate::wire::{put_up_command, put_up_header, put_varint, UpCommand, UpExtras};
 use crate::{CommandSeq, Turn};
 
 /// A well-formed client → host datagram with packet number `pn` that claims to hold every
@@ -16,6 +17,20 @@ pub fn up_datagram_claiming(pn: u64, turn_ack: Turn) -> Vec<u8> {
     let extras = UpExtras::default();
     put_up_header(&mut out, pn, None, turn_ack, Turn(0), CommandSeq(0), &extras);
     put_varint(&mut out, 0); // commands
+    out
+}
+
+/// A well-formed client → host datagram with packet number `pn` carrying `commands` (each
+/// stamped for `turn`) from sequence 0, and nothing else — what a spectator must never send:
+/// the host refuses and counts them.
+pub fn up_datagram_with_commands(pn: u64, turn: Turn, commands: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let extras = UpExtras::default();
+    put_up_header(&mut out, pn, None, Turn(0), Turn(0), CommandSeq(0), &extras);
+    put_varint(&mut out, commands.len() as u64);
+    for payload in commands {
+        put_up_command(&mut out, UpCommand { turn, payload });
+    }
     out
 }
 

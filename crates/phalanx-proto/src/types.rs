@@ -67,6 +67,52 @@ impl fmt::Display for PlayerId {
 }
 
 newtype! {
+    /// A spectator's slot in the session, `0..spectators_max`. Bound to a connection at join
+    /// as a player's seat is, but outside the game: it is sent the sealed turns, is never
+    /// waited for, and nothing it sends enters a turn.
+    SpectatorId(u8)
+}
+
+impl fmt::Display for SpectatorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "spectator {}", self.0)
+    }
+}
+
+/// Who a join seated: a player, or a spectator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Joined {
+    /// A player's seat.
+    Player(PlayerId),
+    /// A spectator's slot.
+    Spectator(SpectatorId),
+}
+
+impl Joined {
+    /// The player, if a player joined.
+    pub fn player(self) -> Option<PlayerId> {
+        match self {
+            Joined::Player(player) => Some(player),
+            Joined::Spectator(_) => None,
+        }
+    }
+
+    /// The spectator, if a spectator joined.
+    pub fn spectator(self) -> Option<SpectatorId> {
+        match self {
+            Joined::Spectator(spectator) => Some(spectator),
+            Joined::Player(_) => None,
+        }
+    }
+}
+
+impl From<PlayerId> for Joined {
+    fn from(player: PlayerId) -> Self {
+        Joined::Player(player)
+    }
+}
+
+newtype! {
     /// A command's sequence number, per player, from 0. With the player it names a command
     /// uniquely: `(player, seq)` is the canonical order within a turn and the duplicate key.
     #[derive(Default)]

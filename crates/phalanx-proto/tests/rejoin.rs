@@ -40,7 +40,7 @@ fn join(host: &mut Host, now_ms: u64, token: u64) -> (Client, Result<PlayerId, J
         }
         other => panic!("host and client disagree: {other:?}"),
     }
-    (client, response.result)
+    (client, response.result.map(|joined| joined.player().expect("a player")))
 }
 
 #[test]

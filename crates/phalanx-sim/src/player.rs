@@ -9,7 +9,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use phalanx::{
-    Client, ClientEvent, ClientOptions, HostVerification, JoinRefusal, TypedRecord, TypedTurn,
+    Client, ClientEvent, ClientOptions, HostVerification, JoinRefusal, PlayerId, TypedRecord,
+    TypedTurn,
 };
 
 use serde::de::DeserializeOwned;
@@ -47,13 +48,17 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
     loop {
         run.with_player(machine, |report| report.incarnations += 1);
         let Some(client) = join::<G>(&run, machine, incarnation).await? else { return Ok(()) };
-        let player = client.player();
+        let Some(player) = client.player() else {
+            // A player's token seats a player: anything else is the host's mistake.
+            run.with_player(machine, |report| report.join_error = Some("no seat".into()));
+            return Ok(());
+        };
         run.seats.lock().expect("not poisoned").insert(player, machine);
         run.with_player(machine, |report| report.player = Some(player));
         if let Some((_, mode)) = run.config.hostile.filter(|&(hostile, _)| hostile == player) {
             misbehave(&run, machine, &client, mode);
         }
-        match play::<G>(&run, machine, client, &setup, incarnation).await {
+        match play::<G>(&run, machine, (player, client), &setup, incarnation).await {
             Played::Finished(client) => {
                 leave(&run, machine, client, true).await;
                 return Ok(());
@@ -172,11 +177,10 @@ fn hostile_datagram(mode: Hostile, rng: &mut Rng, pn: u64) -> Vec<u8> {
 async fn play<G: SimGame>(
     run: &Run,
     machine: usize,
-    mut client: Client<G::Command>,
+    (me, mut client): (PlayerId, Client<G::Command>),
     setup: &G::Setup,
     incarnation: u64,
 ) -> Played<G::Command> {
-    let me = client.player();
     let crash = run.config.timeline.iter().find_map(|step| match *step {
         Step::CrashClient { at_ms, player, restart_after_ms } if player == me => {
             Some((at_ms, restart_after_ms))
@@ -252,7 +256,7 @@ fn record_turn<C: Serialize + DeserializeOwned>(
     turn: &TypedTurn<C>,
     hash: u64,
 ) {
-    let me = client.player();
+    let me = client.player().unwrap_or(PlayerId(u8::MAX));
     while let Some(event) = client.try_event() {
         if let ClientEvent::Desync(desync) = event {
             let diverged = desync.diverged.clone();

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use phalanx_proto::{
-    ClientEvent, ClientStats, CommandCodec, DefaultCodec, EndReason, PlayerId, SessionConfig,
-    Snapshot, SnapshotError, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    ClientEvent, ClientStats, CommandCodec, DefaultCodec, EndReason, Joined, PlayerId,
+    SessionConfig, Snapshot, SnapshotError, SpectatorId, SubmitError, Ticket, Turn, TurnBundle,
+    TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -85,7 +86,7 @@ impl RawDatagramSender {
 pub struct Client<C, K: CommandCodec = DefaultCodec> {
     endpoint: quinn::Endpoint,
     connection: quinn::Connection,
-    player: PlayerId,
+    joined: Joined,
     handle: Handle<Command, ClientEvent>,
     ended: tokio::sync::watch::Receiver<Option<EndReason>>,
     driver: JoinHandle<()>,
@@ -150,8 +151,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             }
         })?;
         let (connection, reply) = joined;
-        let player = match client.handle_join_reply(clock.now_ms(), &reply) {
-            Ok(player) => player,
+        let joined = match client.handle_join_reply(clock.now_ms(), &reply) {
+            Ok(joined) => joined,
             Err(error) => {
                 connection.close(quinn::VarInt::from_u32(0), b"join refused");
                 return Err(ConnectError::Join(error));
@@ -166,7 +167,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         Ok(Client {
             endpoint,
             connection,
-            player,
+            joined,
             handle,
             ended: ended_rx,
             driver,
@@ -174,9 +175,15 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         })
     }
 
-    /// Our player.
-    pub fn player(&self) -> PlayerId {
-        self.player
+    /// Our player (`None`: we joined as a spectator).
+    pub fn player(&self) -> Option<PlayerId> {
+        self.joined.player()
+    }
+
+    /// Our spectator slot, when we joined as a spectator (with a spectator token): we execute
+    /// every turn, after the host's broadcast delay, and cannot submit.
+    pub fn spectator(&self) -> Option<SpectatorId> {
+        self.joined.spectator()
     }
 
     /// How the session ended, if it has.

@@ -11,8 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use phalanx_proto::{
     CommandCodec, DefaultCodec, EndError, HostEvent, HostStats, JoinError, JoinRefusal,
-    JoinResponse, PeerStats, PlayerId, RemoveError, Replay, SessionConfig, Snapshot, SnapshotError,
-    SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    JoinResponse, Joined, PeerStats, PlayerId, RemoveError, Replay, SessionConfig, Snapshot,
+    SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -66,6 +66,10 @@ pub struct HostOptions {
     pub quic_seed: Option<[u8; 32]>,
     /// Limits on connections that have not joined yet. Default: [`Admission::default`].
     pub admission: Admission,
+    /// Spectator tokens (at most `SessionConfig::spectators_max`): a client joining with one
+    /// watches every turn, after `spectator_delay_turns`, from a snapshot when it comes
+    /// mid-game; it cannot submit and the players never wait for it. Default: none.
+    pub spectator_tokens: Vec<u64>,
 }
 
 impl HostOptions {
@@ -82,6 +86,7 @@ impl HostOptions {
             socket: None,
             quic_seed: None,
             admission: Admission::default(),
+            spectator_tokens: Vec::new(),
         }
     }
 }
@@ -96,17 +101,18 @@ enum Input {
         request: Vec<u8>,
         reply: oneshot::Sender<JoinResponse>,
     },
-    /// A datagram from the connection with this `stable_id`, seated as the player. After a
-    /// rejoin the player's old connection may still deliver: only the current one counts.
-    Datagram(PlayerId, usize, Bytes),
-    Closed(PlayerId, usize),
+    /// A datagram from the connection with this `stable_id`, seated as the player (or
+    /// spectator). After a rejoin the old connection may still deliver: only the current one
+    /// counts.
+    Datagram(Joined, usize, Bytes),
+    Closed(Joined, usize),
     /// The client closed its connection on purpose: it left.
-    Left(PlayerId, usize),
+    Left(Joined, usize),
     /// The client acknowledged every byte of the join reply.
-    Delivered(PlayerId, usize),
+    Delivered(Joined, usize),
     /// A snapshot upload's bytes (read to the end of its stream, within the session's limit),
     /// or `None` when the stream was longer than that or broke off.
-    Snapshot(PlayerId, usize, Option<Vec<u8>>),
+    Snapshot(Joined, usize, Option<Vec<u8>>),
 }
 
 /// The host's own commands (besides submitting and reporting hashes).
@@ -147,6 +153,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             socket,
             quic_seed,
             admission,
+            spectator_tokens,
         } = options;
         let seats = usize::from(session.players_max) - usize::from(local_player);
         if tokens.len() > seats {
@@ -160,6 +167,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         }
         let mut host =
             phalanx_proto::Host::new(session.clone(), &tokens).map_err(HostError::Config)?;
+        host.allow_spectators(&spectator_tokens).map_err(HostError::Config)?;
         let local_player = if local_player {
             Some(host.add_local_player().map_err(|_| HostError::NoSeatForLocalPlayer)?)
         } else {
@@ -436,10 +444,17 @@ async fn serve_connection(
     }
     let Ok(response) = reply_rx.await else { return };
     let player = match response.result {
-        Ok(player) => {
+        Ok(joined) => {
             pass.gate().joined();
-            tracing::info!(%address, player = player.0, "player joined");
-            player
+            match joined {
+                Joined::Player(player) => {
+                    tracing::info!(%address, player = player.0, "player joined")
+                }
+                Joined::Spectator(id) => {
+                    tracing::info!(%address, spectator = id.0, "spectator joined")
+                }
+            }
+            joined
         }
         Err(error) => {
             let outcome = match error {
@@ -477,7 +492,7 @@ async fn serve_connection(
 /// datagram loop beside it sees the connection end.
 async fn forward_uploads(
     conn: &quinn::Connection,
-    player: PlayerId,
+    player: Joined,
     inputs: &mpsc::Sender<Input>,
     max: usize,
 ) {
@@ -486,7 +501,7 @@ async fn forward_uploads(
         let bytes = match recv.read_to_end(max).await {
             Ok(bytes) => Some(bytes),
             Err(error) => {
-                tracing::debug!(player = player.0, %error, "snapshot upload not read");
+                tracing::debug!(?player, %error, "snapshot upload not read");
                 let _ = recv.stop(quinn::VarInt::from_u32(0));
                 None
             }
@@ -567,11 +582,7 @@ async fn refuse(conn: &quinn::Connection, mut send: quinn::SendStream, reply: &[
 }
 
 /// Hands the joined player's datagrams to the driver until the connection ends.
-async fn forward_datagrams(
-    conn: &quinn::Connection,
-    player: PlayerId,
-    inputs: &mpsc::Sender<Input>,
-) {
+async fn forward_datagrams(conn: &quinn::Connection, player: Joined, inputs: &mpsc::Sender<Input>) {
     let id = conn.stable_id();
     loop {
         match conn.read_datagram().await {
@@ -595,13 +606,13 @@ async fn forward_datagrams(
 /// The host as its driver sees it: the sans-IO host and each seated player's connection.
 struct HostSide {
     host: phalanx_proto::Host,
-    conns: BTreeMap<PlayerId, quinn::Connection>,
+    conns: BTreeMap<Joined, quinn::Connection>,
 }
 
 impl HostSide {
     /// Whether the connection with `stable_id` is `player`'s current one (after a rejoin the
     /// old connection may still deliver: only the current one counts).
-    fn is_current(&self, player: PlayerId, stable_id: usize) -> bool {
+    fn is_current(&self, player: Joined, stable_id: usize) -> bool {
         self.conns.get(&player).is_some_and(|conn| conn.stable_id() == stable_id)
     }
 }
@@ -657,7 +668,8 @@ impl Side for HostSide {
             }
             Command::Stats(reply) => {
                 let host = &self.host;
-                let peers = self.conns.keys().filter_map(|&p| host.peer_stats(p).map(|s| (p, s)));
+                let players = self.conns.keys().filter_map(|joined| joined.player());
+                let peers = players.filter_map(|p| host.peer_stats(p).map(|s| (p, s)));
                 let _ = reply.send((host.stats().clone(), peers.collect()));
             }
         }
@@ -674,18 +686,19 @@ impl Side for HostSide {
                 }
                 let _ = reply.send(response);
             }
-            Input::Datagram(player, id, bytes) => {
-                if self.is_current(player, id) {
-                    self.host.handle_datagram(now_ms, player, &bytes);
+            Input::Datagram(joined, id, bytes) if self.is_current(joined, id) => match joined {
+                Joined::Player(player) => self.host.handle_datagram(now_ms, player, &bytes),
+                Joined::Spectator(spectator) => {
+                    self.host.handle_spectator_datagram(now_ms, spectator, &bytes);
                 }
-            }
-            Input::Delivered(player, id) => {
-                if self.is_current(player, id) {
+            },
+            Input::Delivered(Joined::Player(player), id) => {
+                if self.is_current(Joined::Player(player), id) {
                     self.host.handle_join_delivered(now_ms, player);
                 }
             }
-            Input::Snapshot(player, id, bytes) => {
-                if self.is_current(player, id) {
+            Input::Snapshot(Joined::Player(player), id, bytes) => {
+                if self.is_current(Joined::Player(player), id) {
                     // An unreadable stream is refused like bad bytes (and counted).
                     let result = self.host.handle_snapshot(player, bytes.as_deref().unwrap_or(&[]));
                     crate::trace::snapshot_upload(player, &result);
@@ -696,14 +709,19 @@ impl Side for HostSide {
                     self.conns.remove(&player);
                 }
             }
-            Input::Left(player, id) => {
-                if self.is_current(player, id) {
-                    self.conns.remove(&player);
+            Input::Left(joined, id) => {
+                if self.is_current(joined, id) {
+                    self.conns.remove(&joined);
                     // Seated and current: removal cannot fail. After the last turn it only
-                    // stops the host waiting for the player's acknowledgements.
-                    let _ = self.host.remove(now_ms, player);
+                    // stops the host waiting for the player's acknowledgements. (A spectator
+                    // that left is dropped when its connection's silence times it out.)
+                    if let Joined::Player(player) = joined {
+                        let _ = self.host.remove(now_ms, player);
+                    }
                 }
             }
+            // Not the current connection's, or nothing a spectator may send.
+            Input::Datagram(..) | Input::Delivered(..) | Input::Snapshot(..) => {}
         }
     }
 
@@ -712,8 +730,14 @@ impl Side for HostSide {
     }
 
     fn transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
-        let Some(player) = self.host.poll_transmit(now_ms, buf) else { return false };
-        if let Some(conn) = self.conns.get(&player) {
+        let to = match self.host.poll_transmit(now_ms, buf) {
+            Some(player) => Joined::Player(player),
+            None => match self.host.poll_transmit_spectators(now_ms, buf) {
+                Some(spectator) => Joined::Spectator(spectator),
+                None => return false,
+            },
+        };
+        if let Some(conn) = self.conns.get(&to) {
             // A full send buffer drops the oldest datagram: loss, which the session repairs.
             let _ = conn.send_datagram(Bytes::copy_from_slice(buf));
         }
@@ -723,13 +747,18 @@ impl Side for HostSide {
     fn poll_event(&mut self) -> Option<HostEvent> {
         let event = self.host.poll_event()?;
         crate::trace::host_event(&event);
-        if let HostEvent::PlayerTimedOut(player)
-        | HostEvent::PlayerMisbehaved(player)
-        | HostEvent::PlayerRemoved(player) = event
-        {
-            if let Some(conn) = self.conns.remove(&player) {
-                conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"removed");
+        let gone = match event {
+            HostEvent::PlayerTimedOut(player)
+            | HostEvent::PlayerMisbehaved(player)
+            | HostEvent::PlayerRemoved(player) => Some(Joined::Player(player)),
+            // A replaced spectator's connection was closed when the new one was seated.
+            HostEvent::SpectatorLeft(id, why) if why != SpectatorGone::Replaced => {
+                Some(Joined::Spectator(id))
             }
+            _ => None,
+        };
+        if let Some(conn) = gone.and_then(|joined| self.conns.remove(&joined)) {
+            conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"removed");
         }
         Some(event)
     }

@@ -181,7 +181,7 @@ where
     pub fn player(&self) -> Option<PlayerId> {
         match &self.role {
             Role::Host(host) => host.local_player(),
-            Role::Client(client) => Some(client.player()),
+            Role::Client(client) => client.player(),
         }
     }
 

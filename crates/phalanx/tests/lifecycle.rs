@@ -200,7 +200,7 @@ async fn a_leaving_player_is_seen_leaving_at_once() {
         let host = host(vec![1, 2]).await;
         let leaver = join(&host, 1).await;
         let stayer = join(&host, 2).await;
-        let (leaver_id, stayer_id) = (leaver.player(), stayer.player());
+        let (leaver_id, stayer_id) = (leaver.player().unwrap(), stayer.player().unwrap());
         host.start().await.unwrap();
         let leaving = play(leaver, Some(20));
         let staying = play(stayer, None);

@@ -322,7 +322,7 @@ pub async fn play(
     options.session = game.session();
     let client: Client<Order> =
         Client::connect(addr, options).await.map_err(|error| join_failure(&error, &game))?;
-    let player = client.player();
+    let player = client.player().ok_or("the host seated this token as a spectator")?;
     let mut setup = Setup::new(game.players, game.units, game.turns);
     setup.desync = inject_desync.map(|turn| (player.0, turn));
     let seat = Seat {

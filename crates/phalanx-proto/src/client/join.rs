@@ -8,7 +8,7 @@ use crate::config::SessionConfig;
 use crate::link::Link;
 use crate::pace::Pace;
 use crate::snapshot::{Snapshot, SnapshotError};
-use crate::types::{PlayerId, Turn};
+use crate::types::{Joined, PlayerId, Turn};
 use crate::wire::{
     decode_join_reply_parts, decode_rejoin_log, encode_snapshot_upload, DecodeError, JoinAccept,
     Limits,
@@ -17,7 +17,8 @@ use crate::wire::{
 use super::{playout::Playout, Client, ClientJoinError, State};
 
 impl Client {
-    /// Handles the host's join reply. On success the client is running as the returned player.
+    /// Handles the host's join reply. On success the client is running as the returned player,
+    /// or watching as a spectator (it executes every turn but cannot submit).
     ///
     /// After a rejoin ([`is_catching_up`](Self::is_catching_up)) the game catches up first:
     /// with a snapshot, it restores [`take_restore`](Self::take_restore)'s state and
@@ -28,7 +29,7 @@ impl Client {
         &mut self,
         now_ms: u64,
         reply: &[u8],
-    ) -> Result<PlayerId, ClientJoinError> {
+    ) -> Result<Joined, ClientJoinError> {
         if !matches!(self.state, State::Joining) {
             return Err(ClientJoinError::AlreadyJoined);
         }
@@ -83,8 +84,13 @@ impl Client {
         // link that lost lately, whatever the threshold for the host's bundles.
         link.repeat_after_any_loss();
         self.link = Some(link);
-        self.state = State::Running(accept.player);
-        Ok(accept.player)
+        self.state = State::Running(match accept.joined {
+            Joined::Player(player) => player,
+            // No record names a spectator: player ids are below 64.
+            Joined::Spectator(_) => PlayerId(u8::MAX),
+        });
+        self.spectator = accept.joined.spectator();
+        Ok(accept.joined)
     }
 
     /// Our local config with the host's turn pipeline settings, checked.
@@ -102,7 +108,7 @@ impl Client {
         config.command_bytes_max = accept.command_bytes_max;
         config.sync_interval_turns = accept.sync_interval_turns;
         config.validate().map_err(ClientJoinError::BadParameters)?;
-        if accept.player.0 >= config.players_max {
+        if accept.joined.player().is_some_and(|player| player.0 >= config.players_max) {
             return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
         }
         Ok(config)

@@ -28,7 +28,7 @@ use crate::events::EventQueue;
 use crate::link::Link;
 use crate::pace::Pace;
 use crate::stats::ClientStats;
-use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
+use crate::types::{stamp, CommandSeq, PlayerId, SpectatorId, Ticket, Turn};
 use crate::window::SortedWindow;
 use playout::Playout;
 
@@ -204,6 +204,8 @@ pub struct Client {
     snapshot_wanted: Option<Turn>,
     /// A snapshot upload for the driver to send on a reliable stream of its own.
     snapshot_upload: Option<Vec<u8>>,
+    /// Joined as a spectator: this slot, and no player.
+    spectator: Option<SpectatorId>,
 }
 
 /// A value the client reports to the host in its datagrams' extras (turn cost, playout
@@ -283,6 +285,7 @@ impl Client {
             restore: None,
             snapshot_wanted: None,
             snapshot_upload: None,
+            spectator: None,
         };
         Ok((client, request))
     }
@@ -292,12 +295,17 @@ impl Client {
         &self.config
     }
 
-    /// Our player, once joined.
+    /// Our player, once joined (`None` for a spectator).
     pub fn player(&self) -> Option<PlayerId> {
         match self.state {
-            State::Running(player) => Some(player),
+            State::Running(player) if self.spectator.is_none() => Some(player),
             _ => None,
         }
+    }
+
+    /// Our spectator slot, when we joined as a spectator.
+    pub fn spectator(&self) -> Option<SpectatorId> {
+        self.spectator
     }
 
     /// How the session ended, if it has.
@@ -357,6 +365,9 @@ impl Client {
     pub fn submit(&mut self, now_ms: u64, payload: &[u8]) -> Result<Ticket, SubmitError> {
         if !matches!(self.state, State::Running(_)) {
             return Err(SubmitError::NotRunning);
+        }
+        if self.spectator.is_some() {
+            return Err(SubmitError::NoPlayer);
         }
         let max = usize::from(self.config.command_bytes_max);
         if payload.len() > max {

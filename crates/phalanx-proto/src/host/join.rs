@@ -4,7 +4,7 @@
 
 use crate::bundle::Record;
 use crate::link::Link;
-use crate::types::{CommandSeq, PlayerId, Turn};
+use crate::types::{CommandSeq, Joined, PlayerId, Turn};
 use crate::wire::{
     encode_join_reply, encode_join_reply_with_log, JoinAccept, JoinRefusal, JoinRequest, Rejoin,
 };
@@ -73,7 +73,10 @@ impl Host {
             });
         }
         let Some(token) = self.tokens.iter().position(|&(token, _)| token == request.token) else {
-            return refused(JoinRefusal::BadToken);
+            return match self.spectator_token(request.token) {
+                Some(index) => self.join_spectator(now_ms, index),
+                None => refused(JoinRefusal::BadToken),
+            };
         };
         match self.tokens[token].1 {
             Some(player) => self.join_again(now_ms, player),
@@ -104,7 +107,7 @@ impl Host {
         } else {
             encode_join_reply(&Ok(self.accept(player, None)))
         };
-        JoinResponse { reply: Some(reply), result: Ok(player) }
+        JoinResponse { reply: Some(reply), result: Ok(Joined::Player(player)) }
     }
 
     /// A join with a token that already took `player`'s seat.
@@ -168,7 +171,7 @@ impl Host {
         self.push_event(HostEvent::PlayerRejoined(player));
         self.stats.rejoins += 1;
         let reply = self.rejoin_reply(player, Some(next_seq));
-        JoinResponse { reply: Some(reply), result: Ok(player) }
+        JoinResponse { reply: Some(reply), result: Ok(Joined::Player(player)) }
     }
 
     /// A new connection replaces a seated one that was never heard from. Nothing changes for
@@ -183,7 +186,7 @@ impl Host {
         self.push_event(HostEvent::PlayerRejoined(player));
         self.stats.rejoins += 1;
         let reply = self.rejoin_reply(player, (from > Turn::ZERO).then_some(next_seq));
-        JoinResponse { reply: Some(reply), result: Ok(player) }
+        JoinResponse { reply: Some(reply), result: Ok(Joined::Player(player)) }
     }
 
     /// An acceptance for `player` that, with `next_seq`, carries what a game joining at the
@@ -204,8 +207,13 @@ impl Host {
     }
 
     fn accept(&self, player: PlayerId, rejoin: Option<Rejoin>) -> JoinAccept {
+        self.accept_fields(Joined::Player(player), rejoin)
+    }
+
+    /// The session's parameters for whoever `joined`.
+    pub(super) fn accept_fields(&self, joined: Joined, rejoin: Option<Rejoin>) -> JoinAccept {
         JoinAccept {
-            player,
+            joined,
             turn_length_ms: self.pace.current.turn_length_ms,
             command_delay_turns: self.pace.current.command_delay_turns,
             turns_ahead_max: self.config.turns_ahead_max,

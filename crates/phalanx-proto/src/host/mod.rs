@@ -29,6 +29,7 @@ mod join;
 mod local;
 mod seal;
 mod snapshot;
+mod spectate;
 mod transmit;
 
 use std::collections::VecDeque;
@@ -45,8 +46,9 @@ use crate::replay::Recorder;
 use crate::snapshot::SnapshotRejection;
 use crate::stats::{HostStats, PeerStats};
 use crate::sync::SyncChecks;
-use crate::types::{CommandSeq, PlayerId, Turn};
+use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
 use crate::wire::{encode_join_reply, DecodeError, JoinRefusal, Limits};
+pub use spectate::SpectatorGone;
 
 /// Something the host's driver or game should know. Drained with [`Host::poll_event`]
 /// (over QUIC: `phalanx::Host::try_event`).
@@ -104,6 +106,11 @@ pub enum HostEvent {
         /// Why.
         reason: SnapshotRejection,
     },
+    /// A spectator joined (it is sent every sealed turn from then on, after the broadcast
+    /// delay).
+    SpectatorJoined(SpectatorId),
+    /// A spectator left; the driver should close its connection.
+    SpectatorLeft(SpectatorId, SpectatorGone),
 }
 
 /// Why [`Host::end`] did nothing.
@@ -192,8 +199,8 @@ impl std::error::Error for JoinError {}
 pub struct JoinResponse {
     /// Bytes to send back on the stream, if any.
     pub reply: Option<Vec<u8>>,
-    /// The seat given, or why none was.
-    pub result: Result<PlayerId, JoinError>,
+    /// The seat (or spectator slot) given, or why none was.
+    pub result: Result<Joined, JoinError>,
 }
 
 /// The host's view of a remote player.
@@ -320,6 +327,7 @@ pub struct Host {
     recorder: Option<Recorder>,
     /// Snapshots and the encoded turns a rejoin needs besides them.
     snapshots: snapshot::Snapshots,
+    spectators: spectate::Spectators,
 }
 
 impl Host {
@@ -365,6 +373,7 @@ impl Host {
             local_cost_ms: 0,
             recorder: None,
             snapshots: snapshot::Snapshots::new(config.rejoin_window_ms == 0),
+            spectators: spectate::Spectators::default(),
             config,
         })
     }
@@ -457,7 +466,8 @@ impl Host {
             }
             _ => None,
         };
-        self.peers().filter_map(|(_, peer)| peer.link.poll_timeout()).chain(seal).min()
+        let peers = self.peers().filter_map(|(_, peer)| peer.link.poll_timeout());
+        peers.chain(seal).chain(self.spectators_timeout()).min()
     }
 
     /// Fires due timers: connection timers, and the turn deadline (sealing every turn that is
@@ -472,6 +482,7 @@ impl Host {
                 self.push_event(HostEvent::PlayerTimedOut(player));
             }
         }
+        self.spectators_handle_timeout(now_ms);
         self.try_seal(now_ms);
     }
 

@@ -106,6 +106,7 @@ impl Host {
         }
         let encoded = Bytes::from(encoded);
         self.snapshot_after_seal(self.next_seal, &encoded);
+        self.spectators_after_seal(self.next_seal, &encoded);
         if self.sealed.is_empty() {
             self.sealed_base = self.next_seal;
         }

@@ -18,8 +18,9 @@ const REFERENCES_KEPT: usize = 4;
 /// Snapshots held, asked for, and the encoded turns a rejoin needs besides them.
 #[derive(Debug, Default)]
 pub(super) struct Snapshots {
-    /// The latest snapshot whose hash matched its turn's reference.
-    verified: Option<Snapshot>,
+    /// The latest snapshots whose hash matched their turn's reference, oldest first: one, or
+    /// with a spectators' broadcast delay enough to start a spectator that far back.
+    verified: VecDeque<Snapshot>,
     /// A snapshot waiting for its turn's verdict, and who gave it (`None`: the host's game).
     pending: Option<(Snapshot, Option<PlayerId>)>,
     /// `(turn, reference)` of the latest decided snapshot turns, oldest first.
@@ -45,7 +46,7 @@ impl Snapshots {
     /// The latest turn held or awaiting its verdict.
     fn latest(&self) -> Option<Turn> {
         let pending = self.pending.as_ref().map(|(snapshot, _)| snapshot.turn);
-        self.verified.as_ref().map(|snapshot| snapshot.turn).max(pending)
+        self.verified.back().map(|snapshot| snapshot.turn).max(pending)
     }
 
     /// The snapshot turn `player` is asked for, if any.
@@ -55,7 +56,7 @@ impl Snapshots {
 
     fn held_bytes(&self) -> usize {
         let pending = self.pending.as_ref().map_or(0, |(snapshot, _)| snapshot.state.len());
-        self.verified.as_ref().map_or(0, |snapshot| snapshot.state.len()) + pending
+        self.verified.iter().map(|snapshot| snapshot.state.len()).sum::<usize>() + pending
     }
 
     /// Drops the logged turns a verified snapshot at `turn` makes unnecessary.
@@ -146,7 +147,7 @@ impl Host {
 
     /// The latest verified snapshot: what a returning player is sent.
     pub fn snapshot(&self) -> Option<&Snapshot> {
-        self.snapshots.verified.as_ref()
+        self.snapshots.verified.back()
     }
 
     /// Whether the host runs the game itself.
@@ -187,8 +188,17 @@ impl Host {
             return;
         }
         let bytes = snapshot.state.len();
-        self.snapshots.trim_log_to(turn);
-        self.snapshots.verified = Some(snapshot);
+        // Enough verified snapshots to start a spectator a broadcast delay back.
+        let interval = self.config.snapshot_interval_turns.max(1);
+        let keep = 1 + self.config.spectator_delay_turns.div_ceil(interval) as usize;
+        let snapshots = &mut self.snapshots;
+        snapshots.verified.push_back(snapshot);
+        while snapshots.verified.len() > keep {
+            snapshots.verified.pop_front();
+        }
+        if let Some(oldest) = snapshots.verified.front().map(|snapshot| snapshot.turn) {
+            snapshots.trim_log_to(oldest);
+        }
         self.stats.snapshots_stored += 1;
         self.stats.rejoin_log_bytes = self.snapshots.log_bytes;
         self.push_event(HostEvent::SnapshotStored { turn, from, bytes });
@@ -263,17 +273,27 @@ impl Host {
     pub(super) fn rejoin_material(
         &self,
     ) -> Option<(Option<&Snapshot>, impl Iterator<Item = &Bytes> + Clone)> {
+        let (snapshot, skip) = self.spectate_material(self.next_seal)?;
+        Some((snapshot, self.log_from(skip)))
+    }
+
+    /// What a game starting at `start` needs: the latest verified snapshot before it (if any)
+    /// and how many logged turns to skip to the one after it; `None` when the turns from
+    /// there are not all held.
+    pub(super) fn spectate_material(&self, start: Turn) -> Option<(Option<&Snapshot>, usize)> {
         let snapshots = &self.snapshots;
         if snapshots.log_off {
             return None;
         }
-        let from = snapshots.verified.as_ref().map_or(Turn::ZERO, |snapshot| snapshot.turn.next());
+        let snapshot = snapshots.verified.iter().rev().find(|snapshot| snapshot.turn < start);
+        let from = snapshot.map_or(Turn::ZERO, |snapshot| snapshot.turn.next());
         // Nothing logged yet: the log starts at the next sealed turn.
         let base = if snapshots.log.is_empty() { self.next_seal } else { snapshots.log_base };
-        if from < base {
-            return None;
-        }
-        let skip = from.since(base) as usize;
-        Some((snapshots.verified.as_ref(), snapshots.log.iter().skip(skip)))
+        (from >= base).then(|| (snapshot, from.since(base) as usize))
+    }
+
+    /// The logged turns after the first `skip`.
+    pub(super) fn log_from(&self, skip: usize) -> impl Iterator<Item = &Bytes> + Clone {
+        self.snapshots.log.iter().skip(skip)
     }
 }

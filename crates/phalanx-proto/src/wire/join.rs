@@ -4,7 +4,7 @@
 use bytes::{BufMut, Bytes};
 
 use crate::bundle::Record;
-use crate::types::{CommandSeq, PlayerId, Turn};
+use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
 use crate::PROTOCOL_VERSION;
 
 use super::records::decode_bundle;
@@ -125,8 +125,8 @@ impl std::error::Error for JoinRefusal {}
 /// What a client needs to play, from the host's join reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JoinAccept {
-    /// The seat the client plays.
-    pub player: PlayerId,
+    /// The seat the client plays, or the spectator slot it watches from.
+    pub joined: Joined,
     /// The session's turn length.
     pub turn_length_ms: u32,
     /// The session's command delay.
@@ -179,6 +179,9 @@ pub(crate) struct RejoinParts<'a> {
 /// The host's answer to a join request.
 pub type JoinReply = Result<JoinAccept, JoinRefusal>;
 
+/// In a join acceptance's seat byte: a spectator slot, not a player.
+const SPECTATOR_BIT: u8 = 0x80;
+
 const REFUSAL_VERSION: u8 = 0;
 const REFUSAL_GAME_DATA: u8 = 1;
 const REFUSAL_BAD_TOKEN: u8 = 2;
@@ -211,7 +214,13 @@ pub(crate) fn encode_join_reply_with_log<'a>(
     match reply {
         Ok(accept) => {
             out.put_u8(0);
-            out.put_u8(accept.player.0);
+            match accept.joined {
+                Joined::Player(player) => out.put_u8(player.0),
+                Joined::Spectator(spectator) => {
+                    // Player ids are below 64: the high bit marks a spectator slot.
+                    out.put_u8(SPECTATOR_BIT | spectator.0);
+                }
+            }
             put_varint(&mut out, accept.turn_length_ms.into());
             put_varint(&mut out, accept.command_delay_turns.into());
             put_varint(&mut out, accept.turns_ahead_max.into());
@@ -298,7 +307,12 @@ pub(crate) fn decode_join_reply_parts(
     let mut state: &[u8] = &[];
     let reply = match reader.u8()? {
         0 => Ok(JoinAccept {
-            player: PlayerId(reader.u8()?),
+            joined: match reader.u8()? {
+                byte if byte & SPECTATOR_BIT != 0 => {
+                    Joined::Spectator(SpectatorId(byte & !SPECTATOR_BIT))
+                }
+                byte => Joined::Player(PlayerId(byte)),
+            },
             turn_length_ms: reader.varint_u32()?,
             command_delay_turns: reader.varint_u32()?,
             turns_ahead_max: reader.varint_u32()?,

@@ -11,7 +11,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRu
 use super::*;
 use crate::bundle::{DesyncReport, EndCause, PauseBy, Record};
 use crate::pace::Pace;
-use crate::types::{CommandSeq, PlayerId, Turn};
+use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
 use crate::PROTOCOL_VERSION;
 use bytes::Bytes;
 
@@ -367,7 +367,7 @@ fn varints_are_canonical_at_every_boundary() {
 /// A join acceptance with the default session's pipeline settings.
 fn accept(rejoin: Option<Rejoin>) -> JoinAccept {
     JoinAccept {
-        player: PlayerId(3),
+        joined: Joined::Player(PlayerId(3)),
         turn_length_ms: 200,
         command_delay_turns: 2,
         turns_ahead_max: 16,
@@ -384,8 +384,10 @@ fn accept(rejoin: Option<Rejoin>) -> JoinAccept {
 fn join_messages_round_trip() {
     let request = JoinRequest { protocol_version: PROTOCOL_VERSION, game_data_hash: 7, token: 9 };
     assert_eq!(JoinRequest::decode(&request.encode()), Ok(request));
+    let spectator = JoinAccept { joined: Joined::Spectator(SpectatorId(5)), ..accept(None) };
     let replies = [
         Ok(accept(None)),
+        Ok(spectator),
         Err(JoinRefusal::VersionMismatch { host: 1, client: 2 }),
         Err(JoinRefusal::GameDataMismatch { host: 1, client: u64::MAX }),
         Err(JoinRefusal::BadToken),

@@ -1,8 +1,9 @@
-//! Rejoin through a snapshot over real QUIC on loopback, as a game uses it: frame loops on
-//! plain threads with the polling `Session`, a dedicated host that runs no game, three players
-//! that serialize their state when a turn says `wants_snapshot`. One player's process dies
-//! (its socket goes dead: no goodbye) and a new one joins with the same token; its first turn
-//! carries the verified snapshot to restore, and from there it agrees with everyone.
+//! Catching up over real QUIC on loopback, as a game uses it: frame loops on plain threads
+//! with the polling `Session`, a dedicated host that runs no game, players that serialize
+//! their state when a turn says `wants_snapshot`. A player whose process dies (its socket
+//! goes dead: no goodbye) comes back with the same token; a new player joins late; spectators
+//! watch from the start and from mid-game. Each one's first turn carries the verified snapshot
+//! to restore, and from there it agrees with everyone.
 
 mod common;
 
@@ -228,5 +229,63 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
     assert!(after.len() >= 5, "checks after the start: {after:?}");
     for turn in after {
         assert_eq!(late.checks[&turn], games[0].checks[&turn], "check turn {turn}");
+    }
+}
+
+#[test]
+fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
+    let identity = HostIdentity::generate_self_signed("spectators").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut host_options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+    host_options.session = config();
+    host_options.spectator_tokens = vec![71, 72];
+    let mut host: Session<Order> = Session::host(host_options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let connect = move |token| Session::connect(addr, options(token, fingerprint), None);
+    let sessions: Vec<Session<Order>> =
+        [1, 2, 71].into_iter().map(|token| connect(token).expect("joins")).collect();
+    host.start().expect("starts");
+    let mut threads: Vec<_> = sessions
+        .into_iter()
+        .map(|mut session| {
+            std::thread::spawn(move || {
+                let mut game = Game::default();
+                if session.player().is_none() {
+                    // A spectator has no player: its orders are refused, nothing is queued.
+                    let refused = session.submit(&Order(1));
+                    assert!(
+                        matches!(refused, Err(phalanx::SessionError::Submit(_))),
+                        "{refused:?}"
+                    );
+                }
+                play(&mut session, &mut game, LAST_TURN);
+                session.shutdown();
+                game
+            })
+        })
+        .collect();
+    threads.push(std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2_000));
+        let mut session = connect(72).expect("watches mid-game");
+        let mut game = Game::default();
+        play(&mut session, &mut game, LAST_TURN);
+        session.shutdown();
+        game
+    }));
+    let games: Vec<Game> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
+    let mut events = Vec::new();
+    while let Some(SessionEvent::Host(event)) = host.try_event() {
+        events.push(event);
+    }
+    host.shutdown();
+    assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
+    assert_eq!(games[2].restored, None, "the first spectator watched from turn 0");
+    let restored = games[3].restored.expect("the second started from a snapshot");
+    for (index, game) in games.iter().enumerate().skip(2) {
+        let watched: Vec<u32> = game.checks.keys().copied().filter(|&t| t > restored).collect();
+        assert!(watched.len() >= 5, "spectator {index} checks: {watched:?}");
+        for turn in watched {
+            assert_eq!(game.checks[&turn], games[0].checks[&turn], "check turn {turn}");
+        }
     }
 }
