@@ -135,8 +135,15 @@ fn a_spectator_that_stops_listening_is_dropped_and_the_game_goes_on() {
     net.join_spectator(1);
     net.run_until(5_000);
     net.spectators[0].as_mut().unwrap().deaf = true;
+    // The other stops listening for 2 s (20 turns: within the lag limit, and short of its own
+    // idle timeout) and must catch up: the host resends what it missed a window at a time.
+    net.spectators[1].as_mut().unwrap().deaf = true;
     let sealed_before = net.host.next_seal();
+    net.run_until(7_000);
+    net.spectators[1].as_mut().unwrap().deaf = false;
     net.run_until(20_000);
+    let back = net.spectators[1].as_ref().unwrap().game.executed_at.last().unwrap().0;
+    assert!(net.host.next_seal().0 - back <= 3, "caught up to {back}");
     assert!(net.events.contains(&HostEvent::SpectatorLeft(SpectatorId(0), SpectatorGone::Lagged)));
     assert_eq!(net.host.stats().spectators_lagged, 1);
     assert_eq!(net.host.stats().spectators, 1);

@@ -133,6 +133,14 @@ pub struct SimConfig {
     /// into [`PlayerReport::command_latencies`](crate::PlayerReport::command_latencies)
     /// (0: off, the default).
     pub samples_every_ms: u64,
+    /// Spectators `s0`, `s1`...: each joins at its time (simulated ms) with a spectator token,
+    /// watches to the last turn and is reported in
+    /// [`SimReport::spectators`](crate::SimReport::spectators). Joining after the start, it
+    /// starts from a snapshot (set `session.snapshot_interval_turns`).
+    pub spectators: Vec<u64>,
+    /// The spectators' links to the host: one-way latency (ms, in place of `latency_ms`) and
+    /// loss (‰, both ways, on top of `faults`).
+    pub spectator_link: (u64, u32),
 }
 
 /// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
@@ -162,6 +170,8 @@ impl SimConfig {
             flood_joins: 0,
             hostile: None,
             samples_every_ms: 0,
+            spectators: Vec::new(),
+            spectator_link: (20, 0),
         }
     }
 }

@@ -58,6 +58,7 @@ mod report;
 mod run;
 mod sampler;
 mod socket;
+mod spectator;
 mod trace;
 
 pub use config::{Hostile, SimConfig, Step};

@@ -1,7 +1,9 @@
 //! What a run produced: one [`PlayerReport`] per player, in seat order, and the run-wide
 //! counts (trace digest, datagrams, host events).
 
-use phalanx::{ClientStats, CommandSeq, EndReason, HostEvent, JoinRefusal, PlayerId, Ticket, Turn};
+use phalanx::{
+    ClientStats, CommandSeq, EndReason, HostEvent, JoinRefusal, PlayerId, SpectatorId, Ticket, Turn,
+};
 
 use crate::Step;
 
@@ -12,6 +14,11 @@ pub struct SimReport {
     /// One report per client machine: those that joined in seat order ([`PlayerId`] order),
     /// then those that never did, in the order they were started.
     pub players: Vec<PlayerReport>,
+    /// One report per spectator machine (`s0`, `s1`...), in order ([`SimConfig::spectators`]):
+    /// `player` is `None`, `spectator` its slot.
+    ///
+    /// [`SimConfig::spectators`]: crate::SimConfig::spectators
+    pub spectators: Vec<PlayerReport>,
     /// Host events, as text, with their simulated time.
     pub host_events: Vec<(u64, String)>,
     /// The same host events typed, with their simulated time (without the timeline's host
@@ -42,8 +49,10 @@ pub struct SimReport {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PlayerReport {
-    /// The seat the host gave it (`None`: it never joined).
+    /// The seat the host gave it (`None`: it never joined, or it is a spectator).
     pub player: Option<PlayerId>,
+    /// A spectator's slot.
+    pub spectator: Option<SpectatorId>,
     /// The simulated machine it ran on, `p{machine}`: the order clients were started in.
     pub machine: usize,
     /// The state hash after every executed turn, in turn order from
@@ -160,6 +169,31 @@ impl SimReport {
         Ok(())
     }
 
+    /// Every spectator's hash after every turn it executed equals the players' after it (and
+    /// every spectator watched something).
+    pub fn check_spectators_agree(&self) -> Result<(), String> {
+        for spectator in &self.spectators {
+            if spectator.hashes.is_empty() {
+                return Err(format!(
+                    "{} watched nothing ({:?})",
+                    spectator.name(),
+                    spectator.join_error
+                ));
+            }
+            for turn in spectator.first_turn as usize..spectator.turns_played() {
+                let theirs = spectator.hash_at(turn);
+                let ours = self.players.iter().find_map(|player| player.hash_at(turn));
+                if ours.is_some() && theirs != ours {
+                    return Err(format!(
+                        "turn {turn}: {} has {theirs:x?}, players {ours:x?}",
+                        spectator.name()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// S2, exactly once: no game executed a command twice or one never submitted, and every
     /// game that played on executed every submitted command. A command stamped for turn `t`
     /// is owed by every game that executed turn `t + settle_turns` (a command that reached
@@ -237,9 +271,10 @@ impl PlayerReport {
 
     /// `player 2 (p3)`, or `p3 (never joined)`: how messages name it.
     pub fn name(&self) -> String {
-        match self.player {
-            Some(player) => format!("player {} (p{})", player.0, self.machine),
-            None => format!("p{} (never joined)", self.machine),
+        match (self.player, self.spectator) {
+            (Some(player), _) => format!("player {} (p{})", player.0, self.machine),
+            (None, Some(spectator)) => format!("spectator {} (s{})", spectator.0, self.machine),
+            (None, None) => format!("p{} (never joined)", self.machine),
         }
     }
 

@@ -11,6 +11,7 @@ use phalanx::{Fingerprint, Host, HostEvent, HostIdentity, HostOptions, PlayerId}
 
 use crate::director::{director_node, flood_node};
 use crate::player::player_node;
+use crate::spectator::{spectator_node, spectator_token};
 use crate::trace::Trace;
 use crate::{PlayerReport, Rng, SimConfig, SimError, SimGame, SimReport, SimSocket, Step};
 
@@ -35,7 +36,13 @@ impl Run {
     fn new(config: SimConfig, fingerprint: Fingerprint) -> Run {
         let players =
             (0..config.players).map(|machine| PlayerReport { machine, ..PlayerReport::default() });
-        let report = SimReport { players: players.collect(), ..SimReport::default() };
+        let spectators = (0..config.spectators.len())
+            .map(|machine| PlayerReport { machine, ..PlayerReport::default() });
+        let report = SimReport {
+            players: players.collect(),
+            spectators: spectators.collect(),
+            ..SimReport::default()
+        };
         Run {
             config,
             report: Arc::new(Mutex::new(report)),
@@ -53,6 +60,11 @@ impl Run {
     /// Updates machine `p{machine}`'s report.
     pub(crate) fn with_player(&self, machine: usize, update: impl FnOnce(&mut PlayerReport)) {
         self.with_report(|report| update(&mut report.players[machine]));
+    }
+
+    /// Updates spectator machine `s{index}`'s report.
+    pub(crate) fn with_spectator(&self, index: usize, update: impl FnOnce(&mut PlayerReport)) {
+        self.with_report(|report| update(&mut report.spectators[index]));
     }
 
     /// The report as it stands at `sim_ms`, players in seat order.
@@ -110,6 +122,9 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
     for machine in 0..run.config.players {
         player_node::<G>(&mut sim, &run, machine, setup.clone());
     }
+    for index in 0..run.config.spectators.len() {
+        spectator_node::<G>(&mut sim, &run, index, setup.clone());
+    }
     if run.config.flood_joins > 0 {
         flood_node::<G>(&mut sim, &run);
     }
@@ -129,14 +144,14 @@ fn host_node<G: SimGame>(sim: &mut turmoil::Sim<'_>, run: &Run, identity: &HostI
 async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
     let config = &run.config;
     let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
-    let seed = node_seed(config.seed, 0);
-    let socket = SimSocket::bind("host", bind, config.faults, seed, run.trace.clone()).await?;
+    let socket = host_socket(&run).await?;
     let tokens = (0..config.players as u64).map(|machine| 100 + machine).collect();
     let mut options = HostOptions::new(identity, bind, tokens);
     options.session = config.session.clone();
     options.socket = Some(socket);
     options.quic_seed = Some(quic_seed(config.seed, 0));
     options.reset_key = Some([7; 32]);
+    options.spectator_tokens = (0..config.spectators.len()).map(spectator_token).collect();
     let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
     let (mut joined, mut started, mut events_open) = (0, false, true);
     let mut steps: Vec<Step> = config
@@ -202,6 +217,19 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
             () = tokio::time::sleep(sleep) => {}
         }
     }
+}
+
+/// The host's socket: the scenario's faults, and the spectators' extra loss on the way to
+/// them.
+async fn host_socket(run: &Run) -> std::io::Result<Arc<SimSocket>> {
+    let config = &run.config;
+    let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
+    let seed = node_seed(config.seed, 0);
+    let socket = SimSocket::bind("host", bind, config.faults, seed, run.trace.clone()).await?;
+    (0..config.spectators.len()).for_each(|index| {
+        socket.add_loss_to(turmoil::lookup(format!("s{index}")), config.spectator_link.1)
+    });
+    Ok(socket)
 }
 
 /// How long the host waits for every player before starting with those who joined.

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -41,6 +41,8 @@ struct FaultState {
     rng: Rng,
     faults: LinkFaults,
     burst: BurstState,
+    /// Extra independent loss (‰) on the way to these addresses (the spectators' links).
+    lossy: Vec<(IpAddr, u32)>,
 }
 
 impl fmt::Debug for SimSocket {
@@ -70,16 +72,27 @@ impl SimSocket {
                 rng: Rng::new(seed),
                 faults,
                 burst: BurstState::default(),
+                lossy: Vec::new(),
             }),
             trace,
         }))
     }
 
+    /// Loses `permille` ‰ more of what this socket sends to `to`, independently.
+    pub(crate) fn add_loss_to(&self, to: IpAddr, permille: u32) {
+        self.faults.lock().expect("not poisoned").lossy.push((to, permille));
+    }
+
     /// Decides the fate of one outgoing datagram: how many copies, each after what delay, and
     /// whether to flip a byte (at which index).
-    fn plan(&self, len: usize) -> (Vec<Duration>, Option<usize>) {
+    fn plan(&self, len: usize, to: IpAddr) -> (Vec<Duration>, Option<usize>) {
         let mut state = self.faults.lock().expect("not poisoned");
-        let FaultState { rng, faults, burst: chain } = &mut *state;
+        let FaultState { rng, faults, burst: chain, lossy } = &mut *state;
+        if let Some(&(_, permille)) = lossy.iter().find(|(ip, _)| *ip == to) {
+            if rng.chance(permille) {
+                return (Vec::new(), None);
+            }
+        }
         let latency = faults.latency_ms;
         if !faults.active_at(turmoil::elapsed().as_millis() as u64) {
             return (vec![Duration::from_millis(latency)], None);
@@ -112,7 +125,7 @@ impl AsyncUdpSocket for SimSocket {
 
     fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
         let len = transmit.contents.len();
-        let (copies, corrupt) = self.plan(len);
+        let (copies, corrupt) = self.plan(len, transmit.destination.ip());
         self.trace.lock().expect("not poisoned").record(
             self.node,
             transmit.destination,

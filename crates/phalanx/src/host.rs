@@ -713,10 +713,14 @@ impl Side for HostSide {
                 if self.is_current(joined, id) {
                     self.conns.remove(&joined);
                     // Seated and current: removal cannot fail. After the last turn it only
-                    // stops the host waiting for the player's acknowledgements. (A spectator
-                    // that left is dropped when its connection's silence times it out.)
-                    if let Joined::Player(player) = joined {
-                        let _ = self.host.remove(now_ms, player);
+                    // stops the host waiting for the player's acknowledgements.
+                    match joined {
+                        Joined::Player(player) => {
+                            let _ = self.host.remove(now_ms, player);
+                        }
+                        Joined::Spectator(id) => {
+                            self.host.remove_spectator(id);
+                        }
                     }
                 }
             }
@@ -751,8 +755,11 @@ impl Side for HostSide {
             HostEvent::PlayerTimedOut(player)
             | HostEvent::PlayerMisbehaved(player)
             | HostEvent::PlayerRemoved(player) => Some(Joined::Player(player)),
-            // A replaced spectator's connection was closed when the new one was seated.
-            HostEvent::SpectatorLeft(id, why) if why != SpectatorGone::Replaced => {
+            // A replaced spectator's connection was closed when the new one was seated; one
+            // that left closed its own.
+            HostEvent::SpectatorLeft(id, why)
+                if !matches!(why, SpectatorGone::Replaced | SpectatorGone::Left) =>
+            {
                 Some(Joined::Spectator(id))
             }
             _ => None,

@@ -64,10 +64,10 @@ pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
     verify_replay, ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq,
     ConfigError, DefaultCodec, DesyncPolicy, DesyncReference, DesyncReport, DropCounters, EndCause,
-    EndError, EndReason, HostEvent, HostStats, JoinRefusal, LinkStats, Pace, PauseBy, PeerStats,
-    PlayerId, RemoveError, Replay, ReplayError, ReplayGame, ReplayVerified, SessionConfig,
-    Snapshot, SnapshotError, SnapshotRejection, SplitMix64, SubmitError, Ticket, Turn, TurnBundle,
-    TypedRecord, TypedTurn,
+    EndError, EndReason, HostEvent, HostStats, JoinRefusal, Joined, LinkStats, Pace, PauseBy,
+    PeerStats, PlayerId, RemoveError, Replay, ReplayError, ReplayGame, ReplayVerified,
+    SessionConfig, Snapshot, SnapshotError, SnapshotRejection, SpectatorGone, SpectatorId,
+    SplitMix64, SubmitError, Ticket, Turn, TurnBundle, TypedRecord, TypedTurn,
 };
 pub use session::{Session, SessionEvent, SessionStats};
 pub use tls::{

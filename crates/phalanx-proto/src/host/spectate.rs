@@ -30,6 +30,8 @@ pub enum SpectatorGone {
     Misbehaved,
     /// A new connection with its token took its slot.
     Replaced,
+    /// It left (the driver saw its connection close: [`Host::remove_spectator`]).
+    Left,
 }
 
 /// A spectator's connection and where it is.
@@ -182,6 +184,7 @@ impl Host {
         let visible = self.visible_end();
         let (redundant_turns, budget) =
             (self.config.redundant_turns, usize::from(self.config.datagram_bytes_max));
+        let window = self.config.turns_ahead_max as usize;
         let (turn_length, waiting) = (self.pace.current.turn_length_ms, self.waiting);
         let spectators = &mut self.spectators;
         let Some(watcher) = spectators.slots[index].as_deref_mut() else { return false };
@@ -193,15 +196,22 @@ impl Host {
         buf.clear();
         let (pn, ack) = watcher.link.next_packet(now_ms);
         let oldest = watcher.turn_ack.max(spectators.base);
-        let first = if watcher.link.is_retransmitting() {
+        // Far behind what was sent (a loss on a long link, a spell of not listening): resend
+        // from what it holds, a window a datagram, rather than waiting for the backed-off
+        // retransmit timer while the game runs away from it.
+        let behind = watcher.send_next.since(watcher.turn_ack) as usize > window / 2;
+        let first = if watcher.link.is_retransmitting() || behind {
             oldest
         } else {
             oldest.max(Turn(watcher.send_next.0.saturating_sub(redundant_turns)))
         };
         let carry = has_new || watcher.link.resend_due(has_unacked);
         let (mut body, mut count, mut redundant) = (Vec::new(), 0u32, 0u64);
-        let end = if carry { visible.since(spectators.base) as usize } else { 0 };
         let skip = first.since(spectators.base) as usize;
+        // A spectator far behind is sent its window at a time: it holds no more, and its
+        // decoder refuses a datagram with more.
+        let end =
+            if carry { (visible.since(spectators.base) as usize).min(skip + window) } else { 0 };
         for (offset, bundle) in spectators.turns.iter().enumerate().take(end).skip(skip) {
             if DOWN_HEADER_BYTES_MAX + body.len() + bundle.len() > budget {
                 break;
@@ -220,7 +230,10 @@ impl Host {
         };
         put_down_header(buf, pn, ack, CommandSeq(0), &extras, first, count as usize);
         buf.extend_from_slice(&body);
-        if count > 0 {
+        if behind && has_new {
+            // Each newly visible turn triggers one such datagram, not a burst.
+            watcher.send_next = visible;
+        } else if count > 0 {
             watcher.send_next = watcher.send_next.max(first.saturating_add(count));
         }
         let sent = Sent {
@@ -243,6 +256,13 @@ impl Host {
             turn_ack: watcher.turn_ack,
             commands_accepted: 0,
         })
+    }
+
+    /// Drops spectator `id` (its connection closed); `false` if it was not watching.
+    pub fn remove_spectator(&mut self, id: SpectatorId) -> bool {
+        let watching = self.watcher_mut(id).is_some();
+        self.drop_spectator(id, SpectatorGone::Left);
+        watching
     }
 
     fn watcher_mut(&mut self, id: SpectatorId) -> Option<&mut Watcher> {
