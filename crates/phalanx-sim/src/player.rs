@@ -72,12 +72,14 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
                 tokio::time::sleep(Duration::from_millis(after_ms)).await;
                 turmoil::repair("host", format!("p{machine}").as_str());
                 run.with_player(machine, |report| {
+                    report.restarted_ms = Some(now_ms());
                     report.hashes.clear();
                     report.first_turn = 0;
                     report.restored = None;
                     report.executed_at_ms.clear();
                     report.left_seen.clear();
                     report.left_turns.clear();
+                    report.joined_turns.clear();
                     report.commands.clear();
                     report.executed = 0;
                 });
@@ -271,6 +273,14 @@ fn record_turn<C: Serialize + DeserializeOwned>(
             _ => None,
         })
         .collect();
+    let joined: Vec<_> = turn
+        .records
+        .iter()
+        .filter_map(|record| match record {
+            TypedRecord::Joined(player) if turn.turn.0 > 0 => Some(*player),
+            _ => None,
+        })
+        .collect();
     let commands: Vec<_> = turn
         .records
         .iter()
@@ -286,6 +296,7 @@ fn record_turn<C: Serialize + DeserializeOwned>(
         report.commands.extend(commands);
         report.left_seen.extend(left.iter().map(|&player| (player, now_ms())));
         report.left_turns.extend(left.iter().map(|&player| (player, turn.turn)));
+        report.joined_turns.extend(joined.iter().map(|&player| (player, turn.turn)));
     });
 }
 

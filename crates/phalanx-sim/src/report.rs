@@ -107,6 +107,12 @@ pub struct PlayerReport {
     /// The same `Left` records with the turn that carried each: the turn at which that player
     /// left, the same on every game that executed it.
     pub left_turns: Vec<(PlayerId, Turn)>,
+    /// Every `Joined` record its game executed after turn 0, with its turn: a player coming
+    /// back (or joining late) at that turn.
+    pub joined_turns: Vec<(PlayerId, Turn)>,
+    /// After a [`Step::CrashClient`](crate::Step::CrashClient) restart: simulated ms at which
+    /// the new process started (before it connected).
+    pub restarted_ms: Option<u64>,
     /// When [`SimConfig::samples_every_ms`](crate::SimConfig::samples_every_ms) is set: its
     /// counters over time.
     pub samples: Vec<Sample>,

@@ -167,6 +167,20 @@ impl SimGame for Archers {
         self.world.state_hash()
     }
 
+    fn save(&self) -> Option<Vec<u8>> {
+        Some(self.world.save())
+    }
+
+    fn restore(&mut self, state: &[u8]) -> bool {
+        match World::load(state) {
+            Some(world) => {
+                self.world = world;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn commands(&mut self, turn: Turn) -> Vec<Order> {
         if turn.0 < self.next_order || turn.0 >= self.quiet_from {
             return Vec::new();

@@ -3,6 +3,7 @@
 //! module per mode ([`simulate`], [`sockets`], [`replay`]). clap checks each flag on its own;
 //! [`Cli::run`] first checks the flags that limit each other.
 
+mod catch_up;
 mod json;
 mod progress;
 mod removals;
@@ -126,6 +127,14 @@ pub(crate) struct SimulateArgs {
     /// Whose state --inject-desync flips.
     #[arg(long, value_name = "P", default_value_t = 1, help_heading = "Output")]
     pub(crate) desync_player: u8,
+    /// Crash player 1's process S seconds into the match and start a new one 5 s later: it
+    /// rejoins through a snapshot (the players give one every 10 s) and plays on.
+    #[arg(long, value_name = "S")]
+    pub(crate) rejoin_at: Option<u64>,
+    /// N spectators watch the match (on the players' network), from the start.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = RangedU64ValueParser::<usize>::new().range(0..=16))]
+    pub(crate) spectators: usize,
     /// Write the HTML report here.
     #[arg(
         long,

@@ -72,6 +72,8 @@ pub(crate) fn removed(report: &SimReport) -> Vec<Removed> {
         .collect();
     left.sort_unstable();
     left.dedup_by_key(|(player, _)| *player);
+    // One that came back is a rejoin, not a removal (see `catch_up`).
+    left.retain(|&(player, _)| !super::catch_up::came_back(report, player));
     let gone: Vec<PlayerId> = left.iter().map(|&(player, _)| player).collect();
     let stayed: Vec<&PlayerReport> =
         report.players.iter().filter(|p| p.player.is_some_and(|id| !gone.contains(&id))).collect();
@@ -109,7 +111,10 @@ fn removed_one(
         cause: event.map_or_else(|| ended.unwrap_or("left"), |(_, _, why)| why),
         ended,
         turns_executed: gone.hashes.len(),
-        hashes_agree: stayed.iter().all(|p| p.hashes.iter().zip(&gone.hashes).all(|(a, b)| a == b)),
+        hashes_agree: stayed.iter().all(|p| {
+            (0..gone.turns_played())
+                .all(|turn| p.hash_at(turn).is_none_or(|hash| Some(hash) == gone.hash_at(turn)))
+        }),
         latency_ms_p50: latency.map(|l| l.0),
         latency_ms_p95: latency.map(|l| l.1),
         latency_ms_max: latency.map(|l| l.2),

@@ -18,6 +18,7 @@ use phalanx_proto::{Replay, REPLAY_FORMAT_VERSION};
 use phalanx_sim::{run_with, SimConfig, SimReport, Step};
 use serde::Serialize;
 
+use super::catch_up::{self, Rejoin, Spectator};
 use super::json::{self, Desync};
 use super::progress::Progress;
 use super::removals::{self, Removed};
@@ -38,6 +39,10 @@ struct Summary {
     removed: Vec<Removed>,
     /// Players that were neither removed nor played every turn (empty when all went well).
     unfinished: Vec<u8>,
+    /// Players whose process crashed and came back (`--rejoin-at`).
+    rejoins: Vec<Rejoin>,
+    /// Spectators (`--spectators`).
+    spectators: Vec<Spectator>,
     #[serde(flatten)]
     play: json::Play,
     #[serde(serialize_with = "json::decimals::<3, _>")]
@@ -196,12 +201,25 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     config.turns = game.turns(config.session.turn_length_ms);
     config.limit_ms = (game.minutes * 60_000.0) as u64 * 3 + 60_000;
     let mut markers = Vec::new();
+    if let Some(at_s) = args.rejoin_at {
+        // A snapshot every 10 s: the returning process restores the latest one.
+        config.session.snapshot_interval_turns = 100;
+        config.timeline.push(Step::CrashClient {
+            at_ms: at_s * 1_000,
+            player: PlayerId(1),
+            restart_after_ms: Some(5_000),
+        });
+        markers.push((at_s * 1_000, "player 1's process crashed".to_owned()));
+        markers.push((at_s * 1_000 + 5_000, "player 1's new process rejoins".to_owned()));
+    }
+    config.spectators = vec![0; args.spectators];
+    config.spectator_link = (network.rtt_ms / 2, 0);
     if network.partition_s > 0 && game.players > 3 {
         let (from, to) = (20_000, 20_000 + network.partition_s * 1_000);
-        config.timeline = vec![
+        config.timeline.extend([
             Step::Partition { at_ms: from, player: PlayerId(3) },
             Step::Repair { at_ms: to, player: PlayerId(3) },
-        ];
+        ]);
         markers.push((from, "player 3 cut off".to_owned()));
         markers.push((to, "player 3's link restored".to_owned()));
     }
@@ -230,7 +248,7 @@ fn play(
 fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f64) -> Summary {
     let players = args.game.players;
     let turn_ms = u64::from(config.session.turn_length_ms);
-    let hashes_agree = report.check_agreement().is_ok();
+    let hashes_agree = report.check_agreement().is_ok() && report.check_spectators_agree().is_ok();
     let removed = removals::removed(report);
     let gone = |p: &phalanx_sim::PlayerReport| {
         removed.iter().any(|r| p.player.map(|id| id.0) == Some(r.player))
@@ -238,13 +256,16 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
     let unfinished = report
         .players
         .iter()
-        .filter(|p| !gone(p) && p.hashes.len() < config.turns as usize)
+        .filter(|p| !gone(p) && p.turns_played() < config.turns as usize)
         .filter_map(|p| p.player.map(|id| id.0))
         .collect();
+    // Of the players who played the whole match in one process (a restarted one executed
+    // only what came after its snapshot).
+    let whole = |p: &&phalanx_sim::PlayerReport| !gone(p) && p.incarnations == 1;
     let commands_executed =
-        report.players.iter().filter(|p| !gone(p)).map(|p| p.executed).min().unwrap_or(0);
+        report.players.iter().filter(whole).map(|p| p.executed).min().unwrap_or(0);
     let measured = || report.players.iter().filter(|p| p.stats_at_ms.is_some());
-    let turns = report.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
+    let turns = report.players.iter().map(|p| p.turns_played()).max().unwrap_or(0);
     let seconds = (turns as u64 * turn_ms) as f64 / 1e3;
     let per_player = |pick: fn(&(u64, u64)) -> u64, datagrams: fn(&(u64, u64)) -> u64| {
         let total: u64 = report.players.iter().map(|p| pick(&p.wire_bytes)).sum::<u64>()
@@ -274,6 +295,8 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
         hashes_agree,
         removed,
         unfinished,
+        rejoins: catch_up::rejoins(report),
+        spectators: catch_up::spectators(report, turn_ms),
         play: json::Play {
             final_state_hash: agreed_hashes(report).last().copied().unwrap_or(0),
             desyncs: desyncs.into_iter().collect(),
@@ -349,6 +372,8 @@ impl Summary {
         for gone in &self.removed {
             lines.extend(gone.lines(self.idle_timeout_ms));
         }
+        lines.extend(self.rejoins.iter().map(Rejoin::line));
+        lines.extend(self.spectators.iter().map(Spectator::line));
         if !self.unfinished.is_empty() {
             lines.push(line(
                 "UNFINISHED",
@@ -392,7 +417,12 @@ impl Summary {
 /// player.
 fn succeeded(args: &SimulateArgs, config: &SimConfig, summary: &Summary) -> bool {
     match args.inject_desync {
-        None => summary.hashes_agree && summary.unfinished.is_empty(),
+        None => {
+            summary.hashes_agree
+                && summary.unfinished.is_empty()
+                && summary.rejoins.iter().all(|r| r.hashes_agree && r.catch_up_ms.is_some())
+                && summary.spectators.iter().all(|s| s.hashes_agree)
+        }
         Some(turn) => {
             let interval = config.session.sync_interval_turns.max(1);
             let expected = turn.div_ceil(interval) * interval;
@@ -411,12 +441,12 @@ fn write(path: &Path, bytes: &[u8], what: &str) -> Result<(), ()> {
 
 /// The state hash most players had after each turn (the host's reference is the majority).
 fn agreed_hashes(report: &SimReport) -> Vec<u64> {
-    let longest = report.players.iter().map(|p| p.hashes.len()).max().unwrap_or(0);
+    let longest = report.players.iter().map(|p| p.turns_played()).max().unwrap_or(0);
     (0..longest)
         .map(|turn| {
             let mut counts = std::collections::BTreeMap::new();
-            for hash in report.players.iter().filter_map(|p| p.hashes.get(turn)) {
-                *counts.entry(*hash).or_insert(0u32) += 1;
+            for hash in report.players.iter().filter_map(|p| p.hash_at(turn)) {
+                *counts.entry(hash).or_insert(0u32) += 1;
             }
             counts
                 .into_iter()
