@@ -4,6 +4,8 @@
 //!   per player — only the host's calls are timed (`handle_datagram` for every client datagram
 //!   of the turn, `handle_timeout` that seals, `poll_transmit` until empty); the clients run
 //!   outside the timed section.
+//! - `host_turn/8p+10s`: the same with 10 spectators watching (their datagrams handled and
+//!   theirs sent in the timed section too): host CPU per spectator is the difference / 10.
 //! - `mesh/8p_3000turns`: a whole 8-player, 3,000-turn game (10 minutes of play at 200 ms
 //!   turns) on the in-memory mesh, clean network, 20 ms one way.
 //!
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use phalanx_mesh::{Mesh, MeshConfig};
-use phalanx_proto::{Client, Host, SessionConfig};
+use phalanx_proto::{Client, Host, PlayerId, SessionConfig, SpectatorId};
 
 const PLAYERS: usize = 8;
 /// 3 commands per second per player.
@@ -85,13 +87,17 @@ fn print_payload_figures() {
     }
 }
 
-/// A host with 8 joined clients, started at time 0.
-fn session() -> (Host, Vec<Client>) {
+/// A host with 8 joined clients and `spectators` spectators (the last clients), started at
+/// time 0.
+fn session(spectators: usize) -> (Host, Vec<Client>) {
     let config = SessionConfig::default();
     let tokens: Vec<u64> = (0..PLAYERS as u64).collect();
+    let watchers: Vec<u64> = (0..spectators as u64).map(|i| 1_000 + i).collect();
     let mut host = Host::new(config.clone(), &tokens).expect("valid config");
+    host.allow_spectators(&watchers).expect("within spectators_max");
     let clients = tokens
         .iter()
+        .chain(&watchers)
         .map(|&token| {
             let (mut client, request) = Client::new(config.clone(), token).expect("valid");
             let reply = host.handle_join(0, &request).reply.expect("accepted");
@@ -104,48 +110,57 @@ fn session() -> (Host, Vec<Client>) {
 }
 
 fn host_turn(c: &mut Criterion) {
-    c.bench_function("host_turn/8p", |b| {
-        b.iter_custom(|turns| {
-            let (mut host, mut clients) = session();
-            let mut host_time = Duration::ZERO;
-            let mut buf = Vec::with_capacity(1200);
-            let mut datagrams = Vec::new();
-            let mut command = 0u64;
-            for turn in 0..turns {
-                let now = (turn + 1) * 200;
-                // Clients: on average 0.6 commands per turn each (3 per second).
-                datagrams.clear();
-                for (index, client) in clients.iter_mut().enumerate() {
-                    command += 1;
-                    if (command * 7 + index as u64) % 5 < 3 {
-                        let _ = client.submit(now, &[index as u8; 12]);
-                    }
-                    client.handle_timeout(now);
-                    while client.poll_transmit(now, &mut buf) {
-                        datagrams.push((index, buf.clone()));
-                    }
-                }
-                let started = Instant::now();
-                for (index, bytes) in &datagrams {
-                    host.handle_datagram(now, phalanx_proto::PlayerId(*index as u8), bytes);
-                }
-                host.handle_timeout(now);
-                let mut sent = Vec::new();
-                while let Some(player) = host.poll_transmit(now, &mut buf) {
-                    sent.push((player, buf.clone()));
-                }
-                host_time += started.elapsed();
-                for (player, bytes) in sent {
-                    let client = &mut clients[player.0 as usize];
-                    client.handle_datagram(now + 20, &bytes);
-                    while let Some(bundle) = client.next_turn(now + 20) {
-                        black_box(bundle);
-                    }
-                }
+    for (name, spectators) in [("host_turn/8p", 0), ("host_turn/8p+10s", 10)] {
+        c.bench_function(name, |b| b.iter_custom(|turns| host_time(turns, spectators)));
+    }
+}
+
+/// Host time over `turns` turns of an 8-player session with `spectators` spectators.
+fn host_time(turns: u64, spectators: usize) -> Duration {
+    let (mut host, mut clients) = session(spectators);
+    let mut host_time = Duration::ZERO;
+    let mut buf = Vec::with_capacity(1200);
+    let mut datagrams = Vec::new();
+    let mut command = 0u64;
+    for turn in 0..turns {
+        let now = (turn + 1) * 200;
+        // Players: on average 0.6 commands per turn each (3 per second).
+        datagrams.clear();
+        for (index, client) in clients.iter_mut().enumerate() {
+            command += 1;
+            if index < PLAYERS && (command * 7 + index as u64) % 5 < 3 {
+                let _ = client.submit(now, &[index as u8; 12]);
             }
-            host_time
-        })
-    });
+            client.handle_timeout(now);
+            while client.poll_transmit(now, &mut buf) {
+                datagrams.push((index, buf.clone()));
+            }
+        }
+        let started = Instant::now();
+        for (index, bytes) in &datagrams {
+            match index.checked_sub(PLAYERS) {
+                None => host.handle_datagram(now, PlayerId(*index as u8), bytes),
+                Some(id) => host.handle_spectator_datagram(now, SpectatorId(id as u8), bytes),
+            }
+        }
+        host.handle_timeout(now);
+        let mut sent = Vec::new();
+        while let Some(player) = host.poll_transmit(now, &mut buf) {
+            sent.push((player.0 as usize, buf.clone()));
+        }
+        while let Some(id) = host.poll_transmit_spectators(now, &mut buf) {
+            sent.push((PLAYERS + id.0 as usize, buf.clone()));
+        }
+        host_time += started.elapsed();
+        for (index, bytes) in sent {
+            let client = &mut clients[index];
+            client.handle_datagram(now + 20, &bytes);
+            while let Some(bundle) = client.next_turn(now + 20) {
+                black_box(bundle);
+            }
+        }
+    }
+    host_time
 }
 
 fn whole_game(c: &mut Criterion) {
