@@ -4,7 +4,7 @@
 //! with everyone from there on. A game that plays on long enough for its turns to outgrow the
 //! rejoin log still takes its players back.
 
-use phalanx::{PlayerId, SessionConfig};
+use phalanx::{HostEvent, PlayerId, SessionConfig, SnapshotRejection};
 use phalanx_sim::{run_with, ChainGame, PlayerReport, Rng, SimConfig, SimReport, Step};
 use phalanx_testkit::{for_each_seed, seeded_test};
 
@@ -118,4 +118,66 @@ fn a_rejoin_after_ten_minutes_restores_a_snapshot() {
 #[test]
 fn a_rejoin_after_an_hour_restores_a_snapshot() {
     for_each_seed(seeded_test!("a_rejoin_after_an_hour"), 1, |seed| long_match(seed, 60));
+}
+
+#[test]
+fn a_late_joiner_starts_from_a_snapshot_and_agrees_from_its_first_check() {
+    for_each_seed(seeded_test!("a_late_joiner_starts_from_a_snapshot"), 6, |seed| {
+        let mut config = SimConfig::new(seed, 3);
+        config.turns = 300;
+        config.faults.loss_permille = 10;
+        config.faults.jitter_ms = 10;
+        config.session = snapshot_session(50);
+        config.session.late_join = true;
+        config.join_late = vec![(2, 12_000)];
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        let late = seat(&report, 2)?;
+        let Some((snapshot, _)) = late.restored else {
+            return Err(format!("the late joiner restored nothing: {late:?}"));
+        };
+        if late.first_turn != snapshot.0 + 1 || late.turns_played() != 300 {
+            return Err(format!("late joiner: first turn {}, {late:?}", late.first_turn));
+        }
+        if events(&report, "Desync") != 0 || events(&report, "PlayerJoined") != 3 {
+            return Err(format!("host events: {:?}", report.host_events));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn a_snapshot_that_does_not_match_is_rejected_and_a_good_one_is_used() {
+    for_each_seed(seeded_test!("a_snapshot_that_does_not_match"), 6, |seed| {
+        // Player 0's reported hash is wrong from turn 40: the snapshot it gives at turn 50
+        // (the first giver) is rejected; the next ones, from the others, are kept, and the
+        // crashed player 1 comes back through one of them.
+        let mut config = scenario(seed, 300, 50, 15_000);
+        config.desync_at = Some((PlayerId(0), 40));
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+        let rejected = report.events.iter().filter(|(_, event)| {
+            matches!(
+                event,
+                HostEvent::SnapshotRejected {
+                    from: Some(PlayerId(0)),
+                    reason: SnapshotRejection::HashMismatch { .. },
+                    ..
+                }
+            )
+        });
+        if rejected.count() == 0 || events(&report, "SnapshotStored") == 0 {
+            return Err(format!("host events: {:?}", report.host_events));
+        }
+        let back = seat(&report, 1)?;
+        let witness = seat(&report, 2)?;
+        if back.restored.is_none() || back.turns_played() != 300 {
+            return Err(format!("player 1: {back:?}"));
+        }
+        for turn in back.first_turn as usize..300 {
+            if back.hash_at(turn) != witness.hash_at(turn) {
+                return Err(format!("turn {turn}: the rejoined player differs from player 2"));
+            }
+        }
+        Ok(())
+    });
 }

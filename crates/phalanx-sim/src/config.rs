@@ -141,6 +141,10 @@ pub struct SimConfig {
     /// The spectators' links to the host: one-way latency (ms, in place of `latency_ms`) and
     /// loss (‰, both ways, on top of `faults`).
     pub spectator_link: (u64, u32),
+    /// Machines that join late: `(machine, at_ms)` — machine `p{machine}` waits until then to
+    /// join, and the host starts once the others are in. Set `session.late_join` (and
+    /// `snapshot_interval_turns`, to start them from a snapshot).
+    pub join_late: Vec<(usize, u64)>,
 }
 
 /// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
@@ -172,6 +176,7 @@ impl SimConfig {
             samples_every_ms: 0,
             spectators: Vec::new(),
             spectator_link: (20, 0),
+            join_late: Vec::new(),
         }
     }
 }

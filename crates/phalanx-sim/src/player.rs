@@ -45,6 +45,9 @@ pub(crate) fn player_node<G: SimGame>(
 /// Every process machine `p{machine}` runs, one after the other.
 async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> turmoil::Result {
     let mut incarnation = 0u64;
+    if let Some(&(_, at_ms)) = run.config.join_late.iter().find(|&&(late, _)| late == machine) {
+        tokio::time::sleep(Duration::from_millis(at_ms)).await;
+    }
     loop {
         run.with_player(machine, |report| report.incarnations += 1);
         let Some(client) = join::<G>(&run, machine, incarnation).await? else { return Ok(()) };

@@ -189,7 +189,8 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
         // Start when everyone is in, or once joining has had 20 s (a player whose joins all
         // failed is reported in `join_error`, not waited for forever).
         let late = now_ms() >= JOIN_WAIT_MS;
-        if !started && (joined == config.players || late && joined > 0) {
+        let on_time = config.players - config.join_late.len();
+        if !started && (joined >= on_time || late && joined > 0) {
             host.start().await.map_err(|e| e.to_string())?;
             started = true;
         }
