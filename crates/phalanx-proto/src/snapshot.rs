@@ -46,7 +46,8 @@ pub struct Snapshot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SnapshotError {
-    /// `snapshot_interval_turns` is 0: the session takes no snapshots.
+    /// `snapshot_interval_turns` is 0 and none was requested: the session takes no snapshots
+    /// (or, for a request, sync checks are off: nothing could verify one).
     Off,
     /// Nobody asked this end for a snapshot of that turn (not a snapshot turn, not this end's
     /// turn to give one, or already given).

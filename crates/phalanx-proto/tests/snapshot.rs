@@ -210,3 +210,34 @@ fn a_late_joiner_restores_a_snapshot_and_agrees_at_its_first_check() {
         Err(phalanx_proto::JoinError::Refused(phalanx_proto::JoinRefusal::GameStarted))
     );
 }
+
+#[test]
+fn a_snapshot_on_request_comes_at_the_next_check_turn() {
+    // No interval: snapshots only when asked, as an operator would before a late join.
+    let mut net = Net::new(config(0), 2, false);
+    net.run_until(20_000);
+    assert!(net.stored().is_empty());
+    let asked_at = net.host.next_seal();
+    net.host.request_snapshot().unwrap();
+    net.run_until(23_000);
+    let stored = net.stored();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let (turn, from) = stored[0];
+    assert_eq!(turn.0 % 10, 0, "a check turn");
+    assert!(turn >= asked_at && turn.since(asked_at) < 10, "the next one: {turn} after {asked_at}");
+    assert!(from.is_some(), "a blind host asks a player");
+    // A rejoin now restores it instead of replaying the game.
+    net.crash(1);
+    net.run_until(28_000);
+    net.join(1);
+    let (replayed, _) = net.players[1].as_ref().unwrap().caught_up.unwrap();
+    assert!(replayed < 100, "replayed {replayed}");
+    net.run_until(35_000);
+    assert_eq!(net.desyncs(), 0);
+    net.assert_agreement();
+    // Without sync checks nothing could verify one.
+    let mut unchecked = SessionConfig::default();
+    unchecked.sync_interval_turns = 0;
+    let mut host = phalanx_proto::Host::new(unchecked, &[1]).unwrap();
+    assert_eq!(host.request_snapshot(), Err(SnapshotError::Off));
+}

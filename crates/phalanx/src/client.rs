@@ -46,6 +46,47 @@ pub struct ClientOptions {
     /// How long the handshake and the join may take before [`ConnectError::Timeout`].
     /// Default: 10 s.
     pub join_timeout: std::time::Duration,
+    /// Told the bytes of the join reply received so far, as they arrive: a rejoin's or a
+    /// late join's reply carries a snapshot and the turns after it, which a loading screen
+    /// can show. Default: none.
+    pub join_progress: Option<JoinProgress>,
+}
+
+/// A callback for [`ClientOptions::join_progress`]: called with the bytes of the join reply
+/// received so far, from the task that connects (keep it short).
+#[derive(Clone)]
+pub struct JoinProgress(Arc<dyn Fn(usize) + Send + Sync>);
+
+impl JoinProgress {
+    /// Wraps `report`.
+    pub fn new(report: impl Fn(usize) + Send + Sync + 'static) -> Self {
+        JoinProgress(Arc::new(report))
+    }
+}
+
+impl std::fmt::Debug for JoinProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JoinProgress(..)")
+    }
+}
+
+/// Reads a join reply to the end of its stream, at most `max` bytes, telling `progress`.
+async fn read_reply(
+    recv: &mut quinn::RecvStream,
+    max: usize,
+    progress: Option<&JoinProgress>,
+) -> Result<Vec<u8>, quinn::ReadToEndError> {
+    let mut reply = Vec::new();
+    while let Some(chunk) = recv.read_chunk(max + 1 - reply.len(), true).await? {
+        reply.extend_from_slice(&chunk.bytes);
+        if reply.len() > max {
+            return Err(quinn::ReadToEndError::TooLong);
+        }
+        if let Some(progress) = progress {
+            (progress.0)(reply.len());
+        }
+    }
+    Ok(reply)
 }
 
 impl ClientOptions {
@@ -59,6 +100,7 @@ impl ClientOptions {
             socket: None,
             quic_seed: None,
             join_timeout: std::time::Duration::from_secs(10),
+            join_progress: None,
         }
     }
 }
@@ -106,6 +148,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             socket,
             quic_seed,
             join_timeout,
+            join_progress,
         } = options;
         let (mut client, request) =
             phalanx_proto::Client::new(session.clone(), token).map_err(ConnectError::Config)?;
@@ -133,8 +176,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             let write = |e| ConnectError::Stream(JoinStreamError::Write(e));
             send.write_all(&request).await.map_err(write)?;
             send.finish().map_err(|e| ConnectError::Stream(JoinStreamError::Closed(e)))?;
-            let reply = recv
-                .read_to_end(reply_max)
+            let reply = read_reply(&mut recv, reply_max, join_progress.as_ref())
                 .await
                 .map_err(|e| ConnectError::Stream(JoinStreamError::Read(e)))?;
             Ok::<_, ConnectError>((connection, reply))

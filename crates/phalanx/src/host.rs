@@ -123,6 +123,7 @@ enum Command {
     Remove(PlayerId, oneshot::Sender<Result<(), RemoveError>>),
     Pause(bool),
     Record { seed: u64, turns_max: usize },
+    RequestSnapshot(oneshot::Sender<Result<(), SnapshotError>>),
     Replay(oneshot::Sender<Option<Replay>>),
 }
 
@@ -335,6 +336,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// connection is closed ([`CLOSE_REMOVED`]: they end with `EndReason::Removed` at once).
     pub async fn remove(&self, player: PlayerId) -> Result<(), SessionError> {
         self.handle.ask(|reply| Command::Remove(player, reply)).await?.map_err(SessionError::Remove)
+    }
+
+    /// Asks for a snapshot after the next check turn, besides those of
+    /// `snapshot_interval_turns` (see `phalanx_proto::Host::request_snapshot`): before a late
+    /// join, say. Refused when sync checks are off.
+    pub async fn request_snapshot(&self) -> Result<(), SessionError> {
+        self.handle.ask(Command::RequestSnapshot).await?.map_err(SessionError::Snapshot)
     }
 
     /// Pauses the game after the next sealed turn (every peer gets `Paused` on that turn).
@@ -663,6 +671,9 @@ impl Side for HostSide {
             Command::Pause(true) => self.host.pause(now_ms),
             Command::Pause(false) => self.host.resume(now_ms),
             Command::Record { seed, turns_max } => self.host.start_recording(seed, turns_max),
+            Command::RequestSnapshot(reply) => {
+                let _ = reply.send(self.host.request_snapshot());
+            }
             Command::Replay(reply) => {
                 let _ = reply.send(self.host.replay().cloned());
             }

@@ -58,7 +58,7 @@ mod transport;
 use std::fmt;
 
 pub use admission::{Admission, AdmissionStats};
-pub use client::{Client, ClientOptions, RawDatagramSender};
+pub use client::{Client, ClientOptions, JoinProgress, RawDatagramSender};
 pub use driver::{Submitter, Update};
 pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{

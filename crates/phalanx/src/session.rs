@@ -331,6 +331,14 @@ where
         }
     }
 
+    /// Asks for a snapshot after the next check turn (a host; see [`Host::request_snapshot`]).
+    pub fn request_snapshot(&self) -> Result<(), SessionError> {
+        match &self.role {
+            Role::Host(host) => self.runtime.block_on(host.request_snapshot()),
+            Role::Client(_) => Err(SessionError::NotHost),
+        }
+    }
+
     /// Leaves (a client) or shuts down (a host), and stops the session's tasks.
     pub fn shutdown(self) {
         let Session { role, runtime, .. } = self;

@@ -35,11 +35,13 @@ pub(crate) enum End {
 /// Transport settings for a session at `end`.
 pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<TransportConfig> {
     let snapshots = session.snapshot_interval_turns != 0;
+    // A player asked for a snapshot uploads it on a stream of its own, one at a time; without
+    // a snapshot interval only a requested one comes, through the join stream's small window
+    // (what an unjoined connection may park unread stays small).
     let (stream_window, uni_streams) = match end {
         End::Client => (CLIENT_STREAM_WINDOW, 0),
-        // A player asked for a snapshot uploads it on a stream of its own, one at a time.
         End::Host if snapshots => (UPLOAD_STREAM_WINDOW, 1),
-        End::Host => (HOST_STREAM_WINDOW, 0),
+        End::Host => (HOST_STREAM_WINDOW, 1),
     };
     let mut transport = TransportConfig::default();
     // QUIC's own idle timeout sits behind ours, so the session ends with phalanx's typed

@@ -134,7 +134,10 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
             play(&mut session, &mut game, CRASH_TURN);
             dead.store(true, Ordering::Relaxed);
             drop(session);
-            let mut session = rejoin(addr, fingerprint);
+            let (mut session, received) = rejoin(addr, fingerprint);
+            // The reply's progress was reported: at least the snapshot's 8 bytes and the
+            // turns after it.
+            assert!(received > 8, "join progress: {received} bytes");
             let mut game = Game::default();
             play(&mut session, &mut game, LAST_TURN);
             session.shutdown();
@@ -164,12 +167,22 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
 }
 
 /// Joins again with the crashed process's token, as a restarted client would: while the
-/// host still holds the seat for the dead connection the token is refused, so retry.
-fn rejoin(addr: std::net::SocketAddr, fingerprint: phalanx::Fingerprint) -> Session<Order> {
+/// host still holds the seat for the dead connection the token is refused, so retry. Returns
+/// the session and the most reply bytes its join progress reported.
+fn rejoin(
+    addr: std::net::SocketAddr,
+    fingerprint: phalanx::Fingerprint,
+) -> (Session<Order>, usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        match Session::connect(addr, options(3, fingerprint), None) {
-            Ok(session) => return session,
+        let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = received.clone();
+        let mut options = options(3, fingerprint);
+        options.join_progress = Some(phalanx::JoinProgress::new(move |bytes| {
+            seen.fetch_max(bytes, Ordering::Relaxed);
+        }));
+        match Session::connect(addr, options, None) {
+            Ok(session) => return (session, received.load(Ordering::Relaxed)),
             Err(ConnectError::Join(phalanx::ClientJoinError::Refused(JoinRefusal::TokenUsed)))
                 if Instant::now() < deadline =>
             {
@@ -188,6 +201,8 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
         HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     host_options.session = config();
     host_options.session.late_join = true;
+    // No interval: the host asks for one snapshot before the late player comes.
+    host_options.session.snapshot_interval_turns = 0;
     let mut host: Session<Order> = Session::host(host_options, None).expect("binds");
     let addr = host.as_host().unwrap().local_addr().unwrap();
     let sessions: Vec<Session<Order>> = [1, 2]
@@ -206,8 +221,10 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
             })
         })
         .collect();
+    std::thread::sleep(Duration::from_millis(1_000));
+    host.request_snapshot().expect("sync checks are on");
     threads.push(std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(2_000));
+        std::thread::sleep(Duration::from_millis(1_000));
         let mut session =
             Session::connect(addr, options(3, fingerprint), None).expect("joins late");
         let mut game = Game::default();

@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use crate::snapshot::{is_snapshot_turn, Snapshot, SnapshotError, SnapshotRejection};
+use crate::sync::is_check_turn;
 use crate::types::{PlayerId, Turn};
 use crate::wire::decode_snapshot_upload;
 
@@ -36,6 +37,10 @@ pub(super) struct Snapshots {
     log_bytes: usize,
     /// Rejoin is off, or the log outgrew its limit with snapshots off.
     log_off: bool,
+    /// [`Host::request_snapshot`] was called: the next check turn sealed is a snapshot turn.
+    on_request: bool,
+    /// The snapshot turn chosen on request, besides the interval's.
+    extra: Option<Turn>,
 }
 
 impl Snapshots {
@@ -78,7 +83,7 @@ impl Host {
     /// [`offer_snapshot`](Self::offer_snapshot). Call it after each turn the game executes.
     pub fn wants_snapshot(&self, turn: Turn) -> bool {
         self.has_game()
-            && is_snapshot_turn(&self.config, turn)
+            && self.is_snapshot_turn(turn)
             && turn < self.next_seal
             && self.snapshots.latest().is_none_or(|latest| turn > latest)
     }
@@ -130,9 +135,28 @@ impl Host {
         Ok(turn)
     }
 
+    /// Asks for a snapshot of the state after the next check turn sealed, besides those of
+    /// `snapshot_interval_turns` (which may be 0): before letting a player join late, say,
+    /// so that it starts from a recent state. Its giver and verification are as for any
+    /// other. Refused with [`SnapshotError::Off`] when sync checks are off (nothing could
+    /// verify it).
+    pub fn request_snapshot(&mut self) -> Result<(), SnapshotError> {
+        if self.config.sync_interval_turns == 0 {
+            return Err(SnapshotError::Off);
+        }
+        self.snapshots.on_request = true;
+        Ok(())
+    }
+
+    /// Whether `turn` is one the session takes a snapshot of: the interval's, or the one
+    /// chosen on request.
+    fn is_snapshot_turn(&self, turn: Turn) -> bool {
+        is_snapshot_turn(&self.config, turn) || self.snapshots.extra == Some(turn)
+    }
+
     /// The checks every offer passes: snapshots on, not too large, not stale.
     fn check_offer(&self, turn: Turn, len: usize) -> Result<(), SnapshotError> {
-        if self.config.snapshot_interval_turns == 0 {
+        if self.config.snapshot_interval_turns == 0 && self.snapshots.extra.is_none() {
             return Err(SnapshotError::Off);
         }
         let max = self.config.snapshot_bytes_max;
@@ -206,7 +230,7 @@ impl Host {
 
     /// A check turn was decided with `reference` (sealing, before the turn's records).
     pub(super) fn snapshot_decided(&mut self, turn: Turn, reference: Option<u64>) {
-        if !is_snapshot_turn(&self.config, turn) {
+        if !self.is_snapshot_turn(turn) {
             return;
         }
         let snapshots = &mut self.snapshots;
@@ -226,7 +250,11 @@ impl Host {
     /// snapshot turn and the host has no game of its own, ask a remote player for one.
     pub(super) fn snapshot_after_seal(&mut self, turn: Turn, encoded: &Bytes) {
         self.log_for_rejoin(turn, encoded);
-        if !is_snapshot_turn(&self.config, turn) || self.has_game() {
+        if self.snapshots.on_request && is_check_turn(turn, self.config.sync_interval_turns) {
+            self.snapshots.on_request = false;
+            self.snapshots.extra = Some(turn);
+        }
+        if !self.is_snapshot_turn(turn) || self.has_game() {
             return;
         }
         let seats = self.seats.len();
