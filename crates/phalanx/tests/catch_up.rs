@@ -99,13 +99,7 @@ fn options(token: u64, fingerprint: phalanx::Fingerprint) -> ClientOptions {
 
 #[test]
 fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
-    let identity = HostIdentity::generate_self_signed("snapshots").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut host_options =
-        HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
-    host_options.session = config();
-    let mut host: Session<Order> = Session::host(host_options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, addr, fingerprint) = host(vec![1, 2, 3], |_| {});
     // The player that crashes runs on a runtime of the test's, over a socket that can die.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (socket, dead) = {
@@ -145,11 +139,7 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
         }));
     }
     let games: Vec<Game> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
-    let mut events = Vec::new();
-    while let Some(SessionEvent::Host(event)) = host.try_event() {
-        events.push(event);
-    }
-    host.shutdown();
+    let events = host_events(host);
 
     let back = &games[2];
     let restored = back.restored.expect("the new process restored a snapshot");
@@ -195,16 +185,11 @@ fn rejoin(
 
 #[test]
 fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
-    let identity = HostIdentity::generate_self_signed("late").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut host_options =
-        HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
-    host_options.session = config();
-    host_options.session.late_join = true;
-    // No interval: the host asks for one snapshot before the late player comes.
-    host_options.session.snapshot_interval_turns = 0;
-    let mut host: Session<Order> = Session::host(host_options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, addr, fingerprint) = host(vec![1, 2, 3], |options| {
+        options.session.late_join = true;
+        // No interval: the host asks for one snapshot before the late player comes.
+        options.session.snapshot_interval_turns = 0;
+    });
     let sessions: Vec<Session<Order>> = [1, 2]
         .into_iter()
         .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
@@ -233,11 +218,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
         game
     }));
     let games: Vec<Game> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
-    let mut events = Vec::new();
-    while let Some(SessionEvent::Host(event)) = host.try_event() {
-        events.push(event);
-    }
-    host.shutdown();
+    let events = host_events(host);
     let late = &games[2];
     let restored = late.restored.expect("the late joiner started from a snapshot");
     assert!(restored >= 20, "restored turn {restored}");
@@ -251,13 +232,8 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
 
 #[test]
 fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
-    let identity = HostIdentity::generate_self_signed("spectators").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut host_options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
-    host_options.session = config();
-    host_options.spectator_tokens = vec![71, 72];
-    let mut host: Session<Order> = Session::host(host_options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, addr, fingerprint) =
+        host(vec![1, 2], |options| options.spectator_tokens = vec![71, 72]);
     let connect = move |token| Session::connect(addr, options(token, fingerprint), None);
     let sessions: Vec<Session<Order>> =
         [1, 2, 71].into_iter().map(|token| connect(token).expect("joins")).collect();
@@ -290,11 +266,7 @@ fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
         game
     }));
     let games: Vec<Game> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
-    let mut events = Vec::new();
-    while let Some(SessionEvent::Host(event)) = host.try_event() {
-        events.push(event);
-    }
-    host.shutdown();
+    let events = host_events(host);
     assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
     assert_eq!(games[2].restored, None, "the first spectator watched from turn 0");
     let restored = games[3].restored.expect("the second started from a snapshot");
@@ -305,4 +277,30 @@ fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
             assert_eq!(game.checks[&turn], games[0].checks[&turn], "check turn {turn}");
         }
     }
+}
+
+/// Every event the host queued, then shuts it down.
+fn host_events(mut host: Session<Order>) -> Vec<HostEvent> {
+    let mut events = Vec::new();
+    while let Some(SessionEvent::Host(event)) = host.try_event() {
+        events.push(event);
+    }
+    host.shutdown();
+    events
+}
+
+/// A dedicated host on loopback for `tokens`, with the test's session and `adjust`ed options:
+/// its session, its address and the fingerprint to pin.
+fn host(
+    tokens: Vec<u64>,
+    adjust: impl FnOnce(&mut HostOptions),
+) -> (Session<Order>, std::net::SocketAddr, phalanx::Fingerprint) {
+    let identity = HostIdentity::generate_self_signed("catch-up").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens);
+    options.session = config();
+    adjust(&mut options);
+    let host: Session<Order> = Session::host(options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    (host, addr, fingerprint)
 }

@@ -410,6 +410,16 @@ fn join_messages_round_trip() {
     assert_eq!(JoinRequest::decode(&[7]).map(|r| r.protocol_version), Ok(7));
 }
 
+/// Each bundle's records encoded, as the host's rejoin log holds them.
+fn encode_log(bundles: &[Vec<Record>]) -> Vec<Bytes> {
+    let encode = |records: &Vec<Record>| {
+        let mut out = Vec::new();
+        encode_bundle(&mut out, records);
+        Bytes::from(out)
+    };
+    bundles.iter().map(encode).collect()
+}
+
 #[test]
 fn rejoin_reply_carries_its_turns() {
     let config = SessionConfig::default();
@@ -424,14 +434,7 @@ fn rejoin_reply_carries_its_turns() {
         }],
         vec![Record::Left(PlayerId(1))],
     ];
-    let log: Vec<Bytes> = bundles
-        .iter()
-        .map(|records| {
-            let mut out = Vec::new();
-            encode_bundle(&mut out, records);
-            Bytes::from(out)
-        })
-        .collect();
+    let log = encode_log(&bundles);
     let accept = accept(Some(Rejoin { turns: 4, next_seq: CommandSeq(1), snapshot: None }));
     let bytes = encode_join_reply_with_log(&Ok(accept), &[], &log);
     let (reply, parts) = decode_join_reply_parts(&bytes).unwrap();
@@ -453,14 +456,7 @@ fn rejoin_reply_carries_its_turns() {
 fn rejoin_reply_carries_a_snapshot_and_the_turns_after_it() {
     let limits = Limits::new(&SessionConfig::default());
     let bundles = [vec![Record::Left(PlayerId(1))], vec![Record::Joined(PlayerId(1))]];
-    let log: Vec<Bytes> = bundles
-        .iter()
-        .map(|records| {
-            let mut out = Vec::new();
-            encode_bundle(&mut out, records);
-            Bytes::from(out)
-        })
-        .collect();
+    let log = encode_log(&bundles);
     // Snapshot after turn 20; turns 21 and 22 follow; live play at 23.
     let rejoin = Rejoin { turns: 23, next_seq: CommandSeq(5), snapshot: Some((Turn(20), 77)) };
     assert_eq!(rejoin.first_turn(), 21);
