@@ -86,3 +86,39 @@ fn ten_spectators_on_bad_links_agree_and_the_players_do_not_notice() {
     assert!(stall_watched <= stall_alone + 0.005, "stalls {stall_alone} → {stall_watched}");
     assert!(p95_watched <= p95_alone * 1.1 + 10.0, "p95 {p95_alone} → {p95_watched}");
 }
+
+#[test]
+fn a_spectator_sending_commands_is_refused_and_dropped_and_the_game_is_untouched() {
+    for_each_seed(seeded_test!("a_spectator_sending_commands"), 6, |seed| {
+        let mut config = scenario(seed, 2);
+        config.spectator_link = (50, 0);
+        config.hostile_spectator = true;
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        // Every command a player executed was a player's (never one of the spectator's).
+        report.check_exactly_once(40)?;
+        let dropped = report.events.iter().any(|(_, event)| {
+            matches!(
+                event,
+                phalanx::HostEvent::SpectatorLeft(id, phalanx::SpectatorGone::Misbehaved)
+                    if id.0 == 0
+            )
+        });
+        if !dropped {
+            return Err(format!("the hostile spectator stayed: {:?}", report.host_events));
+        }
+        // The honest spectator watched to the end and agrees.
+        let honest = &report.spectators[1];
+        if honest.turns_played() != TURNS as usize {
+            return Err(format!("{} watched to {}", honest.name(), honest.turns_played()));
+        }
+        report.check_spectators_agree().or_else(|error| {
+            // The dropped one stopped early; only its turns so far are compared.
+            if error.contains("spectator 0") {
+                Ok(())
+            } else {
+                Err(error)
+            }
+        })
+    });
+}

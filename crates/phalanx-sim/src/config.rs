@@ -145,6 +145,10 @@ pub struct SimConfig {
     /// join, and the host starts once the others are in. Set `session.late_join` (and
     /// `snapshot_interval_turns`, to start them from a snapshot).
     pub join_late: Vec<(usize, u64)>,
+    /// Spectator `s0` is hostile: from 3 s on, besides watching, it sends 100 datagrams a
+    /// second carrying commands (which the host must refuse, count, and past
+    /// `misbehaviour_max` drop it for).
+    pub hostile_spectator: bool,
 }
 
 /// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
@@ -177,6 +181,7 @@ impl SimConfig {
             spectators: Vec::new(),
             spectator_link: (20, 0),
             join_late: Vec::new(),
+            hostile_spectator: false,
         }
     }
 }

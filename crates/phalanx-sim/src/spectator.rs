@@ -32,7 +32,8 @@ pub(crate) fn spectator_node<G: SimGame>(
     sim.set_link_latency("host", name.as_str(), Duration::from_millis(latency_ms));
 }
 
-/// Joins at its time (three attempts), then watches to the last turn.
+/// Joins at its time (up to ten attempts: over a long lossy link a handshake and join can
+/// outlast the host's join deadline), then watches to the last turn.
 async fn watch<G: SimGame>(run: Run, index: usize, setup: G::Setup) -> turmoil::Result {
     let join_at = run.config.spectators[index];
     tokio::time::sleep(Duration::from_millis(join_at.saturating_sub(now_ms()))).await;
@@ -53,7 +54,7 @@ async fn watch<G: SimGame>(run: Run, index: usize, setup: G::Setup) -> turmoil::
         options.quic_seed = Some(quic_seed(run.config.seed, stream));
         match Client::connect(addr, options).await {
             Ok(client) => break client,
-            Err(error) if attempt == 2 => {
+            Err(error) if attempt == 9 => {
                 run.with_spectator(index, |report| report.join_error = Some(error.to_string()));
                 return Ok(());
             }
@@ -61,6 +62,9 @@ async fn watch<G: SimGame>(run: Run, index: usize, setup: G::Setup) -> turmoil::
         }
     };
     run.with_spectator(index, |report| report.spectator = client.spectator());
+    if index == 0 && run.config.hostile_spectator {
+        send_commands(&client);
+    }
     // A spectator's game has no player of its own: it only executes turns.
     let mut game = G::new(PlayerId(u8::MAX), run.config.seed, &setup);
     let interval = run.config.session.sync_interval_turns.max(1);
@@ -101,4 +105,23 @@ async fn watch<G: SimGame>(run: Run, index: usize, setup: G::Setup) -> turmoil::
     });
     client.shutdown().await;
     Ok(())
+}
+
+/// From 3 s on, 100 datagrams a second carrying commands on the spectator's connection (the
+/// host, acknowledging them, makes the honest client beside them see acks of packets it
+/// never sent: fast enough that the host drops it first).
+fn send_commands<C: serde::Serialize + serde::de::DeserializeOwned>(client: &Client<C>) {
+    let sender = client.dangerous_raw_datagram_sender();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for pn in 1u64 << 40.. {
+            let turn = phalanx_proto::Turn((now_ms() / 100) as u32);
+            let datagram =
+                phalanx_proto::testing::up_datagram_with_commands(pn, turn, &[b"attack"]);
+            if sender.send(datagram).is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
 }
