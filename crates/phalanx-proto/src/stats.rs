@@ -116,6 +116,8 @@ pub struct HostStats {
     pub spectator_commands_refused: u64,
     /// Spectators dropped for falling `spectator_lag_max_turns` behind.
     pub spectators_lagged: u64,
+    /// Spectators whose reported state hash differed from the players' reference.
+    pub spectator_desyncs: u64,
     /// Bytes of sealed turns kept for spectators.
     pub spectator_turns_bytes: usize,
     /// Events dropped because nobody polled them (1,024 are held).

@@ -152,3 +152,28 @@ fn a_spectator_that_stops_listening_is_dropped_and_the_game_goes_on() {
     // The turns kept for spectators stay bounded by the lag limit.
     assert!(net.host.stats().spectator_turns_bytes < 60 * 16);
 }
+
+#[test]
+fn a_spectator_whose_state_differs_is_reported_once_and_the_game_goes_on() {
+    let mut net = Net::build(config(), 2, false, 0, 2);
+    net.join_spectator(0);
+    net.join_spectator(1);
+    net.spectators[1].as_mut().unwrap().game.diverge_at = Some((95, 1));
+    net.run_until(30_000);
+    let reported: Vec<_> = net
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            HostEvent::SpectatorDesync { spectator, turn, hash, reference } => {
+                Some((*spectator, *turn, hash != reference))
+            }
+            _ => None,
+        })
+        .collect();
+    // At the first check turn after the divergence, once, naming only that spectator.
+    assert_eq!(reported, vec![(SpectatorId(1), Turn(100), true)]);
+    assert_eq!(net.host.stats().spectator_desyncs, 1);
+    // It is not the players' desync: their game goes on and agrees.
+    assert_eq!(net.desyncs(), 0);
+    assert_eq!(net.host.stats().spectators, 2);
+}

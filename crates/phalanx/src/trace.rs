@@ -38,6 +38,9 @@ pub(crate) fn host_event(event: &HostEvent) {
             let from = from.map(|p| p.0);
             tracing::debug!(turn = turn.0, ?from, bytes, "snapshot stored")
         }
+        HostEvent::SpectatorDesync { spectator, turn, .. } => {
+            tracing::warn!(spectator = spectator.0, turn = turn.0, "spectator's state differs")
+        }
         HostEvent::SnapshotRejected { turn, from, reason } => {
             let from = from.map(|p| p.0);
             tracing::warn!(turn = turn.0, ?from, %reason, "snapshot rejected")

@@ -111,6 +111,19 @@ pub enum HostEvent {
     SpectatorJoined(SpectatorId),
     /// A spectator left; the driver should close its connection.
     SpectatorLeft(SpectatorId, SpectatorGone),
+    /// A spectator's state hash at a check turn differs from the players' reference: what it
+    /// shows is not the game (a bug in its game, or a bad restore). Reported once per
+    /// spectator; the players' game is not affected.
+    SpectatorDesync {
+        /// Who.
+        spectator: SpectatorId,
+        /// The check turn.
+        turn: Turn,
+        /// Its hash.
+        hash: u64,
+        /// The players' reference hash.
+        reference: u64,
+    },
 }
 
 /// Why [`Host::end`] did nothing.

@@ -133,6 +133,7 @@ impl Host {
                 recorder.check(verdict.turn, reference);
             }
             self.snapshot_decided(verdict.turn, verdict.reference);
+            self.spectators_decided(verdict.turn, verdict.reference);
             let Some(report) = verdict.desync else { continue };
             records.push(Record::Desync(report.clone()));
             self.push_event(HostEvent::Desync(report));

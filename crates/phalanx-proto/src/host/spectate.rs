@@ -42,9 +42,17 @@ struct Watcher {
     turn_ack: Turn,
     /// The next turn never sent to it.
     send_next: Turn,
-    /// Its latest state hash report, acknowledged (not checked: it is not in the game).
+    /// Its latest state hash report, acknowledged (it is not in the game's sync check).
     hash_acked: Option<Turn>,
+    /// Its latest check-turn hash whose verdict is not in yet: compared with the reference
+    /// once it is.
+    unchecked: Option<(Turn, u64)>,
+    /// It was found diverged (reported once).
+    diverged: bool,
 }
+
+/// Decided reference hashes kept to check spectators' reports against, at most.
+const REFERENCES_MAX: usize = 4_096;
 
 /// The host's spectators and the turns kept for them.
 #[derive(Debug, Default)]
@@ -56,6 +64,8 @@ pub(super) struct Spectators {
     turns: VecDeque<Bytes>,
     base: Turn,
     cursor: usize,
+    /// `(check turn, reference hash)` of the latest verdicts, oldest first.
+    references: VecDeque<(Turn, Option<u64>)>,
 }
 
 impl Host {
@@ -106,7 +116,14 @@ impl Host {
         }
         let mut link = Link::new(now_ms, &self.config, self.config.ack_delay_ms);
         link.await_first_datagram(now_ms + u64::from(self.config.join_grace_ms));
-        let watcher = Watcher { link, turn_ack: start, send_next: start, hash_acked: None };
+        let watcher = Watcher {
+            link,
+            turn_ack: start,
+            send_next: start,
+            hash_acked: None,
+            unchecked: None,
+            diverged: false,
+        };
         self.spectators.slots[index] = Some(Box::new(watcher));
         self.push_event(HostEvent::SpectatorJoined(id));
         let mut accept = self.accept_fields(Joined::Spectator(id), None);
@@ -148,8 +165,12 @@ impl Host {
         if up.extras.probe {
             watcher.link.on_probe();
         }
-        if let Some((turn, _)) = up.extras.hash_report.filter(|&(turn, _)| turn < visible) {
+        if let Some((turn, hash)) = up.extras.hash_report.filter(|&(turn, _)| turn < visible) {
             watcher.hash_acked = watcher.hash_acked.max(Some(turn));
+            if watcher.unchecked.is_none_or(|(held, _)| turn > held) {
+                watcher.unchecked = Some((turn, hash));
+            }
+            self.check_spectator(id);
         }
         let commands = up.commands.len() as u64;
         self.stats.spectator_commands_refused += commands;
@@ -245,6 +266,47 @@ impl Host {
         };
         watcher.link.on_sent(now_ms, sent);
         true
+    }
+
+    /// A check turn was decided with `reference`: check the spectators waiting for it.
+    pub(super) fn spectators_decided(&mut self, turn: Turn, reference: Option<u64>) {
+        if self.spectators.tokens.is_empty() {
+            return;
+        }
+        let references = &mut self.spectators.references;
+        if references.len() == REFERENCES_MAX {
+            references.pop_front();
+        }
+        references.push_back((turn, reference));
+        for index in 0..self.spectators.slots.len() {
+            self.check_spectator(SpectatorId(index as u8));
+        }
+    }
+
+    /// Compares spectator `id`'s waiting hash report with its turn's reference, once decided:
+    /// a spectator whose state differs is reported once
+    /// ([`HostEvent::SpectatorDesync`]; it plays on, outside the game).
+    fn check_spectator(&mut self, id: SpectatorId) {
+        let Some(watcher) = self.spectators.slots.get(id.0 as usize).and_then(|w| w.as_deref())
+        else {
+            return;
+        };
+        let Some((turn, hash)) = watcher.unchecked else { return };
+        let references = &self.spectators.references;
+        let decided = references.back().is_some_and(|&(newest, _)| newest >= turn);
+        if !decided {
+            return;
+        }
+        let reference = references.iter().find(|&&(held, _)| held == turn).and_then(|r| r.1);
+        let diverged = reference.is_some_and(|reference| reference != hash) && !watcher.diverged;
+        if let Some(watcher) = self.watcher_mut(id) {
+            watcher.unchecked = None;
+            watcher.diverged |= diverged;
+        }
+        if let (true, Some(reference)) = (diverged, reference) {
+            self.stats.spectator_desyncs += 1;
+            self.push_event(HostEvent::SpectatorDesync { spectator: id, turn, hash, reference });
+        }
     }
 
     /// A spectator's counters, if it is connected.
