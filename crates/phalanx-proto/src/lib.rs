@@ -77,6 +77,7 @@ pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
 pub use config::{ConfigError, DesyncPolicy, DesyncReference, SessionConfig};
 pub use host::{
     EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, RemoveError, SpectatorGone,
+    UploadError,
 };
 pub use pace::Pace;
 pub use replay::{

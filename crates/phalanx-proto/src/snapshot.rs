@@ -6,7 +6,7 @@
 //! [`Host::observe_turns`]) takes it from its own game; a dedicated host that does not asks
 //! one remote player for it, a different one each time, in the datagrams that carry the turn
 //! ([`Client::wants_snapshot`]), and the client uploads it on a reliable stream of its own
-//! ([`Client::poll_snapshot_upload`], [`Host::handle_snapshot`]).
+//! ([`Client::poll_upload`], [`Host::handle_upload`]).
 //!
 //! The host keeps a snapshot only once its state hash equals the reference hash the sync
 //! check decided for that turn ([`HostEvent::SnapshotStored`]); one that differs, or whose
@@ -18,11 +18,11 @@
 //! rejoin.
 //!
 //! [`Host::observe_turns`]: crate::Host::observe_turns
-//! [`Host::handle_snapshot`]: crate::Host::handle_snapshot
+//! [`Host::handle_upload`]: crate::Host::handle_upload
 //! [`HostEvent::SnapshotStored`]: crate::HostEvent::SnapshotStored
 //! [`HostEvent::SnapshotRejected`]: crate::HostEvent::SnapshotRejected
 //! [`Client::wants_snapshot`]: crate::Client::wants_snapshot
-//! [`Client::poll_snapshot_upload`]: crate::Client::poll_snapshot_upload
+//! [`Client::poll_upload`]: crate::Client::poll_upload
 //! [`Client::take_restore`]: crate::Client::take_restore
 
 use bytes::Bytes;

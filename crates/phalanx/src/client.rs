@@ -468,23 +468,8 @@ impl Side for ClientSide {
     }
 
     fn offer_snapshot(&mut self, snapshot: Snapshot) -> Result<(), SnapshotError> {
-        self.client.offer_snapshot(snapshot.turn, snapshot.hash, &snapshot.state)?;
-        if let Some(bytes) = self.client.poll_snapshot_upload() {
-            // A stream of its own, beside the datagrams; the host reads it to its end.
-            let connection = self.connection.clone();
-            tokio::spawn(async move {
-                let sent = async {
-                    let mut send = connection.open_uni().await?;
-                    send.write_all(&bytes).await?;
-                    send.finish()?;
-                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-                };
-                if let Err(error) = sent.await {
-                    tracing::warn!(target: "phalanx", %error, "snapshot upload failed");
-                }
-            });
-        }
-        Ok(())
+        // The upload goes out with the next datagrams (`transmit`).
+        self.client.offer_snapshot(snapshot.turn, snapshot.hash, &snapshot.state)
     }
 
     fn take_restore(&mut self) -> Option<Snapshot> {
@@ -521,6 +506,22 @@ impl Side for ClientSide {
     }
 
     fn transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
+        while let Some(bytes) = self.client.poll_upload() {
+            // A snapshot or a desync's turn hashes: a stream of its own, beside the
+            // datagrams; the host reads it to its end.
+            let connection = self.connection.clone();
+            tokio::spawn(async move {
+                let sent = async {
+                    let mut send = connection.open_uni().await?;
+                    send.write_all(&bytes).await?;
+                    send.finish()?;
+                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+                };
+                if let Err(error) = sent.await {
+                    tracing::warn!(target: "phalanx", %error, "upload failed");
+                }
+            });
+        }
         if !self.client.poll_transmit(now_ms, buf) {
             return false;
         }

@@ -711,8 +711,8 @@ impl Side for HostSide {
             Input::Snapshot(Joined::Player(player), id, bytes) => {
                 if self.is_current(Joined::Player(player), id) {
                     // An unreadable stream is refused like bad bytes (and counted).
-                    let result = self.host.handle_snapshot(player, bytes.as_deref().unwrap_or(&[]));
-                    crate::trace::snapshot_upload(player, &result);
+                    let result = self.host.handle_upload(player, bytes.as_deref().unwrap_or(&[]));
+                    crate::trace::upload(player, &result);
                 }
             }
             Input::Closed(player, id) => {

@@ -7,7 +7,7 @@
 //! stalls; `debug` for pace changes, stalls ending, late commands and snapshots kept; `warn`
 //! also for snapshots rejected or refused.
 
-use phalanx_proto::{ClientEvent, EndReason, HostEvent, PlayerId, SnapshotError, Turn};
+use phalanx_proto::{ClientEvent, EndReason, HostEvent, PlayerId, UploadError};
 
 /// Emits the event for a host's session event.
 pub(crate) fn host_event(event: &HostEvent) {
@@ -37,6 +37,11 @@ pub(crate) fn host_event(event: &HostEvent) {
         HostEvent::SnapshotStored { turn, from, bytes } => {
             let from = from.map(|p| p.0);
             tracing::debug!(turn = turn.0, ?from, bytes, "snapshot stored")
+        }
+        HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
+            let players: Vec<u8> = players.iter().map(|p| p.0).collect();
+            let (check, first) = (check_turn.0, first_turn.0);
+            tracing::error!(check, first, ?players, exact, "desync: first divergent turn")
         }
         HostEvent::SpectatorDesync { spectator, turn, .. } => {
             tracing::warn!(spectator = spectator.0, turn = turn.0, "spectator's state differs")
@@ -70,10 +75,11 @@ pub(crate) fn client_event(event: &ClientEvent) {
     }
 }
 
-/// Emits the event for a snapshot upload the host read from a player.
-pub(crate) fn snapshot_upload(player: PlayerId, result: &Result<Turn, SnapshotError>) {
+/// Emits the event for an upload (a snapshot, a desync's turn hashes) the host read from a
+/// player.
+pub(crate) fn upload(player: PlayerId, result: &Result<(), UploadError>) {
     match result {
-        Ok(turn) => tracing::debug!(player = player.0, turn = turn.0, "snapshot upload read"),
-        Err(error) => tracing::warn!(player = player.0, %error, "snapshot upload refused"),
+        Ok(()) => tracing::debug!(player = player.0, "upload read"),
+        Err(error) => tracing::warn!(player = player.0, %error, "upload refused"),
     }
 }

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::bundle::DesyncReport;
 use crate::bundle::TurnBundle;
 use crate::config::SessionConfig;
 use crate::link::Link;
@@ -10,8 +11,8 @@ use crate::pace::Pace;
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::types::{Joined, PlayerId, Turn};
 use crate::wire::{
-    decode_join_reply_parts, decode_rejoin_log, encode_snapshot_upload, DecodeError, JoinAccept,
-    Limits,
+    decode_join_reply_parts, decode_rejoin_log, encode_hashes_upload, encode_snapshot_upload,
+    DecodeError, JoinAccept, Limits,
 };
 
 use super::{playout::Playout, Client, ClientJoinError, State};
@@ -132,7 +133,7 @@ impl Client {
 
     /// Gives the host the game's state after `turn` (serialized by the game) and its state
     /// hash there, as asked ([`wants_snapshot`](Self::wants_snapshot)). The bytes wait in
-    /// [`poll_snapshot_upload`](Self::poll_snapshot_upload) for the driver.
+    /// [`poll_upload`](Self::poll_upload) for the driver.
     pub fn offer_snapshot(
         &mut self,
         turn: Turn,
@@ -148,14 +149,62 @@ impl Client {
             return Err(SnapshotError::TooLarge { len: state.len(), max });
         }
         self.snapshot_wanted = None;
-        self.snapshot_upload = Some(encode_snapshot_upload(turn, hash, state));
+        self.push_upload(encode_snapshot_upload(turn, hash, state));
         Ok(())
     }
 
-    /// A snapshot upload for the driver to send on a new reliable stream to the host (the
-    /// host reads it with [`Host::handle_snapshot`](crate::Host::handle_snapshot)).
-    pub fn poll_snapshot_upload(&mut self) -> Option<Vec<u8>> {
-        self.snapshot_upload.take()
+    /// The next upload for the driver to send on a new reliable stream to the host — a
+    /// snapshot ([`offer_snapshot`](Self::offer_snapshot)), or the turn hashes a desync asks
+    /// for — which the host reads with [`Host::handle_upload`](crate::Host::handle_upload).
+    pub fn poll_upload(&mut self) -> Option<Vec<u8>> {
+        self.uploads.pop_front()
+    }
+
+    /// Queues an upload; past two waiting, the oldest goes (a driver that never sends them
+    /// must not grow the client).
+    fn push_upload(&mut self, bytes: Vec<u8>) {
+        if self.uploads.len() >= 2 {
+            self.uploads.pop_front();
+        }
+        self.uploads.push_back(bytes);
+    }
+
+    /// Keeps the game's hash after `turn` for a desync's forensics.
+    pub(super) fn keep_turn_hash(&mut self, turn: Turn, hash: u64) {
+        if self.turn_hashes.back().is_some_and(|&(last, _)| last >= turn) {
+            return;
+        }
+        let keep = (self.config.sync_interval_turns + 2 * self.config.turns_ahead_max) as usize;
+        if self.turn_hashes.len() >= keep.max(1) {
+            self.turn_hashes.pop_front();
+        }
+        self.turn_hashes.push_back((turn, hash));
+    }
+
+    /// A desync was reported for a check turn we reported: send the host our hashes of the
+    /// turns since the check turn before it, the contiguous run we still hold.
+    pub(super) fn send_turn_hashes(&mut self, report: &DesyncReport) {
+        let me = self.player();
+        if !report.hashes.iter().any(|&(who, _)| Some(who) == me) {
+            return;
+        }
+        let check = report.turn;
+        let first = Turn(check.0.saturating_sub(self.config.sync_interval_turns.max(1) - 1));
+        let run: Vec<(Turn, u64)> = self
+            .turn_hashes
+            .iter()
+            .copied()
+            .filter(|&(turn, _)| turn >= first && turn <= check)
+            .collect();
+        let contiguous = run.windows(2).all(|pair| pair[1].0 == pair[0].0.next());
+        // A run that ends at the check turn and says more than its hash (a game that reports
+        // only check turns has nothing to send).
+        let ends = run.last().is_some_and(|&(last, _)| last == check);
+        let Some(&(start, _)) = run.first().filter(|_| contiguous && ends && run.len() > 1) else {
+            return;
+        };
+        let hashes: Vec<u64> = run.iter().map(|&(_, hash)| hash).collect();
+        self.push_upload(encode_hashes_upload(check, start, &hashes));
     }
 
     /// The host asked for a snapshot of `turn` (in a datagram's extras).

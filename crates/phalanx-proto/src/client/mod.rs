@@ -202,8 +202,12 @@ pub struct Client {
     restore: Option<Snapshot>,
     /// The host asks our game for a snapshot of its state after this turn.
     snapshot_wanted: Option<Turn>,
-    /// A snapshot upload for the driver to send on a reliable stream of its own.
-    snapshot_upload: Option<Vec<u8>>,
+    /// Uploads for the driver to send, each on a reliable stream of its own: a snapshot, the
+    /// turn hashes a desync asks for. At most two.
+    uploads: VecDeque<Vec<u8>>,
+    /// The game's state hash after each of the latest turns (every turn it reports), for a
+    /// desync's forensics: `sync_interval_turns + 2 × turns_ahead_max` of them at most.
+    turn_hashes: VecDeque<(Turn, u64)>,
     /// Joined as a spectator: this slot, and no player.
     spectator: Option<SpectatorId>,
 }
@@ -284,7 +288,8 @@ impl Client {
             farewell: false,
             restore: None,
             snapshot_wanted: None,
-            snapshot_upload: None,
+            uploads: VecDeque::new(),
+            turn_hashes: VecDeque::new(),
             spectator: None,
         };
         Ok((client, request))
@@ -461,7 +466,10 @@ impl Client {
                     self.playout.on_pace(bundle.turn.next(), pace.turn_length_ms);
                     self.push_event(ClientEvent::PaceChanged(*pace));
                 }
-                Record::Desync(report) => self.push_event(ClientEvent::Desync(report.clone())),
+                Record::Desync(report) => {
+                    self.send_turn_hashes(report);
+                    self.push_event(ClientEvent::Desync(report.clone()));
+                }
                 Record::Paused(by) => self.push_event(ClientEvent::Paused(*by)),
                 Record::Resumed(by) => self.push_event(ClientEvent::Resumed(*by)),
                 Record::Ended(EndCause::Desync) => self.end(EndReason::Desync),
@@ -510,9 +518,17 @@ impl Client {
     /// Reports the game's state hash after executing check turn `turn` (a multiple of
     /// `sync_interval_turns`); other turns are ignored. It rides in our datagrams until the
     /// host acknowledges it. Call it right after executing the turn.
+    ///
+    /// Report every turn if you can (it is cheap): the client keeps the latest few, and on a
+    /// desync sends the host the ones since the previous check turn, so that the host pins
+    /// the first turn whose state differed (`HostEvent::DesyncPinned`).
     pub fn report_state_hash(&mut self, turn: Turn, hash: u64) {
         let interval = self.config.sync_interval_turns;
-        if !crate::sync::is_check_turn(turn, interval) || turn >= self.next_exec {
+        if turn >= self.next_exec {
+            return;
+        }
+        self.keep_turn_hash(turn, hash);
+        if !crate::sync::is_check_turn(turn, interval) {
             return;
         }
         // Bounded: the check turns of two windows at most; the oldest go first.

@@ -24,6 +24,7 @@
 //! host's own records), `transmit.rs` (datagrams to players) and `local.rs` (the host's own
 //! player and operator: submit, next turn, pause, recording).
 
+mod forensics;
 mod intake;
 mod join;
 mod local;
@@ -48,6 +49,7 @@ use crate::stats::{HostStats, PeerStats};
 use crate::sync::SyncChecks;
 use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
 use crate::wire::{encode_join_reply, DecodeError, JoinRefusal, Limits};
+pub use forensics::UploadError;
 pub use spectate::SpectatorGone;
 
 /// Something the host's driver or game should know. Drained with [`Host::poll_event`]
@@ -111,6 +113,20 @@ pub enum HostEvent {
     SpectatorJoined(SpectatorId),
     /// A spectator left; the driver should close its connection.
     SpectatorLeft(SpectatorId, SpectatorGone),
+    /// The first divergent turn of a desync, found from the players' per-turn hashes since
+    /// the check turn before (they send them when they execute the `Desync` record, if their
+    /// game reports a hash every turn).
+    DesyncPinned {
+        /// The check turn whose hashes differed.
+        check_turn: Turn,
+        /// The first turn after which a diverged player's state differed from the reference.
+        first_turn: Turn,
+        /// The diverged players whose state differed by then.
+        players: Vec<PlayerId>,
+        /// Whether the turn before `first_turn` was compared and agreed (otherwise the hashes
+        /// held did not reach back far enough: it is the earliest turn compared).
+        exact: bool,
+    },
     /// A spectator's state hash at a check turn differs from the players' reference: what it
     /// shows is not the game (a bug in its game, or a bad restore). Reported once per
     /// spectator; the players' game is not affected.
@@ -341,6 +357,7 @@ pub struct Host {
     /// Snapshots and the encoded turns a rejoin needs besides them.
     snapshots: snapshot::Snapshots,
     spectators: spectate::Spectators,
+    forensics: forensics::Forensics,
 }
 
 impl Host {
@@ -387,6 +404,7 @@ impl Host {
             recorder: None,
             snapshots: snapshot::Snapshots::new(config.rejoin_window_ms == 0),
             spectators: spectate::Spectators::default(),
+            forensics: forensics::Forensics::default(),
             config,
         })
     }

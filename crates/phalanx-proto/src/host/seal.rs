@@ -135,6 +135,7 @@ impl Host {
             self.snapshot_decided(verdict.turn, verdict.reference);
             self.spectators_decided(verdict.turn, verdict.reference);
             let Some(report) = verdict.desync else { continue };
+            self.forensics_open(report.turn, &report.hashes, &report.diverged);
             records.push(Record::Desync(report.clone()));
             self.push_event(HostEvent::Desync(report));
             match self.config.desync_policy {

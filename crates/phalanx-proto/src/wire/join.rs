@@ -8,7 +8,9 @@ use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
 use crate::PROTOCOL_VERSION;
 
 use super::records::decode_bundle;
-use super::{put_varint, DecodeError, Limits, Reader, KIND_JOIN, KIND_REPLY, KIND_SNAPSHOT};
+use super::{
+    put_varint, DecodeError, Limits, Reader, KIND_HASHES, KIND_JOIN, KIND_REPLY, KIND_SNAPSHOT,
+};
 
 /// A join request, sent by a client on the reliable stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -423,4 +425,45 @@ pub(crate) fn decode_snapshot_upload(bytes: &[u8]) -> Result<(Turn, u64, &[u8]),
     let turn = Turn(reader.varint_u32()?);
     let hash = reader.u64_le()?;
     Ok((turn, hash, reader.bytes))
+}
+
+/// The turn hashes a desync asks for (client → host, on a reliable stream of its own): the
+/// check turn, the first turn listed, then one hash per turn from it.
+pub(crate) fn encode_hashes_upload(check: Turn, first: Turn, hashes: &[u64]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + 15 + 8 * hashes.len());
+    out.put_u8(PROTOCOL_VERSION);
+    out.put_u8(KIND_HASHES);
+    put_varint(&mut out, check.0.into());
+    put_varint(&mut out, first.0.into());
+    put_varint(&mut out, hashes.len() as u64);
+    for &hash in hashes {
+        out.put_u64_le(hash);
+    }
+    out
+}
+
+/// Parses a turn hashes upload: at most `max` hashes, every byte used.
+pub(crate) fn decode_hashes_upload(
+    bytes: &[u8],
+    max: usize,
+) -> Result<(Turn, Turn, Vec<u64>), DecodeError> {
+    let mut reader = Reader::new(bytes);
+    match reader.header()? {
+        KIND_HASHES => {}
+        kind => return Err(DecodeError::UnknownKind(kind)),
+    }
+    let check = Turn(reader.varint_u32()?);
+    let first = Turn(reader.varint_u32()?);
+    let count = reader.count("turn hashes", max, 8)?;
+    let hashes = (0..count).map(|_| reader.u64_le()).collect::<Result<Vec<_>, _>>()?;
+    reader.finish()?;
+    if first > check || check.since(first) as usize + 1 < count {
+        return Err(DecodeError::Invalid("turn hashes range"));
+    }
+    Ok((check, first, hashes))
+}
+
+/// The kind byte of an upload stream's message (after the version), if it has one.
+pub(crate) fn upload_kind(bytes: &[u8]) -> Option<u8> {
+    bytes.get(1).copied()
 }

@@ -27,6 +27,8 @@
 //!   rejoin = 0 | 1 next_seq turns (0 | 1 snapshot_turn hash:u64le len state) bundle*
 //!            (the bundles of the turns after the snapshot's, or from turn 0, up to `turns`)
 //! Snapshot (client → host, a stream of its own): version kind=5 turn hash:u64le state
+//! Hashes   (client → host, a stream of its own): version kind=6 check_turn first_turn n
+//!                                  hash:u64le*n   (each turn's state hash from first_turn)
 //! ```
 
 //!
@@ -48,12 +50,13 @@ pub(crate) use datagram::{
     decode_down, decode_up, put_down_header, put_up_command, put_up_header, up_command_len,
     AckFrame, Down, DownExtras, PauseKind, Up, UpCommand, UpExtras,
 };
+pub(crate) use join::{
+    decode_hashes_upload, decode_join_reply_parts, decode_rejoin_log, decode_snapshot_upload,
+    encode_hashes_upload, encode_join_reply_with_log, encode_snapshot_upload, upload_kind,
+    JOIN_REPLY_FIELDS_MAX, SNAPSHOT_UPLOAD_HEADER_MAX,
+};
 pub use join::{
     decode_join_reply, encode_join_reply, JoinAccept, JoinRefusal, JoinReply, JoinRequest, Rejoin,
-};
-pub(crate) use join::{
-    decode_join_reply_parts, decode_rejoin_log, decode_snapshot_upload, encode_join_reply_with_log,
-    encode_snapshot_upload, JOIN_REPLY_FIELDS_MAX, SNAPSHOT_UPLOAD_HEADER_MAX,
 };
 pub(crate) use records::encode_bundle;
 
@@ -62,6 +65,7 @@ const KIND_DOWN: u8 = 2;
 const KIND_JOIN: u8 = 3;
 const KIND_REPLY: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
+pub(crate) const KIND_HASHES: u8 = 6;
 
 /// The most bytes a varint of a `u64` takes.
 const VARINT_MAX: usize = 10;

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use phalanx_proto::{
-    Client, Host, HostEvent, Joined, PlayerId, Record, SessionConfig, SnapshotError, SpectatorId,
-    SplitMix64, Turn, TurnBundle,
+    Client, Host, HostEvent, Joined, PlayerId, Record, SessionConfig, SpectatorId, SplitMix64,
+    Turn, TurnBundle, UploadError,
 };
 
 /// One-way latency of a player's link.
@@ -98,11 +98,13 @@ pub struct Net {
     pub spectators: Vec<Option<Peer>>,
     /// Spectators' links: one-way latency and loss (‰).
     pub spectator_link: (u64, u32),
+    /// Games report their state hash after every turn (else only after check turns).
+    pub report_every_turn: bool,
     rng: SplitMix64,
     queue: BTreeMap<(u64, u64), Delivery>,
     sent: u64,
     pub events: Vec<HostEvent>,
-    pub uploads: Vec<(PlayerId, Result<Turn, SnapshotError>)>,
+    pub uploads: Vec<(PlayerId, Result<(), UploadError>)>,
 }
 
 pub fn tokens(players: usize) -> Vec<u64> {
@@ -146,6 +148,7 @@ impl Net {
             players: (0..players).map(|_| None).collect(),
             spectators: (0..spectators).map(|_| None).collect(),
             spectator_link: (LATENCY_MS, 0),
+            report_every_turn: true,
             rng: SplitMix64::new(7),
             queue: BTreeMap::new(),
             sent: 0,
@@ -263,7 +266,7 @@ impl Net {
                     }
                 }
                 Delivery::Upload(player, bytes) => {
-                    let result = self.host.handle_snapshot(player, &bytes);
+                    let result = self.host.handle_upload(player, &bytes);
                     self.uploads.push((player, result));
                 }
             }
@@ -299,7 +302,12 @@ impl Net {
 
     /// A peer's game loop: executes due turns, reports hashes, gives snapshots, and (a
     /// player) submits now and then. Returns what it sends.
-    fn run_peer(peer: &mut Peer, now: u64, interval: u32, submit: Option<u32>) -> Vec<Vec<u8>> {
+    fn run_peer(
+        peer: &mut Peer,
+        now: u64,
+        (interval, every_turn): (u32, bool),
+        submit: Option<u32>,
+    ) -> Vec<Vec<u8>> {
         peer.client.handle_timeout(now);
         while let Some(bundle) = peer.client.next_turn(now) {
             peer.game.execute(&bundle);
@@ -308,7 +316,9 @@ impl Net {
             if turn.0 % interval == 0 {
                 peer.game.checks.insert(turn.0, peer.game.state);
             }
-            peer.client.report_state_hash(turn, peer.game.state);
+            if every_turn || turn.0 % interval == 0 {
+                peer.client.report_state_hash(turn, peer.game.state);
+            }
             if submit.is_some_and(|index| turn.0 % 7 == index) {
                 let _ = peer.client.submit(now, &turn.0.to_le_bytes());
             }
@@ -328,10 +338,10 @@ impl Net {
     fn play(&mut self, index: usize) {
         let (now, interval) = (self.now, self.config.sync_interval_turns);
         let Some(peer) = self.players[index].as_mut() else { return };
-        let out = Net::run_peer(peer, now, interval, Some(index as u32));
-        let upload = peer.client.poll_snapshot_upload();
+        let out = Net::run_peer(peer, now, (interval, self.report_every_turn), Some(index as u32));
         let id = PlayerId(index as u8);
-        if let Some(bytes) = upload {
+        let uploads: Vec<Vec<u8>> = std::iter::from_fn(|| peer.client.poll_upload()).collect();
+        for bytes in uploads {
             // A reliable stream: later than a datagram, as a bulk transfer would be.
             self.send(now + 3 * LATENCY_MS, Delivery::Upload(id, bytes));
         }
@@ -343,7 +353,7 @@ impl Net {
     fn watch(&mut self, index: usize) {
         let (now, interval) = (self.now, self.config.sync_interval_turns);
         let Some(peer) = self.spectators[index].as_mut() else { return };
-        let out = Net::run_peer(peer, now, interval, None);
+        let out = Net::run_peer(peer, now, (interval, self.report_every_turn), None);
         let id = Joined::Spectator(SpectatorId(index as u8));
         for bytes in out {
             self.send_spectator(Delivery::ToHost(id, bytes));

@@ -1,0 +1,185 @@
+//! Desync forensics, first step: pinning the first divergent turn. A check turn's hashes say
+//! *that* states differ, somewhere in the `sync_interval_turns` before it. Every player that
+//! executes the `Desync` record sends the host its state hash after each of those turns (it
+//! keeps the latest few, see `Client::report_state_hash`), on a stream of its own; once the
+//! host holds them from a diverged player and from one that agreed with the reference, the
+//! first turn where they differ is the first divergent turn ([`HostEvent::DesyncPinned`]).
+
+use std::collections::VecDeque;
+
+use crate::snapshot::SnapshotError;
+use crate::types::{PlayerId, Turn};
+use crate::wire::{decode_hashes_upload, upload_kind, DecodeError, KIND_HASHES};
+
+use super::{Host, HostEvent};
+
+/// Desyncs whose first divergent turn is still being looked for, at most.
+const OPEN_MAX: usize = 4;
+
+/// One desync being pinned.
+#[derive(Debug)]
+struct Open {
+    check: Turn,
+    diverged: Vec<PlayerId>,
+    /// Players whose hash was the reference.
+    agreed: Vec<PlayerId>,
+    /// Each player's turn hashes: the first turn listed, then one hash a turn.
+    lists: Vec<(PlayerId, Turn, Vec<u64>)>,
+    /// Pinned already: later uploads for it are taken and dropped.
+    pinned: bool,
+}
+
+/// Desyncs being pinned, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct Forensics {
+    open: VecDeque<Open>,
+    /// The latest check turn that was a desync: the checks after it that still differ are the
+    /// same divergence, not new ones to pin.
+    last_desync: Option<Turn>,
+}
+
+/// Why an upload was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UploadError {
+    /// A snapshot upload that was refused.
+    Snapshot(SnapshotError),
+    /// Turn hashes nobody asked for (no open desync at that check turn, or not this
+    /// player's), or that did not decode.
+    Hashes(Option<DecodeError>),
+    /// Not an upload of this protocol.
+    Unknown,
+}
+
+impl std::fmt::Display for UploadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UploadError::Snapshot(error) => error.fmt(f),
+            UploadError::Hashes(Some(error)) => write!(f, "malformed turn hashes: {error}"),
+            UploadError::Hashes(None) => write!(f, "turn hashes nobody asked for"),
+            UploadError::Unknown => write!(f, "not an upload"),
+        }
+    }
+}
+
+impl std::error::Error for UploadError {}
+
+impl Host {
+    /// An upload from `player`'s reliable stream (all its bytes; read at most
+    /// [`SessionConfig::snapshot_upload_bytes_max`](crate::SessionConfig::snapshot_upload_bytes_max)):
+    /// a snapshot ([`handle_snapshot`](Self::handle_snapshot)), or the turn hashes a desync
+    /// asked for. What is refused is counted and held nowhere.
+    pub fn handle_upload(&mut self, player: PlayerId, bytes: &[u8]) -> Result<(), UploadError> {
+        match upload_kind(bytes) {
+            Some(KIND_HASHES) => {
+                let result = self.take_turn_hashes(player, bytes);
+                if result.is_err() {
+                    self.stats.hashes_refused += 1;
+                }
+                result
+            }
+            Some(_) => {
+                self.handle_snapshot(player, bytes).map(|_| ()).map_err(UploadError::Snapshot)
+            }
+            None => {
+                self.stats.snapshots_refused += 1;
+                Err(UploadError::Unknown)
+            }
+        }
+    }
+
+    fn take_turn_hashes(&mut self, player: PlayerId, bytes: &[u8]) -> Result<(), UploadError> {
+        let max = (self.config.sync_interval_turns + 2 * self.config.turns_ahead_max) as usize;
+        let (check, first, hashes) =
+            decode_hashes_upload(bytes, max).map_err(|e| UploadError::Hashes(Some(e)))?;
+        let open = self.forensics.open.iter_mut().find(|open| open.check == check);
+        let Some(open) = open.filter(|open| {
+            (open.diverged.contains(&player) || open.agreed.contains(&player))
+                && !open.lists.iter().any(|(who, _, _)| *who == player)
+        }) else {
+            return Err(UploadError::Hashes(None));
+        };
+        if open.pinned {
+            // A late one, for a divergence already pinned.
+            return Ok(());
+        }
+        open.lists.push((player, first, hashes));
+        self.try_pin(check);
+        Ok(())
+    }
+
+    /// A check turn was decided with a desync: look for its first divergent turn.
+    pub(super) fn forensics_open(
+        &mut self,
+        check: Turn,
+        hashes: &[(PlayerId, u64)],
+        diverged: &[PlayerId],
+    ) {
+        let interval = self.config.sync_interval_turns.max(1);
+        let continued =
+            self.forensics.last_desync.is_some_and(|last| check.since(last) <= interval);
+        self.forensics.last_desync = Some(check);
+        // Still diverged since the check before: the same divergence, pinned from that one;
+        // but its players' uploads are expected, so take them quietly.
+        let agreed = hashes.iter().map(|&(who, _)| who).filter(|who| !diverged.contains(who));
+        let open = Open {
+            check,
+            diverged: diverged.to_vec(),
+            agreed: agreed.collect(),
+            lists: Vec::new(),
+            pinned: continued,
+        };
+        if self.forensics.open.len() == OPEN_MAX {
+            self.forensics.open.pop_front();
+        }
+        self.forensics.open.push_back(open);
+    }
+
+    /// Pins check turn `check`'s first divergent turn once a diverged player's hashes and an
+    /// agreeing one's are both in.
+    fn try_pin(&mut self, check: Turn) {
+        let Some(index) = self.forensics.open.iter().position(|open| open.check == check) else {
+            return;
+        };
+        let open = &self.forensics.open[index];
+        if open.pinned {
+            return;
+        }
+        let find =
+            |side: &[PlayerId]| open.lists.iter().find(|(who, _, _)| side.contains(who)).cloned();
+        let (Some(reference), Some(_)) = (find(&open.agreed), find(&open.diverged)) else {
+            return;
+        };
+        let (_, ref_first, ref_hashes) = reference;
+        let hash_at = |first: Turn, hashes: &[u64], turn: Turn| {
+            hashes.get(turn.0.checked_sub(first.0)? as usize).copied()
+        };
+        // The earliest turn where a diverged player's hash differs from the reference's,
+        // and where that comparison began.
+        let mut found: Option<(Turn, Turn)> = None;
+        let mut players = Vec::new();
+        let diverged = open.lists.iter().filter(|(who, _, _)| open.diverged.contains(who));
+        for (who, first, hashes) in diverged {
+            let from = (*first).max(ref_first);
+            let differs = (from.0..=check.0).map(Turn).find(|&turn| {
+                hash_at(*first, hashes, turn) != hash_at(ref_first, &ref_hashes, turn)
+            });
+            if let Some(turn) = differs {
+                players.push(*who);
+                if found.is_none_or(|(known, _)| turn < known) {
+                    found = Some((turn, from));
+                }
+            }
+        }
+        let Some((first_turn, from)) = found else { return };
+        // Exact when the turn before it was compared and agreed, or it is the first turn after
+        // the previous check turn (which agreed, or this would be that one's desync).
+        let interval = self.config.sync_interval_turns.max(1);
+        let exact = first_turn > from || first_turn.0 + interval == check.0 + 1;
+        players.sort_unstable();
+        let open = &mut self.forensics.open[index];
+        open.pinned = true;
+        open.lists = Vec::new();
+        self.push_event(HostEvent::DesyncPinned { check_turn: check, first_turn, players, exact });
+    }
+}
