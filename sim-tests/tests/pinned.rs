@@ -47,7 +47,7 @@ fn seeded_runs_are_unchanged() {
         ),
         (
             "removed",
-            0xd695fb8cba8941d7,
+            0xeb0e396c9f7980b5,
             vec![Some(0x115794958254fa39), Some(0x999bfdbe99a0c4d1), Some(0x999bfdbe99a0c4d1)],
         ),
     ];
