@@ -67,13 +67,19 @@ impl Snapshots {
     /// Drops the logged turns a verified snapshot at `turn` makes unnecessary.
     fn trim_log_to(&mut self, turn: Turn) {
         while self.log_base <= turn {
-            let Some(bundle) = self.log.pop_front() else {
+            if !self.pop_log_front() {
                 self.log_base = turn.next();
                 return;
-            };
-            self.log_bytes -= bundle.len();
-            self.log_base = self.log_base.next();
+            }
         }
+    }
+
+    /// Forgets the oldest logged turn; `false` when the log is empty.
+    fn pop_log_front(&mut self) -> bool {
+        let Some(bundle) = self.log.pop_front() else { return false };
+        self.log_bytes -= bundle.len();
+        self.log_base = self.log_base.next();
+        true
     }
 }
 
@@ -288,11 +294,7 @@ impl Host {
             log.log = VecDeque::new();
             log.log_bytes = 0;
         }
-        while log.log_bytes > max {
-            let Some(bundle) = log.log.pop_front() else { break };
-            log.log_bytes -= bundle.len();
-            log.log_base = log.log_base.next();
-        }
+        while log.log_bytes > max && log.pop_log_front() {}
         self.stats.rejoin_log_bytes = log.log_bytes;
     }
 

@@ -13,9 +13,9 @@ use crate::stats::PeerStats;
 use crate::types::{CommandSeq, Joined, SpectatorId, Turn};
 use crate::wire::{
     decode_up, encode_join_reply_with_log, put_down_header, DownExtras, JoinRefusal, Rejoin,
-    DOWN_HEADER_BYTES_MAX,
 };
 
+use super::transmit::fill_bundles;
 use super::{refused, Host, HostEvent, JoinResponse};
 
 /// Why a spectator left.
@@ -125,6 +125,7 @@ impl Host {
             diverged: false,
         };
         self.spectators.slots[index] = Some(Box::new(watcher));
+        self.stats.spectators = self.spectators.slots.iter().flatten().count();
         self.push_event(HostEvent::SpectatorJoined(id));
         let mut accept = self.accept_fields(Joined::Spectator(id), None);
         let material = if self.started { self.spectate_material(start) } else { None };
@@ -227,35 +228,29 @@ impl Host {
             oldest.max(Turn(watcher.send_next.0.saturating_sub(redundant_turns)))
         };
         let carry = has_new || watcher.link.resend_due(has_unacked);
-        let (mut body, mut count, mut redundant) = (Vec::new(), 0u32, 0u64);
-        let skip = first.since(spectators.base) as usize;
+        let (base, skip) = (spectators.base, first.since(spectators.base) as usize);
         // A spectator far behind is sent its window at a time: it holds no more, and its
         // decoder refuses a datagram with more.
-        let end =
-            if carry { (visible.since(spectators.base) as usize).min(skip + window) } else { 0 };
-        for (offset, bundle) in spectators.turns.iter().enumerate().take(end).skip(skip) {
-            if DOWN_HEADER_BYTES_MAX + body.len() + bundle.len() > budget {
-                break;
-            }
-            if spectators.base.0 + (offset as u32) < watcher.send_next.0 {
-                redundant += bundle.len() as u64;
-            }
-            body.extend_from_slice(bundle);
-            count += 1;
-        }
+        let end = if carry { (visible.since(base) as usize).min(skip + window) } else { 0 };
+        let turns = spectators.turns.iter().enumerate().take(end).skip(skip);
+        let (body, count, redundant) = fill_bundles(
+            turns.map(|(offset, bundle)| (Turn(base.0 + offset as u32), bundle)),
+            watcher.send_next,
+            budget,
+        );
         let extras = DownExtras {
             hash_ack: watcher.hash_acked,
             waiting,
             probe: watcher.link.is_probing(now_ms),
             snapshot_wanted: None,
         };
-        put_down_header(buf, pn, ack, CommandSeq(0), &extras, first, count as usize);
+        put_down_header(buf, pn, ack, CommandSeq(0), &extras, first, count);
         buf.extend_from_slice(&body);
         if behind && has_new {
             // Each newly visible turn triggers one such datagram, not a burst.
             watcher.send_next = visible;
         } else if count > 0 {
-            watcher.send_next = watcher.send_next.max(first.saturating_add(count));
+            watcher.send_next = watcher.send_next.max(first.saturating_add(count as u32));
         }
         let sent = Sent {
             pn,
@@ -332,12 +327,11 @@ impl Host {
     }
 
     fn drop_spectator(&mut self, id: SpectatorId, why: SpectatorGone) {
-        if let Some(slot) = self.spectators.slots.get_mut(id.0 as usize) {
-            if slot.take().is_some() {
-                self.push_event(HostEvent::SpectatorLeft(id, why));
-            }
+        let Some(slot) = self.spectators.slots.get_mut(id.0 as usize) else { return };
+        if slot.take().is_some() {
+            self.stats.spectators -= 1;
+            self.push_event(HostEvent::SpectatorLeft(id, why));
         }
-        self.stats.spectators = self.spectators.slots.iter().flatten().count();
     }
 
     /// The earliest of the spectators' timers.
@@ -354,7 +348,6 @@ impl Host {
                 self.drop_spectator(SpectatorId(index as u8), SpectatorGone::TimedOut);
             }
         }
-        self.stats.spectators = self.spectators.slots.iter().flatten().count();
     }
 
     /// Turn `turn` was just sealed as `encoded`: keep it for spectators, drop the ones too far
@@ -367,6 +360,7 @@ impl Host {
             self.spectators.base = turn;
         }
         self.spectators.turns.push_back(encoded.clone());
+        self.stats.spectator_turns_bytes += encoded.len();
         let visible = Turn(turn.next().0.saturating_sub(self.config.spectator_delay_turns));
         let lag_max = self.config.spectator_lag_max_turns;
         for index in 0..self.spectators.slots.len() {
@@ -388,10 +382,10 @@ impl Host {
             .chain([visible])
             .min()
             .unwrap_or(visible);
-        while self.spectators.base < keep_from && !self.spectators.turns.is_empty() {
-            self.spectators.turns.pop_front();
+        while self.spectators.base < keep_from {
+            let Some(bundle) = self.spectators.turns.pop_front() else { break };
+            self.stats.spectator_turns_bytes -= bundle.len();
             self.spectators.base = self.spectators.base.next();
         }
-        self.stats.spectator_turns_bytes = self.spectators.turns.iter().map(Bytes::len).sum();
     }
 }

@@ -3,13 +3,13 @@
 //! player has not acknowledged as far as they fit: the newest always, the `redundant_turns`
 //! before it, and all of them when the retransmit timer fired.
 
-use std::collections::VecDeque;
+use bytes::Bytes;
 
 use crate::link::{repeat_delay_ms, Sent};
 use crate::types::{PlayerId, Turn};
 use crate::wire::{put_down_header, DownExtras, DOWN_HEADER_BYTES_MAX};
 
-use super::{Host, Sealed, Seat};
+use super::{Host, Seat};
 
 impl Host {
     /// Writes the next datagram to send into `buf` (cleared first) and returns the player to
@@ -52,14 +52,14 @@ impl Host {
         // bundle goes out every turn anyway and repeats whatever is unacknowledged, so
         // repeating it in between would only add bytes.
         let carry = has_new || peer.link.resend_due(has_unacked);
-        let bundles = Bundles {
-            sealed: &self.sealed,
-            skip: first.since(self.sealed_base) as usize,
-            take: if carry { self.sealed.len() } else { 0 },
-            send_next: peer.send_next,
-            budget: usize::from(self.config.datagram_bytes_max),
-        };
-        let (body, count, redundant_bytes) = bundles.fill();
+        let skip = first.since(self.sealed_base) as usize;
+        let take = if carry { self.sealed.len() } else { 0 };
+        let sealed = self.sealed.iter().take(take).skip(skip);
+        let (body, count, redundant_bytes) = fill_bundles(
+            sealed.map(|sealed| (sealed.bundle.turn, &sealed.encoded)),
+            peer.send_next,
+            usize::from(self.config.datagram_bytes_max),
+        );
         let extras = DownExtras {
             hash_ack: peer.hash_acked,
             waiting: self.waiting,
@@ -85,36 +85,26 @@ impl Host {
     }
 }
 
-/// The sealed bundles a datagram may carry.
-struct Bundles<'a> {
-    sealed: &'a VecDeque<Sealed>,
-    /// Bundles before the first one to send.
-    skip: usize,
-    /// Bundles considered from the front (0: carry none).
-    take: usize,
-    /// The first turn never sent to this player: earlier ones count as redundant bytes.
+/// As many of `bundles` (turn, encoding; in turn order) as fit a datagram of `budget` bytes
+/// after its header: their bytes, how many, and how many of those bytes were sent before
+/// (turns before `send_next`). Players and spectators alike.
+pub(super) fn fill_bundles<'a>(
+    bundles: impl Iterator<Item = (Turn, &'a Bytes)>,
     send_next: Turn,
-    /// The datagram's size limit.
     budget: usize,
-}
-
-impl Bundles<'_> {
-    /// As many bundles as fit after the header, in turn order: their bytes, how many, and how
-    /// many of those bytes were sent before.
-    fn fill(&self) -> (Vec<u8>, usize, u64) {
-        let mut body = Vec::new();
-        let (mut count, mut redundant) = (0usize, 0u64);
-        for sealed in self.sealed.iter().take(self.take).skip(self.skip) {
-            // Header bound: count as a varint of at most 2 bytes for a window of <= 256.
-            if DOWN_HEADER_BYTES_MAX + body.len() + sealed.encoded.len() > self.budget {
-                break;
-            }
-            if sealed.bundle.turn < self.send_next {
-                redundant += sealed.encoded.len() as u64;
-            }
-            body.extend_from_slice(&sealed.encoded);
-            count += 1;
+) -> (Vec<u8>, usize, u64) {
+    let mut body = Vec::new();
+    let (mut count, mut redundant) = (0usize, 0u64);
+    for (turn, encoded) in bundles {
+        // Header bound: count as a varint of at most 2 bytes for a window of <= 256.
+        if DOWN_HEADER_BYTES_MAX + body.len() + encoded.len() > budget {
+            break;
         }
-        (body, count, redundant)
+        if turn < send_next {
+            redundant += encoded.len() as u64;
+        }
+        body.extend_from_slice(encoded);
+        count += 1;
     }
+    (body, count, redundant)
 }

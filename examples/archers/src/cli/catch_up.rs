@@ -47,25 +47,23 @@ pub(crate) fn rejoins(report: &SimReport) -> Vec<Rejoin> {
 
 /// Whether `player` left and came back (its `Joined` after its `Left`): not a removal.
 pub(crate) fn came_back(report: &SimReport, player: PlayerId) -> bool {
+    matches!(left_and_back(report, player), (Some(left), Some(back)) if back > left)
+}
+
+/// The first turn whose bundle carried `player`'s `Left` record, and the last that carried its
+/// `Joined` record after turn 0, as the other players executed them.
+fn left_and_back(report: &SimReport, player: PlayerId) -> (Option<u32>, Option<u32>) {
     let others = || report.players.iter().filter(move |p| p.player != Some(player));
-    let left = others().flat_map(|p| &p.left_turns).filter(|(who, _)| *who == player).min();
-    let joined = others().flat_map(|p| &p.joined_turns).filter(|(who, _)| *who == player).max();
-    matches!((left, joined), (Some(left), Some(joined)) if joined.1 > left.1)
+    let of_player =
+        move |&(who, turn): &(PlayerId, phalanx::Turn)| (who == player).then_some(turn.0);
+    let left = others().flat_map(|p| &p.left_turns).filter_map(of_player).min();
+    let back = others().flat_map(|p| &p.joined_turns).filter_map(of_player).max();
+    (left, back)
 }
 
 fn rejoin(report: &SimReport, back: &PlayerReport) -> Rejoin {
     let player = back.player.unwrap_or(PlayerId(0));
-    let others = || report.players.iter().filter(move |p| p.player != Some(player));
-    let left_turn = others()
-        .flat_map(|p| &p.left_turns)
-        .filter(|(who, _)| *who == player)
-        .map(|t| t.1 .0)
-        .min();
-    let back_turn = others()
-        .flat_map(|p| &p.joined_turns)
-        .filter(|(who, _)| *who == player)
-        .map(|t| t.1 .0)
-        .max();
+    let (left_turn, back_turn) = left_and_back(report, player);
     let playing_ms = back_turn
         .and_then(|turn| turn.checked_sub(back.first_turn))
         .and_then(|index| back.executed_at_ms.get(index as usize).copied());
