@@ -9,7 +9,7 @@ use phalanx_testkit::{for_each_seed, seeded_test};
 
 #[test]
 fn the_first_divergent_turn_is_pinned_exactly() {
-    for_each_seed(seeded_test!("the_first_divergent_turn_is_pinned_exactly"), 12, |seed| {
+    for_each_seed(seeded_test!("the_first_divergent_turn_is_pinned_exactly"), 24, |seed| {
         let mut rng = Rng::new(seed);
         let player = PlayerId(rng.below(3) as u8);
         let turn = 30 + rng.below(70) as u32;

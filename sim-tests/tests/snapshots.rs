@@ -80,7 +80,7 @@ fn check_rejoin(config: &SimConfig, report: &SimReport, interval: u32) -> Result
 
 #[test]
 fn a_crashed_client_rejoins_through_a_snapshot() {
-    for_each_seed(seeded_test!("a_crashed_client_rejoins_through_a_snapshot"), 8, |seed| {
+    for_each_seed(seeded_test!("a_crashed_client_rejoins_through_a_snapshot"), 24, |seed| {
         let config = scenario(seed, 300, 50, 12_000);
         let report = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
         check_rejoin(&config, &report, 50)
@@ -89,7 +89,7 @@ fn a_crashed_client_rejoins_through_a_snapshot() {
 
 #[test]
 fn a_game_longer_than_the_rejoin_log_still_takes_players_back() {
-    for_each_seed(seeded_test!("a_game_longer_than_the_rejoin_log"), 4, |seed| {
+    for_each_seed(seeded_test!("a_game_longer_than_the_rejoin_log"), 12, |seed| {
         // A 2 KiB log holds about 200 turns of this game: without snapshots the rejoin at
         // turn 250-280 would be refused with RejoinUnavailable.
         let mut config = scenario(seed, 400, 50, 25_000);
@@ -122,7 +122,7 @@ fn a_rejoin_after_an_hour_restores_a_snapshot() {
 
 #[test]
 fn a_late_joiner_starts_from_a_snapshot_and_agrees_from_its_first_check() {
-    for_each_seed(seeded_test!("a_late_joiner_starts_from_a_snapshot"), 6, |seed| {
+    for_each_seed(seeded_test!("a_late_joiner_starts_from_a_snapshot"), 24, |seed| {
         let mut config = SimConfig::new(seed, 3);
         config.turns = 300;
         config.faults.loss_permille = 10;
@@ -148,7 +148,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees_from_its_first_check() {
 
 #[test]
 fn a_snapshot_that_does_not_match_is_rejected_and_a_good_one_is_used() {
-    for_each_seed(seeded_test!("a_snapshot_that_does_not_match"), 6, |seed| {
+    for_each_seed(seeded_test!("a_snapshot_that_does_not_match"), 24, |seed| {
         // Player 0's reported hash is wrong from turn 40: the snapshot it gives at turn 50
         // (the first giver) is rejected; the next ones, from the others, are kept, and the
         // crashed player 1 comes back through one of them.

@@ -44,7 +44,7 @@ fn players(report: &SimReport) -> Figures {
 #[test]
 fn ten_spectators_on_bad_links_agree_and_the_players_do_not_notice() {
     let figures = std::sync::Mutex::new(Vec::new());
-    for_each_seed(seeded_test!("ten_spectators_on_bad_links"), 6, |seed| {
+    for_each_seed(seeded_test!("ten_spectators_on_bad_links"), 12, |seed| {
         let alone = run_with::<ChainGame>(scenario(seed, 0), EVERY).map_err(|e| e.to_string())?;
         let watched =
             run_with::<ChainGame>(scenario(seed, 10), EVERY).map_err(|e| e.to_string())?;
@@ -89,7 +89,7 @@ fn ten_spectators_on_bad_links_agree_and_the_players_do_not_notice() {
 
 #[test]
 fn a_spectator_sending_commands_is_refused_and_dropped_and_the_game_is_untouched() {
-    for_each_seed(seeded_test!("a_spectator_sending_commands"), 6, |seed| {
+    for_each_seed(seeded_test!("a_spectator_sending_commands"), 12, |seed| {
         let mut config = scenario(seed, 2);
         config.spectator_link = (50, 0);
         config.hostile_spectator = true;
