@@ -56,6 +56,7 @@ mod budget;
 mod bundle;
 mod client;
 mod config;
+mod desync;
 mod events;
 mod host;
 mod link;
@@ -75,6 +76,7 @@ mod wire;
 pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
 pub use config::{ConfigError, DesyncPolicy, DesyncReference, SessionConfig};
+pub use desync::{DesyncBundle, DiffError, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
 pub use host::{
     EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, RemoveError, SpectatorGone,
     UploadError,

@@ -29,7 +29,7 @@ use bytes::Bytes;
 
 use crate::config::SessionConfig;
 use crate::types::Turn;
-use crate::wire::{DecodeError, SNAPSHOT_UPLOAD_HEADER_MAX};
+use crate::wire::{DecodeError, SNAPSHOT_UPLOAD_HEADER_MAX, STATE_UPLOAD_HEADER_MAX};
 
 /// The game's state after executing `turn`, as the game serialized it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,9 +127,13 @@ pub(crate) fn is_snapshot_turn(config: &SessionConfig, turn: Turn) -> bool {
 }
 
 impl SessionConfig {
-    /// The most bytes a host's driver should read from a snapshot upload stream.
+    /// The most bytes a host's driver should read from an upload stream: a snapshot, or a
+    /// desync's state with the turns before it (`sync_interval_turns` bundles at most).
     pub fn snapshot_upload_bytes_max(&self) -> usize {
-        SNAPSHOT_UPLOAD_HEADER_MAX + self.snapshot_bytes_max as usize
+        let turns = self.sync_interval_turns.max(1) as usize
+            * (crate::wire::VARINT32_MAX + crate::wire::bundle_bytes_max(self));
+        SNAPSHOT_UPLOAD_HEADER_MAX.max(STATE_UPLOAD_HEADER_MAX + turns)
+            + self.snapshot_bytes_max as usize
     }
 
     /// The most bytes a client's driver should read of a join reply: the fields, a snapshot

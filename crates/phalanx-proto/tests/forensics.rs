@@ -4,8 +4,10 @@
 
 mod common;
 
-use common::Net;
-use phalanx_proto::{HostEvent, PlayerId, SessionConfig, SplitMix64, Turn};
+use common::{Game, Net, FIELD_NAMES};
+use phalanx_proto::{
+    DesyncBundle, DiffError, HostEvent, PlayerId, SessionConfig, SplitMix64, Turn,
+};
 
 #[test]
 fn a_divergence_is_pinned_to_its_exact_first_turn() {
@@ -49,4 +51,86 @@ fn without_per_turn_hashes_nothing_is_pinned_and_nothing_is_sent() {
     assert!(net.desyncs() > 0);
     assert!(!net.events.iter().any(|e| matches!(e, HostEvent::DesyncPinned { .. })));
     assert!(net.uploads.is_empty());
+}
+
+/// A 3-player game of 8 entities whose games keep their states; `player`'s field `field` gets
+/// `bits` flipped after `turn`.
+fn corrupted(player: usize, turn: u32, field: usize, bits: u32) -> Net {
+    let mut net = Net::new(SessionConfig::default(), 3, false);
+    net.keep_states = true;
+    for peer in net.players.iter_mut().flatten() {
+        peer.game = Game::with_fields(8);
+    }
+    net.players[player].as_mut().unwrap().game.corrupt_at = Some((turn, field, bits));
+    net
+}
+
+fn diagnosed(net: &Net) -> Vec<&DesyncBundle> {
+    let bundles = net.events.iter().filter_map(|event| match event {
+        HostEvent::DesyncDiagnosed(bundle) => Some(bundle.as_ref()),
+        _ => None,
+    });
+    bundles.collect()
+}
+
+#[test]
+fn the_differing_field_is_named_at_the_first_divergent_turn() {
+    let mut rng = SplitMix64::new(151);
+    for case in 0..200 {
+        let player = rng.below(3) as usize;
+        let turn = 25 + rng.below(120) as u32;
+        let field = rng.below(24) as usize;
+        let bits = 1 << rng.below(32);
+        let mut net = corrupted(player, turn, field, bits);
+        net.run_until(u64::from(turn) * 100 + 6_000);
+        let context = format!("case {case}: player {player}, turn {turn}, field {field}");
+        let bundles = diagnosed(&net);
+        assert_eq!(bundles.len(), 1, "{context}: {:?}", net.events);
+        let bundle = bundles[0];
+        assert_eq!(bundle.first_turn, Turn(turn), "{context}");
+        assert_eq!(bundle.check_turn, Turn(turn.div_ceil(10) * 10), "{context}");
+        assert_eq!(bundle.diverged.player, PlayerId(player as u8), "{context}");
+        assert_ne!(bundle.reference.player, bundle.diverged.player, "{context}");
+        let name = format!("entity {} {}", field / 3, FIELD_NAMES[field % 3]);
+        assert_eq!(bundle.diff(Game::inspect), Ok(vec![name]), "{context}");
+        // The commands of the turns before, as each side executed them: the same.
+        assert!(!bundle.reference.turns.is_empty(), "{context}");
+        assert_eq!(bundle.reference.turns, bundle.diverged.turns, "{context}");
+        assert_eq!(bundle.diverged.turns.last().map(|(t, _)| *t), Some(Turn(turn)));
+        // It reads back.
+        let bytes = postcard::to_allocvec(bundle).unwrap();
+        let read: DesyncBundle = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(&read, bundle, "{context}");
+        // Warn: the game went on, and nothing was refused.
+        assert!(net.host.next_seal().0 > turn.div_ceil(10) * 10 + 30, "{context}");
+        assert_eq!(net.host.stats().hashes_refused, 0, "{context}");
+        assert!(net.uploads.iter().all(|(_, result)| result.is_ok()), "{context}");
+    }
+}
+
+#[test]
+fn a_game_that_keeps_no_states_gets_a_bundle_without_them() {
+    let mut net = corrupted(1, 44, 5, 1);
+    net.keep_states = false;
+    net.run_until(15_000);
+    let bundles = diagnosed(&net);
+    assert_eq!(bundles.len(), 1);
+    let bundle = bundles[0];
+    assert_eq!((bundle.first_turn, bundle.diverged.player), (Turn(44), PlayerId(1)));
+    assert_eq!(bundle.reference.state, None);
+    assert!(matches!(bundle.diff(Game::inspect), Err(DiffError::NoState(_))));
+}
+
+#[test]
+fn state_uploads_nobody_asked_for_are_refused_and_counted() {
+    let mut net = corrupted(2, 33, 0, 4);
+    net.run_until(12_000);
+    assert_eq!(diagnosed(&net).len(), 1);
+    // The same upload again, then garbage of its kind: refused, counted, nothing held.
+    let before = net.host.stats().hashes_refused;
+    let mut garbage = vec![phalanx_proto::PROTOCOL_VERSION, 7];
+    garbage.extend_from_slice(&[0xff; 40]);
+    assert!(net.host.handle_upload(PlayerId(0), &garbage).is_err());
+    assert!(net.host.handle_upload(PlayerId(0), &garbage[..3]).is_err());
+    assert_eq!(net.host.stats().hashes_refused, before + 2);
 }

@@ -110,6 +110,7 @@ enum Command {
     ReportCost(u32),
     Pause(bool),
     Stats(oneshot::Sender<ClientStats>),
+    KeepState(Turn, Vec<u8>, oneshot::Sender<Result<(), SnapshotError>>),
 }
 
 /// Sends raw datagrams on a client's connection; see
@@ -270,6 +271,21 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         state: Vec<u8>,
     ) -> Result<(), SessionError> {
         self.handle.offer_snapshot(turn, hash, state).await
+    }
+
+    /// Keeps our game's serialized state after `turn`, which it just executed, for desync
+    /// forensics: call it after every turn (with [`report_state_hash`](Self::report_state_hash)
+    /// for every turn) if the game can afford to serialize its state that often. On a desync
+    /// the host asks a diverged player and a reference player for their states after the
+    /// first divergent turn and reports both (`HostEvent::DesyncDiagnosed`). The latest
+    /// `sync_interval_turns + 2 × turns_ahead_max` states are kept. Refused with
+    /// [`SessionError::Snapshot`] past `snapshot_bytes_max`, or for a turn not executed yet
+    /// or not after the last one kept.
+    pub async fn keep_state(&self, turn: Turn, state: Vec<u8>) -> Result<(), SessionError> {
+        self.handle
+            .ask(|reply| Command::KeepState(turn, state, reply))
+            .await?
+            .map_err(SessionError::Snapshot)
     }
 
     /// Reports how long the game takes to simulate a turn (speed control input).
@@ -483,6 +499,9 @@ impl Side for ClientSide {
             Command::Pause(false) => self.client.request_resume(),
             Command::Stats(reply) => {
                 let _ = reply.send(self.client.stats());
+            }
+            Command::KeepState(turn, state, reply) => {
+                let _ = reply.send(self.client.keep_state(turn, state));
             }
         }
     }

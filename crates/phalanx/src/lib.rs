@@ -63,11 +63,12 @@ pub use driver::{Submitter, Update};
 pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
     verify_replay, ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq,
-    ConfigError, DefaultCodec, DesyncPolicy, DesyncReference, DesyncReport, DropCounters, EndCause,
-    EndError, EndReason, HostEvent, HostStats, JoinRefusal, Joined, LinkStats, Pace, PauseBy,
-    PeerStats, PlayerId, RemoveError, Replay, ReplayError, ReplayGame, ReplayVerified,
-    SessionConfig, Snapshot, SnapshotError, SnapshotRejection, SpectatorGone, SpectatorId,
-    SplitMix64, SubmitError, Ticket, Turn, TurnBundle, TypedRecord, TypedTurn,
+    ConfigError, DefaultCodec, DesyncBundle, DesyncPolicy, DesyncReference, DesyncReport,
+    DiffError, DropCounters, EndCause, EndError, EndReason, HostEvent, HostStats, JoinRefusal,
+    Joined, LinkStats, Pace, PauseBy, PeerState, PeerStats, PlayerId, RemoveError, Replay,
+    ReplayError, ReplayGame, ReplayVerified, SessionConfig, Snapshot, SnapshotError,
+    SnapshotRejection, SpectatorGone, SpectatorId, SplitMix64, SubmitError, Ticket, Turn,
+    TurnBundle, TypedRecord, TypedTurn,
 };
 pub use session::{Session, SessionEvent, SessionStats};
 pub use tls::{
@@ -295,6 +296,9 @@ pub enum SessionError {
     Remove(RemoveError),
     /// Only a host does that (a [`Session`] of a client was asked to start or end the game).
     NotHost,
+    /// Only a client does that (a [`Session`] of a host was asked to keep its game's state for
+    /// desync forensics: the host's own game is never asked for it).
+    NotClient,
     /// The snapshot was not taken (not wanted, too large, stale).
     Snapshot(SnapshotError),
 }
@@ -318,6 +322,7 @@ impl fmt::Display for SessionError {
             SessionError::End(error) => write!(f, "cannot end the game: {error}"),
             SessionError::Remove(error) => write!(f, "cannot remove the player: {error}"),
             SessionError::NotHost => write!(f, "only a host can do that"),
+            SessionError::NotClient => write!(f, "only a client can do that"),
             SessionError::Snapshot(error) => write!(f, "snapshot not taken: {error}"),
         }
     }

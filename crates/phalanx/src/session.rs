@@ -308,6 +308,27 @@ where
         }
     }
 
+    /// Keeps the game's serialized state after `turn` for desync forensics (a client; see
+    /// [`Client::keep_state`]). Call it after every turn, beside
+    /// [`report_state_hash`](Self::report_state_hash) for every turn:
+    ///
+    /// ```rust,ignore
+    /// while let Some(turn) = session.try_next_turn() {
+    ///     world.execute(&turn);
+    ///     session.report_state_hash(turn.turn, world.hash())?;
+    ///     session.keep_state(turn.turn, world.save())?;
+    /// }
+    /// ```
+    ///
+    /// A host's own game is never asked for its state: on a host this is
+    /// [`SessionError::NotClient`].
+    pub fn keep_state(&self, turn: Turn, state: Vec<u8>) -> Result<(), SessionError> {
+        match &self.role {
+            Role::Host(_) => Err(SessionError::NotClient),
+            Role::Client(client) => self.runtime.block_on(client.keep_state(turn, state)),
+        }
+    }
+
     /// The session's counters.
     pub fn stats(&self) -> Result<SessionStats, SessionError> {
         match &self.role {

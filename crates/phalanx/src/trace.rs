@@ -43,6 +43,16 @@ pub(crate) fn host_event(event: &HostEvent) {
             let (check, first) = (check_turn.0, first_turn.0);
             tracing::error!(check, first, ?players, exact, "desync: first divergent turn")
         }
+        HostEvent::DesyncDiagnosed(bundle) => {
+            let (first, reference, diverged) =
+                (bundle.first_turn.0, bundle.reference.player.0, bundle.diverged.player.0);
+            tracing::error!(
+                first,
+                reference,
+                diverged,
+                "desync: both states at the first divergent turn"
+            )
+        }
         HostEvent::SpectatorDesync { spectator, turn, .. } => {
             tracing::warn!(spectator = spectator.0, turn = turn.0, "spectator's state differs")
         }

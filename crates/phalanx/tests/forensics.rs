@@ -2,12 +2,15 @@
 //! loops report their state hash after every turn; one player's state diverges after turn
 //! 57. The host pins the first divergent turn exactly (`HostEvent::DesyncPinned`) from the
 //! turn hashes the players send when the desync is announced, and the game goes on (warn).
+//! The players keep their state after every turn, so the host then gets both states after
+//! that turn (`HostEvent::DesyncDiagnosed`), and the game's inspection hook names the field
+//! that differs.
 
 use std::time::{Duration, Instant};
 
 use phalanx::{
     ClientOptions, HostEvent, HostIdentity, HostOptions, HostVerification, Session, SessionConfig,
-    SessionEvent, Turn, TypedRecord,
+    SessionError, SessionEvent, Turn, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -22,11 +25,22 @@ fn config() -> SessionConfig {
     session
 }
 
-/// Plays to `LAST_TURN`, reporting every turn's hash; `diverges`: its state is off by one
-/// from `DIVERGE_AFTER` on.
+/// The game's inspection hook: its state is a chain of everything executed and `hp`.
+fn inspect(state: &[u8]) -> Option<Vec<(String, u64)>> {
+    let (chain, hp) = state.split_first_chunk::<8>()?;
+    let hp = <[u8; 4]>::try_from(hp).ok()?;
+    Some(vec![
+        ("chain".to_owned(), u64::from_le_bytes(*chain)),
+        ("hp".to_owned(), u32::from_le_bytes(hp).into()),
+    ])
+}
+
+/// Plays to `LAST_TURN`, reporting every turn's hash and keeping every turn's state;
+/// `diverges`: one bit of its `hp` flips after `DIVERGE_AFTER`.
 fn play(mut session: Session<Order>, diverges: bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut state = 7u64;
+    let mut hp = 100u32;
     while !session.is_over() && Instant::now() < deadline {
         while let Some(turn) = session.try_next_turn() {
             for record in &turn.records {
@@ -36,9 +50,12 @@ fn play(mut session: Session<Order>, diverges: bool) {
             }
             state = (state ^ u64::from(turn.turn.0)).wrapping_mul(0x0000_0100_0000_01b3);
             if diverges && turn.turn.0 == DIVERGE_AFTER {
-                state = state.wrapping_add(1);
+                hp ^= 1;
             }
-            session.report_state_hash(turn.turn, state).expect("running");
+            let hash = (state ^ u64::from(hp)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            session.report_state_hash(turn.turn, hash).expect("running");
+            let saved = [state.to_le_bytes().as_slice(), &hp.to_le_bytes()].concat();
+            session.keep_state(turn.turn, saved).expect("kept");
             if turn.turn.0 % 4 == 0 {
                 let _ = session.submit(&Order(turn.turn.0));
             }
@@ -79,12 +96,21 @@ fn the_first_divergent_turn_is_pinned_exactly() {
     threads.into_iter().for_each(|t| t.join().expect("no panic"));
     // The uploads ride streams of their own: give the last ones a moment.
     std::thread::sleep(Duration::from_millis(300));
-    let mut pinned = Vec::new();
+    let (mut pinned, mut diagnosed) = (Vec::new(), Vec::new());
     while let Some(SessionEvent::Host(event)) = host.try_event() {
-        if let HostEvent::DesyncPinned { check_turn, first_turn, players, exact } = event {
-            pinned.push((check_turn, first_turn, players, exact));
+        match event {
+            HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
+                pinned.push((check_turn, first_turn, players, exact));
+            }
+            HostEvent::DesyncDiagnosed(bundle) => diagnosed.push(bundle),
+            _ => {}
         }
     }
+    assert!(matches!(host.keep_state(Turn(1), vec![]), Err(SessionError::NotClient)));
     host.shutdown();
     assert_eq!(pinned, vec![(Turn(60), Turn(DIVERGE_AFTER), vec![diverging], true)]);
+    assert_eq!(diagnosed.len(), 1, "one bundle");
+    let bundle = &diagnosed[0];
+    assert_eq!((bundle.first_turn, bundle.diverged.player), (Turn(DIVERGE_AFTER), diverging));
+    assert_eq!(bundle.diff(inspect), Ok(vec!["hp".to_owned()]));
 }

@@ -162,7 +162,7 @@ impl Client {
 
     /// Queues an upload; past two waiting, the oldest goes (a driver that never sends them
     /// must not grow the client).
-    fn push_upload(&mut self, bytes: Vec<u8>) {
+    pub(super) fn push_upload(&mut self, bytes: Vec<u8>) {
         if self.uploads.len() >= 2 {
             self.uploads.pop_front();
         }
@@ -205,6 +205,7 @@ impl Client {
         };
         let hashes: Vec<u64> = run.iter().map(|&(_, hash)| hash).collect();
         self.push_upload(encode_hashes_upload(check, start, &hashes));
+        self.hold_states(start, check);
     }
 
     /// The host asked for a snapshot of `turn` (in a datagram's extras).

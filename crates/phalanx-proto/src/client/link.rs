@@ -73,6 +73,9 @@ impl Client {
         if let Some(turn) = down.extras.snapshot_wanted {
             self.on_snapshot_wanted(turn);
         }
+        if let Some(turn) = down.extras.inspect {
+            self.on_inspect(turn);
+        }
         if let Some(acked) = down.extras.hash_ack {
             while self.hash_reports.front().is_some_and(|&(turn, _)| turn <= acked) {
                 self.hash_reports.pop_front();

@@ -13,6 +13,7 @@
 //! This file holds the session state, joining and the game's side (submit, next turn,
 //! reports); `link.rs` holds the network side (datagrams in and out, timers).
 
+mod forensics;
 mod join;
 mod link;
 mod playout;
@@ -210,6 +211,8 @@ pub struct Client {
     turn_hashes: VecDeque<(Turn, u64)>,
     /// Joined as a spectator: this slot, and no player.
     spectator: Option<SpectatorId>,
+    /// The game's recent states, for a desync's forensics.
+    kept: forensics::Kept,
 }
 
 /// A value the client reports to the host in its datagrams' extras (turn cost, playout
@@ -291,6 +294,7 @@ impl Client {
             uploads: VecDeque::new(),
             turn_hashes: VecDeque::new(),
             spectator: None,
+            kept: forensics::Kept::default(),
         };
         Ok((client, request))
     }
@@ -426,6 +430,7 @@ impl Client {
         if let Some(bundle) = self.catch_up.pop_front() {
             // A past turn: the game replays it; its records already had their effects on the
             // session (pace, our own earlier departure), so they are not acted on again.
+            self.keep_turn_records(&bundle);
             return Some(bundle);
         }
         if self.playout.due_ms(self.next_exec).is_some_and(|due| due > now_ms) {
@@ -447,6 +452,7 @@ impl Client {
         let next_exec = self.next_exec;
         self.usage.retain(|&turn, _| turn >= next_exec);
         self.on_executed(&bundle, now_ms);
+        self.keep_turn_records(&bundle);
         self.schedule_next_turn(now_ms);
         Some(bundle)
     }

@@ -4,17 +4,29 @@
 //! keeps the latest few, see `Client::report_state_hash`), on a stream of its own; once the
 //! host holds them from a diverged player and from one that agreed with the reference, the
 //! first turn where they differ is the first divergent turn ([`HostEvent::DesyncPinned`]).
+//! Then the host asks that diverged player and the reference for their states after that turn
+//! (in their datagrams' extras); players whose games keep their states upload them, and with
+//! both in the host reports a [`DesyncBundle`] ([`HostEvent::DesyncDiagnosed`]).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
+use crate::desync::{DesyncBundle, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
+use crate::replay::ReplayRecord;
 use crate::snapshot::SnapshotError;
 use crate::types::{PlayerId, Turn};
-use crate::wire::{decode_hashes_upload, upload_kind, DecodeError, KIND_HASHES};
+use crate::wire::{
+    decode_hashes_upload, decode_state_upload, upload_kind, DecodeError, StateUpload, KIND_HASHES,
+    KIND_STATE,
+};
 
 use super::{Host, HostEvent};
 
 /// Desyncs whose first divergent turn is still being looked for, at most.
 const OPEN_MAX: usize = 4;
+/// Turns after its check turn that a desync's states are asked for, at most (a player that
+/// keeps no states answers at once; one that left never does).
+const INSPECT_TURNS_MAX: u32 = 600;
 
 /// One desync being pinned.
 #[derive(Debug)]
@@ -27,6 +39,18 @@ struct Open {
     lists: Vec<(PlayerId, Turn, Vec<u64>)>,
     /// Pinned already: later uploads for it are taken and dropped.
     pinned: bool,
+    /// Once pinned: the states asked for, until both are in.
+    inspect: Option<Inspect>,
+}
+
+/// The states a pinned desync asks for: the reference's and a diverged player's, after the
+/// first divergent turn.
+#[derive(Debug)]
+struct Inspect {
+    turn: Turn,
+    reference: PlayerId,
+    diverged: PlayerId,
+    got: Vec<PeerState>,
 }
 
 /// Desyncs being pinned, oldest first.
@@ -47,6 +71,8 @@ pub enum UploadError {
     /// Turn hashes nobody asked for (no open desync at that check turn, or not this
     /// player's), or that did not decode.
     Hashes(Option<DecodeError>),
+    /// A desync's state upload nobody asked for, or that did not decode.
+    State(Option<DecodeError>),
     /// Not an upload of this protocol.
     Unknown,
 }
@@ -57,6 +83,8 @@ impl std::fmt::Display for UploadError {
             UploadError::Snapshot(error) => error.fmt(f),
             UploadError::Hashes(Some(error)) => write!(f, "malformed turn hashes: {error}"),
             UploadError::Hashes(None) => write!(f, "turn hashes nobody asked for"),
+            UploadError::State(Some(error)) => write!(f, "malformed desync state: {error}"),
+            UploadError::State(None) => write!(f, "a desync state nobody asked for"),
             UploadError::Unknown => write!(f, "not an upload"),
         }
     }
@@ -67,10 +95,17 @@ impl std::error::Error for UploadError {}
 impl Host {
     /// An upload from `player`'s reliable stream (all its bytes; read at most
     /// [`SessionConfig::snapshot_upload_bytes_max`](crate::SessionConfig::snapshot_upload_bytes_max)):
-    /// a snapshot ([`handle_snapshot`](Self::handle_snapshot)), or the turn hashes a desync
-    /// asked for. What is refused is counted and held nowhere.
+    /// a snapshot ([`handle_snapshot`](Self::handle_snapshot)), or the turn hashes or the
+    /// state a desync asked for. What is refused is counted and held nowhere.
     pub fn handle_upload(&mut self, player: PlayerId, bytes: &[u8]) -> Result<(), UploadError> {
         match upload_kind(bytes) {
+            Some(KIND_STATE) => {
+                let result = self.take_state(player, bytes);
+                if result.is_err() {
+                    self.stats.hashes_refused += 1;
+                }
+                result
+            }
             Some(KIND_HASHES) => {
                 let result = self.take_turn_hashes(player, bytes);
                 if result.is_err() {
@@ -128,6 +163,7 @@ impl Host {
             agreed: agreed.collect(),
             lists: Vec::new(),
             pinned: continued,
+            inspect: None,
         };
         if self.forensics.open.len() == OPEN_MAX {
             self.forensics.open.pop_front();
@@ -150,13 +186,13 @@ impl Host {
         let (Some(reference), Some(_)) = (find(&open.agreed), find(&open.diverged)) else {
             return;
         };
-        let (_, ref_first, ref_hashes) = reference;
+        let (ref_player, ref_first, ref_hashes) = reference;
         let hash_at = |first: Turn, hashes: &[u64], turn: Turn| {
             hashes.get(turn.0.checked_sub(first.0)? as usize).copied()
         };
         // The earliest turn where a diverged player's hash differs from the reference's,
-        // and where that comparison began.
-        let mut found: Option<(Turn, Turn)> = None;
+        // where that comparison began, and whose it was.
+        let mut found: Option<(Turn, Turn, PlayerId)> = None;
         let mut players = Vec::new();
         let diverged = open.lists.iter().filter(|(who, _, _)| open.diverged.contains(who));
         for (who, first, hashes) in diverged {
@@ -166,12 +202,12 @@ impl Host {
             });
             if let Some(turn) = differs {
                 players.push(*who);
-                if found.is_none_or(|(known, _)| turn < known) {
-                    found = Some((turn, from));
+                if found.is_none_or(|(known, _, _)| turn < known) {
+                    found = Some((turn, from, *who));
                 }
             }
         }
-        let Some((first_turn, from)) = found else { return };
+        let Some((first_turn, from, first_diverged)) = found else { return };
         // Exact when the turn before it was compared and agreed, or it is the first turn after
         // the previous check turn (which agreed, or this would be that one's desync).
         let interval = self.config.sync_interval_turns.max(1);
@@ -180,6 +216,78 @@ impl Host {
         let open = &mut self.forensics.open[index];
         open.pinned = true;
         open.lists = Vec::new();
+        open.inspect = Some(Inspect {
+            turn: first_turn,
+            reference: ref_player,
+            diverged: first_diverged,
+            got: Vec::new(),
+        });
         self.push_event(HostEvent::DesyncPinned { check_turn: check, first_turn, players, exact });
+    }
+}
+
+impl Host {
+    /// The turn whose state a desync's forensics asks `player` for, if any (sent in its
+    /// datagrams' extras until the upload is in).
+    pub(super) fn inspect_wanted(&self, player: PlayerId) -> Option<Turn> {
+        self.forensics.open.iter().find_map(|open| {
+            let inspect = open.inspect.as_ref()?;
+            if self.next_seal.since(open.check) > INSPECT_TURNS_MAX {
+                return None;
+            }
+            let asked = player == inspect.reference || player == inspect.diverged;
+            let got = inspect.got.iter().any(|peer| peer.player == player);
+            (asked && !got).then_some(inspect.turn)
+        })
+    }
+
+    fn take_state(&mut self, player: PlayerId, bytes: &[u8]) -> Result<(), UploadError> {
+        let turns_max = self.config.sync_interval_turns.max(1) as usize;
+        let state_max = self.config.snapshot_bytes_max as usize;
+        let upload = decode_state_upload(bytes, &self.limits, turns_max, state_max)
+            .map_err(|e| UploadError::State(Some(e)))?;
+        let StateUpload { check, turn, hash, turns, state } = upload;
+        let index = self.forensics.open.iter().position(|open| {
+            open.check == check
+                && open.inspect.as_ref().is_some_and(|inspect| {
+                    inspect.turn == turn
+                        && (player == inspect.reference || player == inspect.diverged)
+                        && !inspect.got.iter().any(|peer| peer.player == player)
+                })
+        });
+        let Some(index) = index else { return Err(UploadError::State(None)) };
+        let turns = turns
+            .iter()
+            .map(|(turn, records)| (*turn, records.iter().map(ReplayRecord::from).collect()))
+            .collect();
+        let open = &mut self.forensics.open[index];
+        let Some(inspect) = open.inspect.as_mut() else { return Err(UploadError::State(None)) };
+        inspect.got.push(PeerState { player, hash, state, turns });
+        if inspect.got.len() < 2 {
+            return Ok(());
+        }
+        let Some(inspect) = open.inspect.take() else { return Ok(()) };
+        let (mut reference, mut diverged) = (None, None);
+        for peer in inspect.got {
+            if peer.player == inspect.reference {
+                reference = Some(peer);
+            } else {
+                diverged = Some(peer);
+            }
+        }
+        let (Some(reference), Some(diverged)) = (reference, diverged) else { return Ok(()) };
+        let bundle = DesyncBundle {
+            format_version: DESYNC_BUNDLE_FORMAT_VERSION,
+            protocol_version: crate::PROTOCOL_VERSION,
+            library_version: env!("CARGO_PKG_VERSION").to_owned(),
+            game_data_hash: self.config.game_data_hash,
+            config: format!("{:#?}", self.config),
+            check_turn: check,
+            first_turn: turn,
+            reference,
+            diverged,
+        };
+        self.push_event(HostEvent::DesyncDiagnosed(Arc::new(bundle)));
+        Ok(())
     }
 }

@@ -34,12 +34,14 @@ mod spectate;
 mod transmit;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::budget::Usage;
 use crate::bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 use crate::config::{ConfigError, SessionConfig};
+use crate::desync::DesyncBundle;
 use crate::events::EventQueue;
 use crate::link::Link;
 use crate::pace::{Pace, PaceControl};
@@ -127,6 +129,11 @@ pub enum HostEvent {
         /// held did not reach back far enough: it is the earliest turn compared).
         exact: bool,
     },
+    /// The states after a pinned desync's first divergent turn, from a reference player and a
+    /// diverged one (asked for after [`DesyncPinned`](Self::DesyncPinned), from players whose
+    /// games keep their states: `Client::keep_state`). Name what differs with
+    /// [`DesyncBundle::diff`] and the game's inspection hook; write it to disk for a tool.
+    DesyncDiagnosed(Arc<DesyncBundle>),
     /// A spectator's state hash at a check turn differs from the players' reference: what it
     /// shows is not the game (a bug in its game, or a bad restore). Reported once per
     /// spectator; the players' game is not affected.

@@ -243,6 +243,7 @@ impl Host {
             waiting,
             probe: watcher.link.is_probing(now_ms),
             snapshot_wanted: None,
+            inspect: None,
         };
         put_down_header(buf, pn, ack, CommandSeq(0), &extras, first, count);
         buf.extend_from_slice(&body);

@@ -29,6 +29,7 @@ impl Host {
     fn transmit_to(&mut self, now_ms: u64, index: usize, buf: &mut Vec<u8>) -> bool {
         let latest = self.next_seal;
         let wanted = self.snapshots.wanted_from(PlayerId(index as u8));
+        let inspect = self.inspect_wanted(PlayerId(index as u8));
         let Seat::Remote(peer) = &mut self.seats[index] else {
             return false;
         };
@@ -66,6 +67,7 @@ impl Host {
             probe: peer.link.is_probing(now_ms),
             // Asked until the client's game has executed the turn: by then it gave it or not.
             snapshot_wanted: wanted.filter(|&turn| peer.next_exec <= turn),
+            inspect,
         };
         peer.notify_due = false;
         put_down_header(buf, pn, ack, peer.next_seq, &extras, first, count);

@@ -99,6 +99,8 @@ pub(crate) struct DownExtras {
     pub(crate) probe: bool,
     /// The host asks this client's game for a snapshot of its state after this check turn.
     pub(crate) snapshot_wanted: Option<Turn>,
+    /// A desync's forensics asks this client for its state after this turn.
+    pub(crate) inspect: Option<Turn>,
 }
 
 fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
@@ -154,7 +156,8 @@ fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {
     let flags = u8::from(extras.hash_ack.is_some())
         | u8::from(extras.waiting != 0) << 1
         | u8::from(extras.probe) << 2
-        | u8::from(extras.snapshot_wanted.is_some()) << 3;
+        | u8::from(extras.snapshot_wanted.is_some()) << 3
+        | u8::from(extras.inspect.is_some()) << 4;
     out.put_u8(flags);
     if let Some(turn) = extras.hash_ack {
         put_varint(out, turn.0.into());
@@ -165,11 +168,14 @@ fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {
     if let Some(turn) = extras.snapshot_wanted {
         put_varint(out, turn.0.into());
     }
+    if let Some(turn) = extras.inspect {
+        put_varint(out, turn.0.into());
+    }
 }
 
 fn read_down_extras(reader: &mut Reader<'_>) -> Result<DownExtras, DecodeError> {
     let flags = reader.u8()?;
-    if flags & !0b1111 != 0 {
+    if flags & !0b1_1111 != 0 {
         return Err(DecodeError::Invalid("down flags"));
     }
     let hash_ack = if flags & 1 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
@@ -184,7 +190,8 @@ fn read_down_extras(reader: &mut Reader<'_>) -> Result<DownExtras, DecodeError> 
         0
     };
     let snapshot_wanted = if flags & 8 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
-    Ok(DownExtras { hash_ack, waiting, probe: flags & 4 != 0, snapshot_wanted })
+    let inspect = if flags & 16 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
+    Ok(DownExtras { hash_ack, waiting, probe: flags & 4 != 0, snapshot_wanted, inspect })
 }
 
 /// A host → client datagram.

@@ -37,6 +37,7 @@
 //! size bounds and the limits the decoder enforces.
 
 mod datagram;
+mod forensics;
 mod join;
 mod records;
 
@@ -49,6 +50,9 @@ use crate::PROTOCOL_VERSION;
 pub(crate) use datagram::{
     decode_down, decode_up, put_down_header, put_up_command, put_up_header, up_command_len,
     AckFrame, Down, DownExtras, PauseKind, Up, UpCommand, UpExtras,
+};
+pub(crate) use forensics::{
+    decode_state_upload, encode_state_upload, StateUpload, STATE_UPLOAD_HEADER_MAX,
 };
 pub(crate) use join::{
     decode_hashes_upload, decode_join_reply_parts, decode_rejoin_log, decode_snapshot_upload,
@@ -66,11 +70,12 @@ const KIND_JOIN: u8 = 3;
 const KIND_REPLY: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
 pub(crate) const KIND_HASHES: u8 = 6;
+pub(crate) const KIND_STATE: u8 = 7;
 
 /// The most bytes a varint of a `u64` takes.
 const VARINT_MAX: usize = 10;
 /// The most bytes a varint of a `u32` takes.
-const VARINT32_MAX: usize = 5;
+pub(crate) const VARINT32_MAX: usize = 5;
 /// Bytes of an ack frame at most: flag, largest, missing bits, delay.
 const ACK_BYTES_MAX: usize = 1 + VARINT_MAX + VARINT_MAX + VARINT32_MAX;
 
@@ -83,8 +88,8 @@ pub(crate) const UP_HEADER_BYTES_MAX: usize =
 /// Bytes of an Up datagram's extras, at most: flags, hash report, cost, pause request, playout.
 const UP_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + 8 + VARINT32_MAX + 2 + VARINT32_MAX;
 /// Bytes of a Down datagram's extras, at most: flags, hash ack, waiting mask, snapshot
-/// request.
-const DOWN_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + VARINT_MAX + VARINT32_MAX;
+/// request, state request.
+const DOWN_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + VARINT_MAX + 2 * VARINT32_MAX;
 /// Bytes one command adds to an Up datagram besides its payload, at most (turn, length).
 pub(crate) const UP_COMMAND_OVERHEAD_MAX: usize = 2 * VARINT32_MAX;
 /// Bytes one command record adds to a bundle besides its payload, at most.

@@ -77,12 +77,19 @@ fn up_extras() -> impl Strategy<Value = UpExtras> {
 }
 
 fn down_extras() -> impl Strategy<Value = DownExtras> {
-    (prop::option::of(any::<u32>()), any::<u64>(), any::<bool>(), prop::option::of(any::<u32>()))
-        .prop_map(|(ack, waiting, probe, wanted)| DownExtras {
+    (
+        prop::option::of(any::<u32>()),
+        any::<u64>(),
+        any::<bool>(),
+        prop::option::of(any::<u32>()),
+        prop::option::of(any::<u32>()),
+    )
+        .prop_map(|(ack, waiting, probe, wanted, inspect)| DownExtras {
             hash_ack: ack.map(Turn),
             waiting,
             probe,
             snapshot_wanted: wanted.map(Turn),
+            inspect: inspect.map(Turn),
         })
 }
 

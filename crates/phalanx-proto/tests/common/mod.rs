@@ -25,7 +25,15 @@ pub struct Game {
     pub executed_at: Vec<(u32, u64)>,
     /// Adds this to its state after this turn: a desync.
     pub diverge_at: Option<(u32, u64)>,
+    /// Entities' fields (three per entity: x, y, hp), stepped from the chain every turn and
+    /// part of the hash; none unless a test sets them.
+    pub fields: Vec<u32>,
+    /// Flips these bits of this field after this turn: a desync in one field.
+    pub corrupt_at: Option<(u32, usize, u32)>,
 }
+
+/// The names of an entity's fields in [`Game::fields`].
+pub const FIELD_NAMES: [&str; 3] = ["x", "y", "hp"];
 
 fn mix(state: u64, word: u64) -> u64 {
     let mut z = state ^ word.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -36,7 +44,39 @@ fn mix(state: u64, word: u64) -> u64 {
 
 impl Game {
     pub fn new() -> Game {
-        Game { state: 7, checks: BTreeMap::new(), executed_at: Vec::new(), diverge_at: None }
+        Game {
+            state: 7,
+            checks: BTreeMap::new(),
+            executed_at: Vec::new(),
+            diverge_at: None,
+            fields: Vec::new(),
+            corrupt_at: None,
+        }
+    }
+
+    /// A game with `entities` entities of three fields each.
+    pub fn with_fields(entities: usize) -> Game {
+        Game { fields: vec![0; 3 * entities], ..Game::new() }
+    }
+
+    /// The state hash: the chain, and the fields if there are any.
+    pub fn hash(&self) -> u64 {
+        self.fields.iter().fold(self.state, |hash, &field| mix(hash, field.into()))
+    }
+
+    /// The inspection hook: named sub-hashes of a state `save` wrote (`None`: not one).
+    pub fn inspect(state: &[u8]) -> Option<Vec<(String, u64)>> {
+        let (chain, fields) = state.split_first_chunk::<8>()?;
+        if fields.len() % 12 != 0 {
+            return None;
+        }
+        let mut parts = vec![("chain".to_owned(), u64::from_le_bytes(*chain))];
+        for (index, field) in fields.chunks_exact(4).enumerate() {
+            let value = u32::from_le_bytes(field.try_into().ok()?);
+            let name = format!("entity {} {}", index / 3, FIELD_NAMES[index % 3]);
+            parts.push((name, value.into()));
+        }
+        Some(parts)
     }
 
     pub fn execute(&mut self, bundle: &TurnBundle) {
@@ -57,15 +97,28 @@ impl Game {
                 self.state = self.state.wrapping_add(delta);
             }
         }
+        for (index, field) in self.fields.iter_mut().enumerate() {
+            *field = field.wrapping_add(mix(self.state, index as u64) as u32 >> 20);
+        }
+        if let Some((turn, index, bits)) = self.corrupt_at {
+            if turn == bundle.turn.0 {
+                self.fields[index] ^= bits;
+            }
+        }
     }
 
     pub fn save(&self) -> Vec<u8> {
-        self.state.to_le_bytes().to_vec()
+        let mut bytes = self.state.to_le_bytes().to_vec();
+        for field in &self.fields {
+            bytes.extend_from_slice(&field.to_le_bytes());
+        }
+        bytes
     }
 
     pub fn restore(state: &[u8]) -> Game {
-        let state = u64::from_le_bytes(state.try_into().expect("8 bytes"));
-        Game { state, ..Game::new() }
+        let (chain, fields) = state.split_first_chunk::<8>().expect("8 bytes at least");
+        let fields = fields.chunks_exact(4).map(|f| u32::from_le_bytes(f.try_into().unwrap()));
+        Game { state: u64::from_le_bytes(*chain), fields: fields.collect(), ..Game::new() }
     }
 }
 
@@ -100,6 +153,8 @@ pub struct Net {
     pub spectator_link: (u64, u32),
     /// Games report their state hash after every turn (else only after check turns).
     pub report_every_turn: bool,
+    /// Players' games keep their state after every turn (`Client::keep_state`).
+    pub keep_states: bool,
     rng: SplitMix64,
     queue: BTreeMap<(u64, u64), Delivery>,
     sent: u64,
@@ -149,6 +204,7 @@ impl Net {
             spectators: (0..spectators).map(|_| None).collect(),
             spectator_link: (LATENCY_MS, 0),
             report_every_turn: true,
+            keep_states: false,
             rng: SplitMix64::new(7),
             queue: BTreeMap::new(),
             sent: 0,
@@ -192,13 +248,13 @@ impl Net {
         if client.is_catching_up() {
             if let Some(snapshot) = client.take_restore() {
                 game = Game::restore(&snapshot.state);
-                assert_eq!(game.state, snapshot.hash, "the restored state hashes as verified");
+                assert_eq!(game.hash(), snapshot.hash, "the restored state hashes as verified");
             }
             let mut turns = 0;
             while client.is_catching_up() {
                 let bundle = client.next_turn(self.now).expect("catch-up turns are at hand");
                 game.execute(&bundle);
-                client.report_state_hash(bundle.turn, game.state);
+                client.report_state_hash(bundle.turn, game.hash());
                 turns += 1;
             }
             caught_up = Some((turns, reply.len()));
@@ -295,7 +351,7 @@ impl Net {
             game.execute(&bundle);
             if self.host.wants_snapshot(bundle.turn) {
                 let state = Bytes::from(game.save());
-                self.host.offer_snapshot(bundle.turn, game.state, state).unwrap();
+                self.host.offer_snapshot(bundle.turn, game.hash(), state).unwrap();
             }
         }
     }
@@ -305,7 +361,7 @@ impl Net {
     fn run_peer(
         peer: &mut Peer,
         now: u64,
-        (interval, every_turn): (u32, bool),
+        (interval, every_turn, keep_states): (u32, bool, bool),
         submit: Option<u32>,
     ) -> Vec<Vec<u8>> {
         peer.client.handle_timeout(now);
@@ -313,18 +369,22 @@ impl Net {
             peer.game.execute(&bundle);
             let turn = bundle.turn;
             peer.game.executed_at.push((turn.0, now));
+            let hash = peer.game.hash();
             if turn.0 % interval == 0 {
-                peer.game.checks.insert(turn.0, peer.game.state);
+                peer.game.checks.insert(turn.0, hash);
             }
             if every_turn || turn.0 % interval == 0 {
-                peer.client.report_state_hash(turn, peer.game.state);
+                peer.client.report_state_hash(turn, hash);
+            }
+            if keep_states {
+                peer.client.keep_state(turn, peer.game.save()).unwrap();
             }
             if submit.is_some_and(|index| turn.0 % 7 == index) {
                 let _ = peer.client.submit(now, &turn.0.to_le_bytes());
             }
             if peer.client.wants_snapshot(turn) && peer.gives {
                 let state = peer.game.save();
-                peer.client.offer_snapshot(turn, peer.game.state, &state).unwrap();
+                peer.client.offer_snapshot(turn, hash, &state).unwrap();
             }
         }
         let mut out = Vec::new();
@@ -338,7 +398,8 @@ impl Net {
     fn play(&mut self, index: usize) {
         let (now, interval) = (self.now, self.config.sync_interval_turns);
         let Some(peer) = self.players[index].as_mut() else { return };
-        let out = Net::run_peer(peer, now, (interval, self.report_every_turn), Some(index as u32));
+        let habits = (interval, self.report_every_turn, self.keep_states);
+        let out = Net::run_peer(peer, now, habits, Some(index as u32));
         let id = PlayerId(index as u8);
         let uploads: Vec<Vec<u8>> = std::iter::from_fn(|| peer.client.poll_upload()).collect();
         for bytes in uploads {
@@ -353,7 +414,7 @@ impl Net {
     fn watch(&mut self, index: usize) {
         let (now, interval) = (self.now, self.config.sync_interval_turns);
         let Some(peer) = self.spectators[index].as_mut() else { return };
-        let out = Net::run_peer(peer, now, (interval, self.report_every_turn), None);
+        let out = Net::run_peer(peer, now, (interval, self.report_every_turn, false), None);
         let id = Joined::Spectator(SpectatorId(index as u8));
         for bytes in out {
             self.send_spectator(Delivery::ToHost(id, bytes));
