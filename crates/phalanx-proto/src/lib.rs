@@ -103,7 +103,7 @@ pub use wire::{
 };
 
 /// The protocol version this build speaks: the first byte of every message.
-pub const PROTOCOL_VERSION: u8 = 4;
+pub const PROTOCOL_VERSION: u8 = 5;
 
 /// Why a command was not accepted. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -124,6 +124,11 @@ pub struct SimConfig {
     /// game whose state diverged at that turn would: `(player, turn)` (fault-matrix row 14).
     /// The game state itself is untouched (the check compares reported hashes).
     pub desync_at: Option<(PlayerId, u32)>,
+    /// Players keep their game's state after every turn ([`SimGame::save`](crate::SimGame::save),
+    /// `Client::keep_state`), so that a desync's forensics gets both states at the first
+    /// divergent turn (`HostEvent::DesyncDiagnosed` in [`SimReport::events`](crate::SimReport::events)).
+    /// Off by default: a save every turn costs the game's time.
+    pub keep_states: bool,
     /// A hostile node tries this many joins with bad tokens while the game runs (row 22).
     pub flood_joins: u32,
     /// The player in this seat is hostile in this way after it has joined (rows 17 and 19).
@@ -175,6 +180,7 @@ impl SimConfig {
             turns: 100,
             limit_ms: 120_000,
             desync_at: None,
+            keep_states: false,
             flood_joins: 0,
             hostile: None,
             samples_every_ms: 0,

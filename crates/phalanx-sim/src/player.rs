@@ -237,6 +237,11 @@ async fn play<G: SimGame>(
         // Every turn: check turns for the sync check, the others for a desync's forensics
         // (kept by the client; only check turns go on the wire).
         let _ = client.report_state_hash(turn.turn, hash).await;
+        if run.config.keep_states {
+            if let Some(state) = game.save() {
+                let _ = client.keep_state(turn.turn, state).await;
+            }
+        }
         if turn.wants_snapshot {
             if let Some(state) = game.save() {
                 // The reported hash: a desynced game's snapshot is rejected, as it should be.

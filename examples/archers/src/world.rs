@@ -273,6 +273,38 @@ impl World {
         self.units[shooter].loaded = false;
     }
 
+    /// Every part of the state by name, with its value in words, in a stable order: the tick,
+    /// the random generator, each unit's fields (`unit 12 hp`) and each pending event by its
+    /// start sequence. What desync forensics compares ([`crate::inspect`]).
+    pub fn describe(&self) -> Vec<(String, String)> {
+        let mut parts = vec![
+            ("tick".to_owned(), self.tick.to_string()),
+            ("rng".to_owned(), format!("{:?}", self.rng)),
+        ];
+        for (id, unit) in self.units.iter().enumerate() {
+            let fields = [
+                ("owner", unit.owner.to_string()),
+                ("x", unit.x.to_string()),
+                ("y", unit.y.to_string()),
+                ("hp", unit.hp.to_string()),
+                ("goal", format!("{:?}", unit.goal)),
+                ("target", format!("{:?}", unit.target)),
+                ("loaded", unit.loaded.to_string()),
+            ];
+            parts.extend(fields.map(|(field, value)| (format!("unit {id} {field}"), value)));
+        }
+        for pending in self.events.pending() {
+            let value = format!("{:?} at tick {}", pending.value, pending.deadline);
+            parts.push((format!("event {}", pending.sequence), value));
+        }
+        parts
+    }
+
+    /// The first living unit: the one [`flip_one_bit`](Self::flip_one_bit) changes.
+    pub fn first_living(&self) -> Option<usize> {
+        self.units.iter().position(|u| u.hp > 0)
+    }
+
     /// A 64-bit FNV-1a hash of every unit and every pending event, in canonical order.
     pub fn state_hash(&self) -> u64 {
         let mut hash = 0xcbf2_9ce4_8422_2325u64;

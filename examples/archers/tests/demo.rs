@@ -3,7 +3,9 @@
 //! state and packet-trace digest while another seed does not; a recorded replay re-simulates
 //! with every turn's hash matching, and a tampered one fails naming a turn; an injected
 //! one-bit desync is reported at the first check turn at or after it, naming exactly that
-//! player. Bounded by the simulation's own time limit.
+//! player, pinned to exactly its turn with exactly the flipped unit's hit points named, and
+//! the bundle it writes reads back in `archers diff`. Bounded by the simulation's own time
+//! limit.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -64,10 +66,48 @@ fn injected_desync_is_reported_at_the_next_check_naming_the_player() {
     // Not a check turn itself: the report must come at the next one.
     let at = 3 * interval + interval / 2 - 2;
     let expected = at.div_ceil(interval) * interval;
-    let json = run(11, &["--inject-desync", &at.to_string(), "--desync-player", "2"]);
+    let dir = scratch("desync");
+    let bundle = dir.join("desync.bundle");
+    let json = run(
+        11,
+        &[
+            "--inject-desync",
+            &at.to_string(),
+            "--desync-player",
+            "2",
+            "--desync-bundle",
+            bundle.to_str().unwrap(),
+        ],
+    );
     assert_eq!(json["hashes_agree"], false, "{json}");
     let first = &json["desyncs"][0];
-    assert_eq!(*first, json!({ "turn": expected, "players": [2] }), "the first report in {json}");
+    let diff = first["diff"].as_array().expect("a diff").clone();
+    assert_eq!(diff.len(), 1, "one part differs: {first}");
+    let part = diff[0].as_str().unwrap().to_owned();
+    assert!(part.starts_with("unit ") && part.ends_with(" hp"), "{part}");
+    let expected_json =
+        json!({ "turn": expected, "players": [2], "first_turn": at, "diff": [part.clone()] });
+    assert_eq!(*first, expected_json, "the first report in {json}");
+
+    // The bundle reads back, and shows the two values: one bit apart.
+    let output = archers(&["diff", bundle.to_str().unwrap(), "--json"]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let shown = common::json(stdout.lines().last().unwrap());
+    assert_eq!(
+        (shown["first_turn"].as_u64(), shown["diverged"].as_u64()),
+        (Some(at.into()), Some(2))
+    );
+    let difference = &shown["differences"][0];
+    assert_eq!(difference["name"], part.as_str(), "{shown}");
+    let hp = |side: &str| difference[side].as_str().unwrap().parse::<i32>().unwrap();
+    assert_eq!(hp("reference") ^ hp("diverged"), 1, "{shown}");
+    // A file that is not a bundle is refused with a message, not a panic.
+    std::fs::write(&bundle, b"not a bundle").unwrap();
+    let output = archers(&["diff", bundle.to_str().unwrap()]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("not an archers desync bundle"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

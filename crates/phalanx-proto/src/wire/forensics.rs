@@ -1,6 +1,6 @@
 //! The state upload a desync's forensics asks for (client → host, on a reliable stream of its
 //! own): the check turn, the first divergent turn, the client's hash there, the turns it
-//! executed up to it, then its state after it (if its game kept it) to the end of the stream.
+//! executed up to it, then its state after it (if its game kept it).
 
 use bytes::BufMut;
 
@@ -12,7 +12,7 @@ use super::records::{decode_bundle, encode_bundle};
 use super::{put_varint, DecodeError, Limits, Reader, KIND_STATE};
 
 /// Bytes of a state upload besides its turns and its state, at most.
-pub(crate) const STATE_UPLOAD_HEADER_MAX: usize = 2 + 5 + 5 + 8 + 5 + 1;
+pub(crate) const STATE_UPLOAD_HEADER_MAX: usize = 2 + 5 + 5 + 8 + 5 + 1 + 5;
 
 /// A client's state after the first divergent turn, as uploaded.
 #[derive(Debug, PartialEq, Eq)]
@@ -41,6 +41,7 @@ pub(crate) fn encode_state_upload(upload: &StateUpload) -> Vec<u8> {
     match &upload.state {
         Some(state) => {
             out.put_u8(1);
+            put_varint(&mut out, state.len() as u64);
             out.extend_from_slice(state);
         }
         None => out.put_u8(0),
@@ -76,22 +77,13 @@ pub(crate) fn decode_state_upload(
         return Err(DecodeError::Invalid("state upload turns"));
     }
     let state = match reader.u8()? {
-        0 => {
-            reader.finish()?;
-            None
-        }
+        0 => None,
         1 => {
-            let state = reader.bytes;
-            if state.len() > state_max {
-                return Err(DecodeError::TooLarge {
-                    field: "state",
-                    value: state.len() as u64,
-                    max: state_max as u64,
-                });
-            }
-            Some(state.to_vec())
+            let len = reader.count("state", state_max, 1)?;
+            Some(reader.take(len)?.to_vec())
         }
         tag => return Err(DecodeError::UnknownTag(tag)),
     };
+    reader.finish()?;
     Ok(StateUpload { check, turn, hash, turns, state })
 }

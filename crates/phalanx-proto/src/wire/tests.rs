@@ -291,6 +291,51 @@ fn random_bytes_never_panic() {
     );
 }
 
+/// A desync's state upload reads back as written; every truncation, an extra byte, and a
+/// state over the limit are refused; random bytes behind its header never panic.
+#[test]
+fn state_uploads_round_trip_and_refuse_the_malformed() {
+    run_seeded(
+        "state_uploads_round_trip_and_refuse_the_malformed",
+        (
+            0..1000u32,
+            prop::collection::vec(prop::collection::vec(record(), 0..4), 0..5),
+            prop::option::of(prop::collection::vec(any::<u8>(), 0..64)),
+            prop::collection::vec(any::<u8>(), 0..100),
+        ),
+        |(check, turns, state, noise)| {
+            let first = check.saturating_sub(turns.len() as u32);
+            let turns: Vec<(Turn, Vec<Record>)> = turns
+                .into_iter()
+                .enumerate()
+                .map(|(i, records)| (Turn(first + i as u32 + 1), wire_records(&records)))
+                .collect();
+            let turn = turns.last().map_or(Turn(check), |(t, _)| *t);
+            let upload =
+                StateUpload { check: Turn(check.max(turn.0)), turn, hash: 7, turns, state };
+            let bytes = encode_state_upload(&upload);
+            let decoded = decode_state_upload(&bytes, &limits(), 8, 64);
+            prop_assert_eq!(decoded.as_ref(), Ok(&upload));
+            for cut in 0..bytes.len() {
+                prop_assert!(decode_state_upload(&bytes[..cut], &limits(), 8, 64).is_err());
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            prop_assert!(decode_state_upload(&longer, &limits(), 8, 64).is_err());
+            if let Some(len) = upload.state.as_ref().map(Vec::len).filter(|&len| len > 0) {
+                prop_assert!(decode_state_upload(&bytes, &limits(), 8, len - 1).is_err());
+            }
+            prop_assert!(
+                upload.turns.is_empty() || decode_state_upload(&bytes, &limits(), 0, 64).is_err()
+            );
+            let mut garbage = vec![PROTOCOL_VERSION, KIND_STATE];
+            garbage.extend_from_slice(&noise);
+            let _ = decode_state_upload(&garbage, &limits(), 8, 64);
+            Ok(())
+        },
+    );
+}
+
 /// Huge counts and lengths are refused up front: by their maximum, or by the bytes left.
 #[test]
 fn huge_length_fields_are_refused_before_allocation() {

@@ -11,6 +11,13 @@ pub(crate) struct Desync {
     pub(crate) turn: u32,
     /// The players whose state diverged from the majority.
     pub(crate) players: Vec<u8>,
+    /// The first turn after which a diverged player's state differed (null when it was not
+    /// pinned: a later check of the same divergence, or a game that reports no per-turn
+    /// hashes).
+    pub(crate) first_turn: Option<u32>,
+    /// The parts of the state that differed after that turn, as the game names them (e.g.
+    /// `unit 12 hp`; null when the host got no states).
+    pub(crate) diff: Option<Vec<String>>,
 }
 
 /// What a player's game saw, as every mode's summary reports it (flattened into its line).

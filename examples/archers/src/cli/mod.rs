@@ -4,6 +4,7 @@
 //! [`Cli::run`] first checks the flags that limit each other.
 
 mod catch_up;
+mod desync;
 mod json;
 mod progress;
 mod removals;
@@ -49,7 +50,7 @@ impl Cli {
             Mode::Simulate(args) => args.check(),
             Mode::Host(args) => args.game.check(),
             Mode::Client(args) => args.game.check(),
-            Mode::Replay(_) => Ok(()),
+            Mode::Replay(_) | Mode::Diff(_) => Ok(()),
         };
         if let Err(message) = checked {
             Cli::command().error(clap::error::ErrorKind::ValueValidation, message).exit();
@@ -59,6 +60,7 @@ impl Cli {
             Mode::Host(args) => sockets::host(args),
             Mode::Client(args) => sockets::client(args),
             Mode::Replay(args) => replay::run(args),
+            Mode::Diff(args) => desync::run(args),
         }
     }
 }
@@ -74,6 +76,8 @@ pub(crate) enum Mode {
     Client(ClientArgs),
     /// Re-simulate a recorded match and check every turn's state hash.
     Replay(ReplayArgs),
+    /// Show what differs in a desync bundle (written by a run with a desync).
+    Diff(DiffArgs),
 }
 
 /// The match every mode plays; host and clients must agree on it.
@@ -146,6 +150,15 @@ pub(crate) struct SimulateArgs {
     /// Write no report.
     #[arg(long, help_heading = "Output")]
     pub(crate) no_report: bool,
+    /// Where a desync's bundle goes (both states at the first divergent turn; for `archers
+    /// diff`), if there is one.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "target/archers-desync.bundle",
+        help_heading = "Output"
+    )]
+    pub(crate) desync_bundle: PathBuf,
     /// Record the match into a replay file (for `archers replay`).
     #[arg(long, value_name = "PATH", help_heading = "Output")]
     pub(crate) replay_out: Option<PathBuf>,
@@ -188,6 +201,17 @@ pub(crate) struct ClientArgs {
     pub(crate) inject_desync: Option<u32>,
     /// Print a JSON summary as the last line of stdout.
     #[arg(long, help_heading = "Output")]
+    pub(crate) json: bool,
+}
+
+/// `archers diff`.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct DiffArgs {
+    /// The desync bundle (written by a run with a desync, see --desync-bundle).
+    #[arg(value_name = "BUNDLE")]
+    pub(crate) file: PathBuf,
+    /// Print a JSON summary as the last line of stdout.
+    #[arg(long)]
     pub(crate) json: bool,
 }
 

@@ -19,6 +19,7 @@ use phalanx_sim::{run_with, SimConfig, SimReport, Step};
 use serde::Serialize;
 
 use super::catch_up::{self, Rejoin, Spectator};
+use super::desync;
 use super::json::{self, Desync};
 use super::progress::Progress;
 use super::removals::{self, Removed};
@@ -102,6 +103,23 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
     let finished =
         Finished { args, config: &config, report: &report, observed: observer.observed() };
     let mut lines = summary.lines(args.game.seed);
+    if let Some(bundle) = desync::first_bundle(&report) {
+        match desync::write(&args.desync_bundle, bundle) {
+            Ok(bytes) => lines.push((
+                "desync bundle".into(),
+                format!(
+                    "{} ({} kB; show it with: archers diff {})",
+                    args.desync_bundle.display(),
+                    bytes.div_ceil(1024),
+                    args.desync_bundle.display()
+                ),
+            )),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     if finished.write_replay(&mut lines).is_err()
         || finished.write_report(&summary, markers, partition, &mut lines).is_err()
     {
@@ -198,6 +216,9 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     config.faults.loss_permille = (network.loss_percent * 10.0).round() as u32;
     config.faults.jitter_ms = network.jitter_ms;
     config.samples_every_ms = 1_000;
+    // As a shipping game would: every player keeps its state after each turn, so that a
+    // desync's forensics gets both states at the first divergent turn.
+    config.keep_states = true;
     config.turns = game.turns(config.session.turn_length_ms);
     config.limit_ms = (game.minutes * 60_000.0) as u64 * 3 + 60_000;
     let mut markers = Vec::new();
@@ -285,8 +306,12 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
         .map(|(_, turn, players)| Desync {
             turn: *turn,
             players: players.iter().map(|p| p.0).collect(),
+            first_turn: None,
+            diff: None,
         })
         .collect();
+    let mut desyncs: Vec<Desync> = desyncs.into_iter().collect();
+    desync::annotate(&mut desyncs, report);
     Summary {
         players,
         units: args.game.units,
@@ -299,7 +324,7 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
         spectators: catch_up::spectators(report, turn_ms),
         play: json::Play {
             final_state_hash: agreed_hashes(report).last().copied().unwrap_or(0),
-            desyncs: desyncs.into_iter().collect(),
+            desyncs,
             commands_submitted: report.players.iter().map(|p| p.submitted).sum(),
             commands_executed,
             latency_ms_p50: latencies.iter().map(|l| l.0).max(),
@@ -387,10 +412,17 @@ impl Summary {
     fn desync_words(&self) -> String {
         match self.play.desyncs.first() {
             None => "0".into(),
-            Some(Desync { turn, players }) => format!(
-                "{} (first at turn {turn}, naming players {players:?})",
-                self.play.desyncs.len()
-            ),
+            Some(Desync { turn, players, first_turn, diff }) => {
+                let pinned = first_turn
+                    .map_or(String::new(), |first| format!("; first divergent turn {first}"));
+                let parts = diff
+                    .as_ref()
+                    .map_or(String::new(), |diff| format!(", differing: {}", diff.join(", ")));
+                format!(
+                    "{} (first at turn {turn}, naming players {players:?}{pinned}{parts})",
+                    self.play.desyncs.len()
+                )
+            }
         }
     }
 
@@ -414,7 +446,8 @@ impl Summary {
 /// Whether the run did what it promised: every player agreed over the turns it executed and
 /// every player not removed played to the end; or, with `--inject-desync`, the injected
 /// divergence was caught at the first check turn at or after it, naming exactly the flipped
-/// player.
+/// player, pinned to exactly its turn, and the one part that differs is a unit's hit points
+/// (what the injection flips).
 fn succeeded(args: &SimulateArgs, config: &SimConfig, summary: &Summary) -> bool {
     match args.inject_desync {
         None => {
@@ -426,8 +459,13 @@ fn succeeded(args: &SimulateArgs, config: &SimConfig, summary: &Summary) -> bool
         Some(turn) => {
             let interval = config.session.sync_interval_turns.max(1);
             let expected = turn.div_ceil(interval) * interval;
-            summary.play.desyncs.first()
-                == Some(&Desync { turn: expected, players: vec![args.desync_player] })
+            summary.play.desyncs.first().is_some_and(|first| {
+                (first.turn, &first.players, first.first_turn)
+                    == (expected, &vec![args.desync_player], Some(turn))
+                    && first.diff.as_ref().is_some_and(|diff| {
+                        matches!(diff.as_slice(), [part] if part.starts_with("unit ") && part.ends_with(" hp"))
+                    })
+            })
         }
     }
 }

@@ -222,7 +222,12 @@ fn print_json(outcome: &ClientOutcome, rejoin: Option<String>) {
             desyncs: outcome
                 .desyncs
                 .iter()
-                .map(|(turn, players)| Desync { turn: *turn, players: players.clone() })
+                .map(|(turn, players)| Desync {
+                    turn: *turn,
+                    players: players.clone(),
+                    first_turn: None,
+                    diff: None,
+                })
                 .collect(),
             commands_submitted: outcome.submitted,
             commands_executed: outcome.executed,
