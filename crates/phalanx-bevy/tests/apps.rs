@@ -1,0 +1,210 @@
+//! Headless Bevy apps (`MinimalPlugins`) in one process over loopback QUIC, as a game uses the
+//! plugin: a listen server and three clients play a tiny deterministic battle (units with a
+//! `SimId`, hit points and positions, orders as `Submit` messages); every app's state hash
+//! after every turn is equal; a desync injected into one app's state is reported to every
+//! app; the host ending the session ends every app.
+
+#![allow(elided_lifetimes_in_paths, reason = "Bevy system parameters read better without them")]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bevy::prelude::*;
+use phalanx::{
+    ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, PlayerId, Session,
+    SessionConfig, Turn,
+};
+use phalanx_bevy::{
+    CurrentTurn, ExecuteCommands, Lockstep, LockstepAppExt, LockstepEvent, PhalanxPlugin, SimId,
+    SimulationTick, StateHash, Submit,
+};
+
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug)]
+struct Order {
+    unit: u64,
+    to: (i64, i64),
+}
+
+#[derive(Component, Hash)]
+struct Position(i64, i64);
+
+#[derive(Component, Hash)]
+struct Goal(i64, i64);
+
+#[derive(Component, Hash)]
+struct Hp(i32);
+
+/// What a test reads back from an app.
+#[derive(Resource, Default)]
+struct Seen {
+    hashes: BTreeMap<u32, u64>,
+    desyncs: Vec<u32>,
+    ended: Option<Option<EndReason>>,
+    player: Option<PlayerId>,
+}
+
+/// This app flips one unit's hit points after this turn.
+#[derive(Resource)]
+struct Corrupt(u32);
+
+const UNITS: u64 = 12;
+const TURN_MS: u32 = 30;
+
+fn spawn_units(mut commands: Commands) {
+    for id in 0..UNITS {
+        let at = (id as i64 * 10, (id % 3) as i64 * 7);
+        commands.spawn((SimId(id), Position(at.0, at.1), Goal(at.0, at.1), Hp(100)));
+    }
+}
+
+fn apply_orders(turn: Res<CurrentTurn<Order>>, mut units: Query<(&SimId, &mut Goal)>) {
+    for (_, order) in turn.commands() {
+        for (id, mut goal) in &mut units {
+            if id.0 == order.unit {
+                *goal = Goal(order.to.0, order.to.1);
+            }
+        }
+    }
+}
+
+fn step(mut units: Query<(&mut Position, &Goal, &mut Hp)>) {
+    for (mut at, goal, mut hp) in &mut units {
+        at.0 += (goal.0 - at.0).signum();
+        at.1 += (goal.1 - at.1).signum();
+        if at.0 == goal.0 && at.1 == goal.1 {
+            hp.0 -= 1;
+        }
+    }
+}
+
+fn corrupt(
+    turn: Res<CurrentTurn<Order>>,
+    corrupt: Option<Res<Corrupt>>,
+    mut units: Query<(&SimId, &mut Hp)>,
+) {
+    let at = corrupt.map(|c| c.0);
+    if at == Some(turn.turn.0) && turn.tick == turn.ticks - 1 {
+        for (id, mut hp) in &mut units {
+            if id.0 == 3 {
+                hp.0 ^= 1;
+            }
+        }
+    }
+}
+
+/// A bot: an order every few frames, for one of our units.
+fn bot(mut frame: Local<u64>, seen: Res<Seen>, mut submit: MessageWriter<Submit<Order>>) {
+    *frame += 1;
+    let Some(player) = seen.player else { return };
+    if (*frame).is_multiple_of(4) {
+        let unit = (*frame / 4 * 4 + u64::from(player.0)) % UNITS;
+        let to = ((*frame % 50) as i64, (*frame % 13) as i64 - 6);
+        submit.write(Submit(Order { unit, to }));
+    }
+}
+
+fn record(hash: Res<StateHash>, mut events: MessageReader<LockstepEvent>, mut seen: ResMut<Seen>) {
+    if let Some(turn) = hash.turn {
+        seen.hashes.insert(turn.0, hash.hash);
+    }
+    for event in events.read() {
+        match event {
+            LockstepEvent::Desync(report) => seen.desyncs.push(report.turn.0),
+            LockstepEvent::Ended(reason) => seen.ended = Some(*reason),
+            _ => {}
+        }
+    }
+}
+
+fn app(session: Session<Order>, corrupt_at: Option<u32>) -> App {
+    let player = session.player();
+    let mut app = App::new();
+    app.add_plugins((MinimalPlugins, PhalanxPlugin::new(session).with_ticks_per_turn(3)))
+        .hash_component::<Position>()
+        .hash_component::<Goal>()
+        .hash_component::<Hp>()
+        .insert_resource(Seen { player, ..Seen::default() })
+        .add_systems(Startup, spawn_units)
+        .add_systems(ExecuteCommands, apply_orders)
+        .add_systems(SimulationTick, (step, corrupt).chain())
+        .add_systems(Update, (bot, record));
+    if let Some(turn) = corrupt_at {
+        app.insert_resource(Corrupt(turn));
+    }
+    app
+}
+
+fn config() -> SessionConfig {
+    let mut config = SessionConfig::default();
+    config.turn_length_ms = TURN_MS;
+    config
+}
+
+/// A listen server and three clients, each an app; the host ends the game at `end_at`.
+fn play(corrupt: Option<(usize, u32)>, end_at: u32) -> Vec<Seen> {
+    let identity = HostIdentity::generate_self_signed("bevy").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
+    options.session = config();
+    options.local_player = true;
+    let host: Session<Order> = Session::host(options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let mut sessions = vec![host];
+    for token in 1..=3 {
+        let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+        options.session = config();
+        sessions.push(Session::connect(addr, options, None).expect("joins"));
+    }
+    sessions[0].start().expect("starts");
+    let corrupt_at = |index: usize| corrupt.filter(|c| c.0 == index).map(|c| c.1);
+    let mut apps: Vec<App> =
+        sessions.into_iter().enumerate().map(|(i, s)| app(s, corrupt_at(i))).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ended = false;
+    while Instant::now() < deadline {
+        for app in &mut apps {
+            app.update();
+        }
+        let host_turn = apps[0].world().resource::<StateHash>().turn.map_or(0, |t| t.0);
+        if host_turn >= end_at && !ended {
+            ended = true;
+            let mut lockstep = apps[0].world_mut().resource_mut::<Lockstep<Order>>();
+            lockstep.session_mut().end(0).expect("the host ends it");
+        }
+        if apps.iter().all(|app| app.world().resource::<Seen>().ended.is_some()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    apps.into_iter().map(|mut app| app.world_mut().remove_resource::<Seen>().unwrap()).collect()
+}
+
+#[test]
+fn every_app_reaches_the_same_state_and_ends_with_the_host() {
+    let seen = play(None, 120);
+    for (index, app) in seen.iter().enumerate() {
+        assert_eq!(app.ended, Some(Some(EndReason::Finished { code: 0 })), "app {index}");
+        assert!(app.desyncs.is_empty(), "app {index}: {:?}", app.desyncs);
+        assert!(app.hashes.len() >= 120, "app {index} executed {} turns", app.hashes.len());
+    }
+    // Every turn two apps both executed has one hash; the states moved.
+    for app in &seen[1..] {
+        assert_eq!(app.hashes, seen[0].hashes);
+    }
+    let distinct: std::collections::BTreeSet<u64> = seen[0].hashes.values().copied().collect();
+    assert!(distinct.len() > 100, "the state changes turn by turn");
+}
+
+#[test]
+fn a_desync_in_one_app_is_reported_by_every_app() {
+    let seen = play(Some((2, 41)), 90);
+    let interval = SessionConfig::default().sync_interval_turns;
+    let check = 41u32.div_ceil(interval) * interval;
+    for (index, app) in seen.iter().enumerate() {
+        assert_eq!(app.desyncs.first(), Some(&check), "app {index}");
+    }
+    // Before the flip the states agreed; from it, app 2's differs.
+    assert_eq!(seen[2].hashes.get(&40), seen[0].hashes.get(&40));
+    assert_ne!(seen[2].hashes.get(&41), seen[0].hashes.get(&41));
+    let _ = Turn(0);
+}
