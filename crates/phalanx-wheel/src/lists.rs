@@ -280,30 +280,77 @@ impl Lists {
         Some(Ref { link, deadline, index })
     }
 
-    /// Moves the links with `deadline == tick` from slot list `list` to the end of the ready
-    /// queue and frees those with `deadline < tick`, keeping the order of both; returns how
-    /// many were freed.
-    pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> usize {
+    /// Moves the live links (as `live` says) with `deadline == tick` from slot list `list` to
+    /// the ready queue, which must be empty, in start order; frees the other links due at
+    /// `tick` or before it (tombstones) and keeps the rest, in order. Returns how many were
+    /// freed. Checking liveness here, while the chain is walked, lets the loads of the
+    /// timers' entries overlap with it, and tombstones never reach the ready queue.
+    pub(crate) fn collect_due(
+        &mut self,
+        list: u32,
+        tick: u64,
+        mut live: impl FnMut(Ref) -> bool,
+    ) -> usize {
+        debug_assert!(self.ready_is_empty());
+        if !self.stacks {
+            return self.collect_due_queue(list, tick, live);
+        }
+        let mut cursor = std::mem::replace(&mut self.heads[list as usize], NIL);
+        self.clear_bit(list);
+        // A stack holds its links newest first, so one pass suffices: prepending the due ones
+        // puts them oldest first, appending the kept ones keeps them newest first.
+        let (mut due, mut kept) = (List::EMPTY, List::EMPTY);
+        let mut dropped = 0;
+        while cursor != NIL {
+            let link = cursor;
+            let Link { deadline, index, next } = self.pool[link as usize];
+            cursor = next;
+            if deadline == tick && live(Ref { link, deadline, index }) {
+                self.pool[link as usize].next = due.head;
+                if due.head == NIL {
+                    due.tail = link;
+                }
+                due.head = link;
+            } else if deadline <= tick {
+                self.free_link(link);
+                dropped += 1;
+            } else {
+                self.pool[link as usize].next = NIL;
+                Self::append(&mut self.pool, &mut kept, link);
+            }
+        }
+        self.ready = due;
+        if kept.head != NIL {
+            self.heads[list as usize] = kept.head;
+            self.occupied[list as usize / 64] |= 1 << (list % 64);
+        }
+        dropped
+    }
+
+    /// [`Lists::collect_due`] for a queue, which holds its links oldest first.
+    fn collect_due_queue(
+        &mut self,
+        list: u32,
+        tick: u64,
+        mut live: impl FnMut(Ref) -> bool,
+    ) -> usize {
         let (mut cursor, _) = self.take_in_order(list);
         let mut kept = List::EMPTY;
         let mut dropped = 0;
         while cursor != NIL {
-            let slot = &mut self.pool[cursor as usize];
-            let (deadline, next) = (slot.deadline, slot.next);
+            let link = cursor;
+            let slot = &mut self.pool[link as usize];
+            let Link { deadline, index, next } = *slot;
             slot.next = NIL;
-            if deadline == tick {
-                Self::append(&mut self.pool, &mut self.ready, cursor);
-            } else if deadline < tick {
-                self.free_link(cursor);
-                dropped += 1;
-            } else if self.stacks {
-                // Oldest first in, so the kept links end up newest first again.
-                self.pool[cursor as usize].next = kept.head;
-                kept.head = cursor;
-            } else {
-                Self::append(&mut self.pool, &mut kept, cursor);
-            }
             cursor = next;
+            if deadline == tick && live(Ref { link, deadline, index }) {
+                Self::append(&mut self.pool, &mut self.ready, link);
+            } else if deadline <= tick {
+                self.free_link(link);
+                dropped += 1;
+            } else {
+                Self::append(&mut self.pool, &mut kept, link);
+            }
         }
         if kept.head != NIL {
             self.set(list, kept);

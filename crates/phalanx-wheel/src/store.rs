@@ -353,13 +353,15 @@ impl<T> Store<T> {
         self.lists.unlink_next(cursor)
     }
 
-    /// Moves the links due at `tick` from slot list `list` to the (empty) ready queue, in
-    /// order, and drops those due before it (tombstones: a live entry is never left behind
-    /// its tick). Keeps the rest. Whether any link was moved.
+    /// Moves the live links due at `tick` from slot list `list` to the (empty) ready queue, in
+    /// order, and drops the tombstones due at `tick` and every link due before it (tombstones
+    /// too: a live entry is never left behind its tick). Keeps the rest. Whether any live
+    /// link was moved.
     #[inline]
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
         debug_assert!(self.lists.ready_is_empty());
-        self.stale -= self.lists.collect_due(list, tick);
+        let entries = &self.entries;
+        self.stale -= self.lists.collect_due(list, tick, |r| is_live(entries, r));
         !self.lists.ready_is_empty()
     }
 
