@@ -69,7 +69,7 @@ impl<T> HashedWheel<T> {
             return Err(SlotCountError { requested: slot_count, max: HASHED_SLOTS_MAX });
         }
         Ok(HashedWheel {
-            store: Store::new(slot_count, true),
+            store: Store::new(slot_count, true, false),
             mask: slot_count as u64 - 1,
             slot_count,
             now,

@@ -1,6 +1,7 @@
 //! The slot lists and the ready queue: singly linked lists of *links* that all live in one
-//! pool with a free list, so no list allocates on its own (a table of 2^16 slots costs two
-//! `u32`s a slot, not a vector each), and once the pool is warm nothing allocates at all.
+//! pool with a free list, so no list allocates on its own (a table of 2^16 slots costs a `u32`
+//! a slot for stacks, two for queues, not a vector each), and once the pool is warm nothing
+//! allocates at all.
 //!
 //! A link is 16 bytes: a timer's deadline, its slab index and the next link. A link keeps its
 //! pool index from the moment a timer is filed until it fires or is swept as a tombstone —
@@ -53,7 +54,11 @@ impl List {
 pub(crate) struct Lists {
     pool: Vec<Link>,
     free: u32,
-    lists: Vec<List>,
+    /// Each slot list's first link.
+    heads: Vec<u32>,
+    /// Each slot list's last link, for queues; empty for stacks, which never read their tail
+    /// (so a hashed wheel's table is 4 bytes a slot).
+    tails: Vec<u32>,
     /// Whether slot lists are stacks (else queues).
     stacks: bool,
     occupied: Vec<u64>,
@@ -66,7 +71,8 @@ impl Lists {
         Lists {
             pool: Vec::new(),
             free: NIL,
-            lists: vec![List::EMPTY; list_count],
+            heads: vec![NIL; list_count],
+            tails: if stacks { Vec::new() } else { vec![NIL; list_count] },
             stacks,
             occupied: vec![0; list_count.div_ceil(64)],
             ready: List::EMPTY,
@@ -74,7 +80,7 @@ impl Lists {
     }
 
     pub(crate) fn list_count(&self) -> usize {
-        self.lists.len()
+        self.heads.len()
     }
 
     /// Words in the occupancy bitmap.
@@ -106,6 +112,22 @@ impl Lists {
         Ref { link, deadline, index }
     }
 
+    /// Slot list `list`'s ends (a stack's tail reads as `NIL`).
+    #[inline(always)]
+    fn get(&self, list: u32) -> List {
+        let tail = self.tails.get(list as usize).copied().unwrap_or(NIL);
+        List { head: self.heads[list as usize], tail }
+    }
+
+    /// Sets slot list `list`'s ends (a stack keeps only its head).
+    #[inline(always)]
+    fn set(&mut self, list: u32, ends: List) {
+        self.heads[list as usize] = ends.head;
+        if !self.stacks {
+            self.tails[list as usize] = ends.tail;
+        }
+    }
+
     #[inline]
     fn free_link(&mut self, link: u32) {
         self.pool[link as usize].next = self.free;
@@ -133,15 +155,20 @@ impl Lists {
     /// Adds an unlinked link to slot list `list`: in front of a stack, at the tail of a queue.
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, link: u32) {
-        let slot = &mut self.lists[list as usize];
-        let was_empty = if self.stacks {
-            let was_empty = slot.head == NIL;
-            self.pool[link as usize].next = slot.head;
-            slot.head = link;
-            was_empty
+        let head = &mut self.heads[list as usize];
+        let was_empty = *head == NIL;
+        if self.stacks {
+            self.pool[link as usize].next = *head;
+            *head = link;
         } else {
-            Self::append(&mut self.pool, slot, link)
-        };
+            let tail = &mut self.tails[list as usize];
+            if was_empty {
+                *head = link;
+            } else {
+                self.pool[*tail as usize].next = link;
+            }
+            *tail = link;
+        }
         if was_empty {
             self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
@@ -151,7 +178,8 @@ impl Lists {
     /// pushed, oldest first: `(first, last)`, or `NIL`s when empty.
     #[inline]
     fn take_in_order(&mut self, list: u32) -> (u32, u32) {
-        let taken = std::mem::replace(&mut self.lists[list as usize], List::EMPTY);
+        let taken = self.get(list);
+        self.set(list, List::EMPTY);
         self.clear_bit(list);
         if !self.stacks {
             return (taken.head, taken.tail);
@@ -202,7 +230,7 @@ impl Lists {
 
     /// The links of slot list `list` (newest first in a stack).
     pub(crate) fn refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
-        self.chain(self.lists[list as usize].head)
+        self.chain(self.heads[list as usize])
     }
 
     fn chain(&self, mut cursor: u32) -> impl Iterator<Item = Ref> + '_ {
@@ -252,33 +280,80 @@ impl Lists {
         Some(Ref { link, deadline, index })
     }
 
-    /// Moves the links with `deadline == tick` from slot list `list` to the end of the ready
-    /// queue and frees those with `deadline < tick`, keeping the order of both; returns how
-    /// many were freed.
-    pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> usize {
+    /// Moves the live links (as `live` says) with `deadline == tick` from slot list `list` to
+    /// the ready queue, which must be empty, in start order; frees the other links due at
+    /// `tick` or before it (tombstones) and keeps the rest, in order. Returns how many were
+    /// freed. Checking liveness here, while the chain is walked, lets the loads of the
+    /// timers' entries overlap with it, and tombstones never reach the ready queue.
+    pub(crate) fn collect_due(
+        &mut self,
+        list: u32,
+        tick: u64,
+        mut live: impl FnMut(Ref) -> bool,
+    ) -> usize {
+        debug_assert!(self.ready_is_empty());
+        if !self.stacks {
+            return self.collect_due_queue(list, tick, live);
+        }
+        let mut cursor = std::mem::replace(&mut self.heads[list as usize], NIL);
+        self.clear_bit(list);
+        // A stack holds its links newest first, so one pass suffices: prepending the due ones
+        // puts them oldest first, appending the kept ones keeps them newest first.
+        let (mut due, mut kept) = (List::EMPTY, List::EMPTY);
+        let mut dropped = 0;
+        while cursor != NIL {
+            let link = cursor;
+            let Link { deadline, index, next } = self.pool[link as usize];
+            cursor = next;
+            if deadline == tick && live(Ref { link, deadline, index }) {
+                self.pool[link as usize].next = due.head;
+                if due.head == NIL {
+                    due.tail = link;
+                }
+                due.head = link;
+            } else if deadline <= tick {
+                self.free_link(link);
+                dropped += 1;
+            } else {
+                self.pool[link as usize].next = NIL;
+                Self::append(&mut self.pool, &mut kept, link);
+            }
+        }
+        self.ready = due;
+        if kept.head != NIL {
+            self.heads[list as usize] = kept.head;
+            self.occupied[list as usize / 64] |= 1 << (list % 64);
+        }
+        dropped
+    }
+
+    /// [`Lists::collect_due`] for a queue, which holds its links oldest first.
+    fn collect_due_queue(
+        &mut self,
+        list: u32,
+        tick: u64,
+        mut live: impl FnMut(Ref) -> bool,
+    ) -> usize {
         let (mut cursor, _) = self.take_in_order(list);
         let mut kept = List::EMPTY;
         let mut dropped = 0;
         while cursor != NIL {
-            let slot = &mut self.pool[cursor as usize];
-            let (deadline, next) = (slot.deadline, slot.next);
+            let link = cursor;
+            let slot = &mut self.pool[link as usize];
+            let Link { deadline, index, next } = *slot;
             slot.next = NIL;
-            if deadline == tick {
-                Self::append(&mut self.pool, &mut self.ready, cursor);
-            } else if deadline < tick {
-                self.free_link(cursor);
-                dropped += 1;
-            } else if self.stacks {
-                // Oldest first in, so the kept links end up newest first again.
-                self.pool[cursor as usize].next = kept.head;
-                kept.head = cursor;
-            } else {
-                Self::append(&mut self.pool, &mut kept, cursor);
-            }
             cursor = next;
+            if deadline == tick && live(Ref { link, deadline, index }) {
+                Self::append(&mut self.pool, &mut self.ready, link);
+            } else if deadline <= tick {
+                self.free_link(link);
+                dropped += 1;
+            } else {
+                Self::append(&mut self.pool, &mut kept, link);
+            }
         }
         if kept.head != NIL {
-            self.lists[list as usize] = kept;
+            self.set(list, kept);
             self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
         dropped
@@ -293,9 +368,9 @@ impl Lists {
             while bits != 0 {
                 let list = (word * 64) as u32 + bits.trailing_zeros();
                 bits &= bits - 1;
-                let mut kept = self.lists[list as usize];
+                let mut kept = self.get(list);
                 dropped += self.retain(&mut kept, &mut keep);
-                self.lists[list as usize] = kept;
+                self.set(list, kept);
                 if kept.head == NIL {
                     self.clear_bit(list);
                 }

@@ -45,8 +45,9 @@ macro_rules! wheel_api {
             }
 
             /// Makes room for `additional` more timers without allocating later: slab entries
-            /// (24 bytes each for a 4-byte value) and list links (16 bytes) for the timers and
-            /// the tombstones their cancellations may leave (up to four links a timer).
+            /// (16 bytes each for a 4-byte value, plus an 8-byte start sequence in the
+            /// hierarchical wheel) and list links (16 bytes) for the timers and the tombstones
+            /// their cancellations may leave (up to four links a timer).
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
             }

@@ -14,7 +14,10 @@
 //! freed only when it fires or is dropped as a tombstone, so no other link can be mistaken for
 //! it. A tombstone is dropped when its slot is visited (fired or swept) and never fires.
 //! `reset` leaves the old link as a tombstone too and files a new one. So a cancel touches one
-//! 24-byte entry, where unlinking from a doubly linked list touched three scattered nodes.
+//! 16-byte entry (for a 4-byte value: generation, live link, value or next free entry), where
+//! unlinking from a doubly linked list touched three scattered nodes. The start sequence lives
+//! in an array of its own, kept only by the hierarchical wheel (for `pending` and snapshots):
+//! nothing else reads it, the lists alone keep the firing order.
 //!
 //! Tombstones are counted; when they outnumber three times the slab's entries (the most
 //! timers ever held at once, plus a constant and the table's size in words) every list is
@@ -55,27 +58,31 @@ enum Slot<T> {
     Occupied(T),
 }
 
-/// A slab entry.
+/// A slab entry: all a handle check, a cancel and a liveness check touch, in 16 bytes for a
+/// 4-byte value (the start sequence, which only the hierarchical wheel reads, is kept apart).
 struct Entry<T> {
-    /// The timer's start sequence (meaningless while vacant).
-    seq: u64,
     /// Bumped every time the entry is freed, so handles to the old occupant go stale.
     generation: u32,
-    /// The timer's live link (meaningless while vacant).
+    /// The timer's live link; `NIL` while the entry is vacant.
     link: u32,
     slot: Slot<T>,
 }
 
-/// Whether `r` is its timer's live link (else it is a tombstone).
+/// Whether `r` is its timer's live link (else it is a tombstone). A live link is never
+/// `NIL`, so this also says the entry is occupied.
 #[inline]
 fn is_live<T>(entries: &[Entry<T>], r: Ref) -> bool {
-    let entry = &entries[r.index as usize];
-    entry.link == r.link && matches!(entry.slot, Slot::Occupied(_))
+    entries[r.index as usize].link == r.link
 }
 
 /// Slab + slot lists (with their occupancy bitmap and the ready queue).
 pub(crate) struct Store<T> {
     entries: Vec<Entry<T>>,
+    /// Per slab entry: the timer's start sequence (meaningless while vacant). Kept only when
+    /// `keep_seqs` (the hierarchical wheel lists and snapshots them; the hashed wheel never
+    /// reads one, its lists alone keep the order).
+    seqs: Vec<u64>,
+    keep_seqs: bool,
     free_head: u32,
     len: usize,
     lists: Lists,
@@ -88,10 +95,13 @@ pub(crate) struct Store<T> {
 }
 
 impl<T> Store<T> {
-    /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`).
-    pub(crate) fn new(list_count: usize, stacks: bool) -> Self {
+    /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`);
+    /// it keeps start sequences if `keep_seqs`.
+    pub(crate) fn new(list_count: usize, stacks: bool, keep_seqs: bool) -> Self {
         Store {
             entries: Vec::new(),
+            seqs: Vec::new(),
+            keep_seqs,
             free_head: NIL,
             len: 0,
             lists: Lists::new(list_count, stacks),
@@ -110,6 +120,9 @@ impl<T> Store<T> {
         let vacant = self.entries.len() - self.len;
         if additional > vacant {
             self.entries.reserve(additional - vacant);
+            if self.keep_seqs {
+                self.seqs.reserve(additional - vacant);
+            }
         }
         // Lists hold a link per live timer and per tombstone (see `add_tombstone`).
         let entries = self.entries.len().max(self.len + additional);
@@ -140,13 +153,18 @@ impl<T> Store<T> {
                 unreachable!("free list points at an occupied entry")
             };
             self.free_head = next_free;
-            entry.seq = seq;
-            entry.link = r.link;
             entry.slot = Slot::Occupied(value);
-            entry.generation
+            entry.link = r.link;
+            let generation = entry.generation;
+            if self.keep_seqs {
+                self.seqs[index as usize] = seq;
+            }
+            generation
         } else {
-            let slot = Slot::Occupied(value);
-            self.entries.push(Entry { seq, generation: 0, link: r.link, slot });
+            self.entries.push(Entry { generation: 0, link: r.link, slot: Slot::Occupied(value) });
+            if self.keep_seqs {
+                self.seqs.push(seq);
+            }
             0
         };
         self.len += 1;
@@ -172,8 +190,7 @@ impl<T> Store<T> {
     #[inline]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
         let entry = self.entries.get(handle.index as usize)?;
-        let occupied = matches!(entry.slot, Slot::Occupied(_));
-        (entry.generation == handle.generation && occupied).then_some(handle.index)
+        (entry.generation == handle.generation && entry.link != NIL).then_some(handle.index)
     }
 
     pub(crate) fn deadline(&self, index: u32) -> u64 {
@@ -216,7 +233,7 @@ impl<T> Store<T> {
     #[cold]
     #[inline(never)]
     fn refresh_earliest(&mut self) {
-        let earliest = self.live_entries().map(|(_, e)| self.lists.deadline(e.link)).min();
+        let earliest = self.live_entries().map(|(_, link)| self.lists.deadline(link)).min();
         self.earliest = earliest.unwrap_or(u64::MAX);
     }
 
@@ -226,9 +243,10 @@ impl<T> Store<T> {
         let seq = self.take_seq();
         let old = self.is_small().then(|| self.deadline(index));
         let r = self.lists.alloc(deadline, index);
-        let entry = &mut self.entries[index as usize];
-        entry.seq = seq;
-        entry.link = r.link;
+        self.entries[index as usize].link = r.link;
+        if self.keep_seqs {
+            self.seqs[index as usize] = seq;
+        }
         if old == Some(self.earliest) {
             self.refresh_earliest();
         } else {
@@ -268,6 +286,7 @@ impl<T> Store<T> {
         let entry = &mut self.entries[index as usize];
         let handle = TimerHandle { index, generation: entry.generation };
         entry.generation = entry.generation.wrapping_add(1);
+        entry.link = NIL;
         let slot = std::mem::replace(&mut entry.slot, Slot::Vacant { next_free: self.free_head });
         self.free_head = index;
         self.len -= 1;
@@ -334,13 +353,15 @@ impl<T> Store<T> {
         self.lists.unlink_next(cursor)
     }
 
-    /// Moves the links due at `tick` from slot list `list` to the (empty) ready queue, in
-    /// order, and drops those due before it (tombstones: a live entry is never left behind
-    /// its tick). Keeps the rest. Whether any link was moved.
+    /// Moves the live links due at `tick` from slot list `list` to the (empty) ready queue, in
+    /// order, and drops the tombstones due at `tick` and every link due before it (tombstones
+    /// too: a live entry is never left behind its tick). Keeps the rest. Whether any live
+    /// link was moved.
     #[inline]
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
         debug_assert!(self.lists.ready_is_empty());
-        self.stale -= self.lists.collect_due(list, tick);
+        let entries = &self.entries;
+        self.stale -= self.lists.collect_due(list, tick, |r| is_live(entries, r));
         !self.lists.ready_is_empty()
     }
 
@@ -361,10 +382,10 @@ impl<T> Store<T> {
         self.lists.next_occupied(from, limit)
     }
 
-    /// The live entries as `(index, entry)`.
-    fn live_entries(&self) -> impl Iterator<Item = (u32, &Entry<T>)> + '_ {
-        let occupied = |(_, entry): &(usize, &Entry<T>)| matches!(entry.slot, Slot::Occupied(_));
-        self.entries.iter().enumerate().filter(occupied).map(|(index, e)| (index as u32, e))
+    /// The live entries as `(index, live link)`.
+    fn live_entries(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let entries = self.entries.iter().enumerate();
+        entries.filter(|(_, e)| e.link != NIL).map(|(index, e)| (index as u32, e.link))
     }
 
     /// When the slab is small (it never held more than a connection's handful of timers),
@@ -380,7 +401,7 @@ impl<T> Store<T> {
     pub(crate) fn sorted_live(&self) -> Vec<(u64, u64, u32)> {
         let mut live: Vec<(u64, u64, u32)> = self
             .live_entries()
-            .map(|(index, entry)| (self.lists.deadline(entry.link), entry.seq, index))
+            .map(|(index, link)| (self.lists.deadline(link), self.seqs[index as usize], index))
             .collect();
         live.sort_unstable();
         live
@@ -432,16 +453,14 @@ mod snapshot {
             free: &[u32],
             next_seq: u64,
         ) -> Self {
-            let mut store = Store::new(list_count, false);
-            store.entries = generations
-                .iter()
-                .map(|&generation| Entry {
-                    seq: 0,
-                    generation,
-                    link: NIL,
-                    slot: Slot::Vacant { next_free: NIL },
-                })
-                .collect();
+            let mut store = Store::new(list_count, false, true);
+            let vacant = |&generation| Entry {
+                generation,
+                link: NIL,
+                slot: Slot::Vacant { next_free: NIL },
+            };
+            store.entries = generations.iter().map(vacant).collect();
+            store.seqs = vec![0; generations.len()];
             store.len = generations.len();
             for (position, &index) in free.iter().enumerate() {
                 let next_free = free.get(position + 1).copied().unwrap_or(NIL);
@@ -457,10 +476,9 @@ mod snapshot {
         /// filed.
         pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) -> Ref {
             let r = self.lists.alloc(deadline, index);
-            let entry = &mut self.entries[index as usize];
-            entry.seq = seq;
-            entry.link = r.link;
-            entry.slot = Slot::Occupied(value);
+            self.entries[index as usize].link = r.link;
+            self.seqs[index as usize] = seq;
+            self.entries[index as usize].slot = Slot::Occupied(value);
             self.earliest = self.earliest.min(deadline);
             r
         }
