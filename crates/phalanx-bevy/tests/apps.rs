@@ -208,3 +208,95 @@ fn a_desync_in_one_app_is_reported_by_every_app() {
     assert_ne!(seen[2].hashes.get(&41), seen[0].hashes.get(&41));
     let _ = Turn(0);
 }
+
+/// The game's state, saved for snapshots: every unit in `SimId` order.
+fn save(world: &mut World) -> Vec<u8> {
+    let mut query = world.query::<(&SimId, &Position, &Goal, &Hp)>();
+    let mut units: Vec<_> = query.iter(world).collect();
+    units.sort_unstable_by_key(|(id, ..)| **id);
+    let mut bytes = Vec::new();
+    for (id, at, goal, hp) in units {
+        for word in [id.0 as i64, at.0, at.1, goal.0, goal.1, i64::from(hp.0)] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+    }
+    bytes
+}
+
+/// Replaces every unit with those `save` wrote.
+fn restore(world: &mut World, bytes: &[u8]) -> bool {
+    if bytes.len() % 48 != 0 {
+        return false;
+    }
+    let old: Vec<Entity> = world.query_filtered::<Entity, With<SimId>>().iter(world).collect();
+    old.into_iter().for_each(|entity| {
+        world.despawn(entity);
+    });
+    for unit in bytes.chunks_exact(48) {
+        let word = |i: usize| i64::from_le_bytes(unit[8 * i..8 * i + 8].try_into().unwrap());
+        let hp = Hp(word(5) as i32);
+        world.spawn((
+            SimId(word(0) as u64),
+            Position(word(1), word(2)),
+            Goal(word(3), word(4)),
+            hp,
+        ));
+    }
+    true
+}
+
+#[test]
+fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
+    let mut session = config();
+    session.late_join = true;
+    session.snapshot_interval_turns = 20;
+    let identity = HostIdentity::generate_self_signed("bevy-late").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+    options.session = session.clone();
+    options.local_player = true;
+    let host: Session<Order> = Session::host(options, None).expect("binds");
+    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let connect = |token| {
+        let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+        options.session = session.clone();
+        Session::<Order>::connect(addr, options, None).expect("joins")
+    };
+    let first = connect(1);
+    host.start().expect("starts");
+    let mut apps = vec![app(host, None), app(first, None)];
+    for app in &mut apps {
+        app.snapshots(save, restore);
+    }
+    let (mut alphas, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
+    while Instant::now() < deadline {
+        for app in &mut apps {
+            app.update();
+        }
+        alphas.push(apps[1].world().resource::<phalanx_bevy::TurnProgress>().alpha);
+        let host_turn = apps[0].world().resource::<StateHash>().turn.map_or(0, |t| t.0);
+        if host_turn >= 50 && apps.len() == 2 {
+            let mut late = app(connect(2), None);
+            late.snapshots(save, restore);
+            apps.push(late);
+        }
+        if host_turn >= 160 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let seen: Vec<Seen> =
+        apps.iter_mut().map(|app| app.world_mut().remove_resource::<Seen>().unwrap()).collect();
+    assert_eq!(seen.len(), 3, "the late player joined");
+    let late = &seen[2];
+    let first_turn = *late.hashes.keys().next().expect("the late player played");
+    assert!(first_turn > 20, "it started from a snapshot, not turn 0: {first_turn}");
+    assert!(late.hashes.len() >= 50, "it played {} turns", late.hashes.len());
+    for (turn, hash) in &late.hashes {
+        assert_eq!(seen[0].hashes.get(turn), Some(hash), "turn {turn}");
+    }
+    assert!(late.desyncs.is_empty() && seen[0].desyncs.is_empty());
+    // The render factor moved between turns, within 0..=1.
+    assert!(alphas.iter().all(|a| (0.0..=1.0).contains(a)));
+    assert!(alphas.iter().any(|&a| a > 0.2 && a < 0.8), "interpolation moves");
+}
