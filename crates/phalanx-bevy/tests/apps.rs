@@ -225,7 +225,7 @@ fn save(world: &mut World) -> Vec<u8> {
 
 /// Replaces every unit with those `save` wrote.
 fn restore(world: &mut World, bytes: &[u8]) -> bool {
-    if bytes.len() % 48 != 0 {
+    if !bytes.len().is_multiple_of(48) {
         return false;
     }
     let old: Vec<Entity> = world.query_filtered::<Entity, With<SimId>>().iter(world).collect();
