@@ -349,12 +349,14 @@ where
     let state_hash = hash::state(world);
     // Errors mean the session is over: the end is told once it is.
     let _ = lockstep.session.report_state_hash(number, state_hash);
-    if let Some(save) = save {
-        if wants_snapshot {
-            let _ = lockstep.session.offer_snapshot(number, state_hash, save(world));
+    let keep = lockstep.keep_states && lockstep.session.as_client().is_some();
+    if let Some(state) = save.filter(|_| wants_snapshot || keep).map(|save| save(world)) {
+        // One save serves both: the snapshot asked for and the state kept for forensics.
+        if keep {
+            let _ = lockstep.session.keep_state(number, state.clone());
         }
-        if lockstep.keep_states && lockstep.session.as_client().is_some() {
-            let _ = lockstep.session.keep_state(number, save(world));
+        if wants_snapshot {
+            let _ = lockstep.session.offer_snapshot(number, state_hash, state);
         }
     }
     *world.resource_mut::<StateHash>() = StateHash { turn: Some(number), hash: state_hash };

@@ -108,7 +108,8 @@ pub struct HostStats {
     pub snapshots_rejected: u64,
     /// Snapshot uploads refused unread: not asked for, too large, stale or malformed.
     pub snapshots_refused: u64,
-    /// Turn hash uploads refused: nobody asked for them, or they did not decode.
+    /// A desync's uploads refused (its turn hashes, or a player's state at its first divergent
+    /// turn): nobody asked for them, or they did not decode.
     pub hashes_refused: u64,
     /// Bytes of snapshot state held (at most two snapshots, more with a broadcast delay).
     pub snapshot_bytes: usize,

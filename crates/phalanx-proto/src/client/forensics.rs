@@ -78,16 +78,18 @@ impl Client {
         self.kept.turns.push_back((bundle.turn, bundle.records.clone()));
     }
 
-    /// A desync we reported was executed: hold what we have of turns `first..=check`.
-    pub(super) fn hold_states(&mut self, first: Turn, check: Turn) {
+    /// A desync we reported was executed and we sent `hashes`, our run of turn hashes up to
+    /// its check turn: hold what we have of those turns.
+    pub(super) fn hold_states(&mut self, check: Turn, hashes: Vec<(Turn, u64)>) {
+        let Some(&(first, _)) = hashes.first() else { return };
         let within = |turn: Turn| turn >= first && turn <= check;
         let kept = &self.kept;
         let held = Held {
             first,
             check,
-            hashes: self.turn_hashes.iter().copied().filter(|&(t, _)| within(t)).collect(),
             states: kept.states.iter().filter(|(t, _)| within(*t)).cloned().collect(),
             turns: kept.turns.iter().filter(|(t, _)| within(*t)).cloned().collect(),
+            hashes,
         };
         self.kept.held = Some(held);
     }

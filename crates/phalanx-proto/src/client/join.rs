@@ -174,8 +174,7 @@ impl Client {
         if self.turn_hashes.back().is_some_and(|&(last, _)| last >= turn) {
             return;
         }
-        let keep = (self.config.sync_interval_turns + 2 * self.config.turns_ahead_max) as usize;
-        if self.turn_hashes.len() >= keep.max(1) {
+        if self.turn_hashes.len() >= self.forensics_keep() {
             self.turn_hashes.pop_front();
         }
         self.turn_hashes.push_back((turn, hash));
@@ -205,7 +204,7 @@ impl Client {
         };
         let hashes: Vec<u64> = run.iter().map(|&(_, hash)| hash).collect();
         self.push_upload(encode_hashes_upload(check, start, &hashes));
-        self.hold_states(start, check);
+        self.hold_states(check, run);
     }
 
     /// The host asked for a snapshot of `turn` (in a datagram's extras).

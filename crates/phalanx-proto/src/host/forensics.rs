@@ -53,6 +53,14 @@ struct Inspect {
     got: Vec<PeerState>,
 }
 
+impl Inspect {
+    /// Whether `player`'s state is asked for and not in yet.
+    fn awaits(&self, player: PlayerId) -> bool {
+        (player == self.reference || player == self.diverged)
+            && !self.got.iter().any(|peer| peer.player == player)
+    }
+}
+
 /// Desyncs being pinned, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct Forensics {
@@ -235,9 +243,7 @@ impl Host {
             if self.next_seal.since(open.check) > INSPECT_TURNS_MAX {
                 return None;
             }
-            let asked = player == inspect.reference || player == inspect.diverged;
-            let got = inspect.got.iter().any(|peer| peer.player == player);
-            (asked && !got).then_some(inspect.turn)
+            inspect.awaits(player).then_some(inspect.turn)
         })
     }
 
@@ -249,11 +255,7 @@ impl Host {
         let StateUpload { check, turn, hash, turns, state } = upload;
         let index = self.forensics.open.iter().position(|open| {
             open.check == check
-                && open.inspect.as_ref().is_some_and(|inspect| {
-                    inspect.turn == turn
-                        && (player == inspect.reference || player == inspect.diverged)
-                        && !inspect.got.iter().any(|peer| peer.player == player)
-                })
+                && open.inspect.as_ref().is_some_and(|i| i.turn == turn && i.awaits(player))
         });
         let Some(index) = index else { return Err(UploadError::State(None)) };
         let turns = turns

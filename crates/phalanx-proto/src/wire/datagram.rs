@@ -263,10 +263,7 @@ pub(crate) fn put_down_header(
 /// Decodes a client → host datagram.
 pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, DecodeError> {
     let mut reader = Reader::new(bytes);
-    match reader.header()? {
-        KIND_UP => {}
-        kind => return Err(DecodeError::UnknownKind(kind)),
-    }
+    reader.header(KIND_UP)?;
     let pn = reader.varint()?;
     let ack = read_ack(&mut reader)?;
     let turn_ack = Turn(reader.varint_u32()?);
@@ -291,10 +288,7 @@ pub(crate) fn decode_up<'a>(bytes: &'a [u8], limits: &Limits) -> Result<Up<'a>, 
 /// Decodes a host → client datagram.
 pub(crate) fn decode_down(bytes: &[u8], limits: &Limits) -> Result<Down, DecodeError> {
     let mut reader = Reader::new(bytes);
-    match reader.header()? {
-        KIND_DOWN => {}
-        kind => return Err(DecodeError::UnknownKind(kind)),
-    }
+    reader.header(KIND_DOWN)?;
     let pn = reader.varint()?;
     let ack = read_ack(&mut reader)?;
     let cmd_ack = CommandSeq(reader.varint_u32()?);

@@ -58,10 +58,7 @@ pub(crate) fn decode_state_upload(
     state_max: usize,
 ) -> Result<StateUpload, DecodeError> {
     let mut reader = Reader::new(bytes);
-    match reader.header()? {
-        KIND_STATE => {}
-        kind => return Err(DecodeError::UnknownKind(kind)),
-    }
+    reader.header(KIND_STATE)?;
     let check = Turn(reader.varint_u32()?);
     let turn = Turn(reader.varint_u32()?);
     let hash = reader.u64_le()?;

@@ -302,10 +302,7 @@ pub(crate) fn decode_join_reply_parts(
     bytes: &[u8],
 ) -> Result<(JoinReply, RejoinParts<'_>), DecodeError> {
     let mut reader = Reader::new(bytes);
-    match reader.header()? {
-        KIND_REPLY => {}
-        kind => return Err(DecodeError::UnknownKind(kind)),
-    }
+    reader.header(KIND_REPLY)?;
     let mut state: &[u8] = &[];
     let reply = match reader.u8()? {
         0 => Ok(JoinAccept {
@@ -418,10 +415,7 @@ pub(crate) fn encode_snapshot_upload(turn: Turn, hash: u64, state: &[u8]) -> Vec
 /// Parses a snapshot upload: its turn, hash and state.
 pub(crate) fn decode_snapshot_upload(bytes: &[u8]) -> Result<(Turn, u64, &[u8]), DecodeError> {
     let mut reader = Reader::new(bytes);
-    match reader.header()? {
-        KIND_SNAPSHOT => {}
-        kind => return Err(DecodeError::UnknownKind(kind)),
-    }
+    reader.header(KIND_SNAPSHOT)?;
     let turn = Turn(reader.varint_u32()?);
     let hash = reader.u64_le()?;
     Ok((turn, hash, reader.bytes))
@@ -448,10 +442,7 @@ pub(crate) fn decode_hashes_upload(
     max: usize,
 ) -> Result<(Turn, Turn, Vec<u64>), DecodeError> {
     let mut reader = Reader::new(bytes);
-    match reader.header()? {
-        KIND_HASHES => {}
-        kind => return Err(DecodeError::UnknownKind(kind)),
-    }
+    reader.header(KIND_HASHES)?;
     let check = Turn(reader.varint_u32()?);
     let first = Turn(reader.varint_u32()?);
     let count = reader.count("turn hashes", max, 8)?;

@@ -270,13 +270,16 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// The version and kind bytes.
-    fn header(&mut self) -> Result<u8, DecodeError> {
+    /// The version and kind bytes: this protocol's version, then `kind`.
+    fn header(&mut self, kind: u8) -> Result<(), DecodeError> {
         let version = self.u8()?;
         if version != PROTOCOL_VERSION {
             return Err(DecodeError::Version { found: version });
         }
-        self.u8()
+        match self.u8()? {
+            found if found == kind => Ok(()),
+            found => Err(DecodeError::UnknownKind(found)),
+        }
     }
 }
 
