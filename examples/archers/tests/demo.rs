@@ -182,3 +182,23 @@ fn replay_verifies_and_a_tampered_one_fails() {
     assert!(stderr.contains("not a readable archers replay"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn the_readme_desync_example_names_turn_100_and_unit_0_hp() {
+    // The README's numbers: `archers --inject-desync 100 --json` (its default match, here
+    // shortened) pins turn 100 and names the first living archer's hit points.
+    let dir = scratch("readme-desync");
+    let bundle = dir.join("desync.bundle");
+    let args = ["--inject-desync", "100", "--minutes", "0.4", "--no-report", "--json"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.extend(["--desync-bundle", bundle.to_str().unwrap()]);
+    let output = archers(&args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let json = common::json(stdout.lines().last().unwrap());
+    let first = &json["desyncs"][0];
+    assert_eq!(first["turn"], 100, "{first}");
+    assert_eq!(first["first_turn"], 100, "{first}");
+    assert_eq!(first["diff"], json!(["unit 0 hp"]), "{first}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
