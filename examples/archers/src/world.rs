@@ -5,6 +5,7 @@
 use phalanx::{PlayerId, SplitMix64, TypedRecord, TypedTurn};
 use phalanx_wheel::HierarchicalWheel;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Sim ticks per communication turn (the game runs in lockstep turns of ticks).
 pub const TICKS_PER_TURN: u64 = 2;
@@ -47,6 +48,21 @@ struct Unit {
     goal: Goal,
     target: Option<u16>,
     loaded: bool,
+}
+
+/// An arrow in flight ([`World::arrows`]): a view for drawing, not part of the state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrow {
+    /// The archer's army.
+    pub army: u8,
+    /// Where the archer stands now.
+    pub from: (i32, i32),
+    /// Where its target stands now.
+    pub to: (i32, i32),
+    /// The tick it was shot.
+    pub shot_at: u64,
+    /// The tick it lands (it hits: arrows never miss).
+    pub lands_at: u64,
 }
 
 /// A gameplay event on the wheel.
@@ -123,11 +139,12 @@ impl World {
         (first, mine.len() as u16, spawn(usize::from(player.0), 8))
     }
 
-    /// Executes one turn: its orders, then its ticks.
+    /// Executes one turn: its orders ([`order`](Self::order), in the turn's canonical order),
+    /// then its [`TICKS_PER_TURN`] ticks.
     pub fn execute(&mut self, turn: &TypedTurn<Order>) {
         for record in &turn.records {
             if let TypedRecord::Command { player, command: Ok(order), .. } = record {
-                self.apply(*player, *order);
+                self.order(*player, *order);
             }
         }
         for _ in 0..TICKS_PER_TURN {
@@ -135,7 +152,8 @@ impl World {
         }
     }
 
-    fn apply(&mut self, player: PlayerId, order: Order) {
+    /// Applies one of `player`'s orders (only its own living units in the group obey).
+    pub fn order(&mut self, player: PlayerId, order: Order) {
         let (first, count, goal) = match order {
             Order::Move { first, count, x, y } => (first, count, Goal::Move(clamp(x), clamp(y))),
             Order::AttackMove { first, count, x, y } => {
@@ -221,6 +239,40 @@ impl World {
     /// Gameplay events (arrows in flight, reloads) pending on the wheel.
     pub fn events_pending(&self) -> usize {
         self.events.len()
+    }
+
+    /// Every arrow in flight, for drawing, in the order they were shot. Read off the pending
+    /// events without changing anything: a shot starts the impact and then the archer's
+    /// reload, so each impact's archer is the reload with the next start sequence.
+    pub fn arrows(&self) -> Vec<Arrow> {
+        let reloads: BTreeMap<u64, (u16, u64)> = self
+            .events
+            .pending()
+            .filter_map(|pending| match *pending.value {
+                Event::Reload { unit } => Some((pending.sequence, (unit, pending.deadline))),
+                Event::Impact { .. } => None,
+            })
+            .collect();
+        let mut arrows: Vec<(u64, Arrow)> = self
+            .events
+            .pending()
+            .filter_map(|pending| {
+                let Event::Impact { target, .. } = *pending.value else { return None };
+                let &(archer, reloaded_at) = reloads.get(&(pending.sequence + 1))?;
+                let (from, to) =
+                    (self.units.get(usize::from(archer))?, self.units.get(usize::from(target))?);
+                let arrow = Arrow {
+                    army: from.owner,
+                    from: (from.x, from.y),
+                    to: (to.x, to.y),
+                    shot_at: reloaded_at.saturating_sub(RELOAD_TICKS),
+                    lands_at: pending.deadline,
+                };
+                Some((pending.sequence, arrow))
+            })
+            .collect();
+        arrows.sort_unstable_by_key(|(sequence, _)| *sequence);
+        arrows.into_iter().map(|(_, arrow)| arrow).collect()
     }
 
     /// Flips the lowest bit of the hit points of the first living archer: a one-bit divergence
@@ -424,5 +476,30 @@ mod tests {
         }
         assert_eq!(world.save(), loaded.save());
         assert_eq!(World::load(b"not a world").map(|w| w.tick), None);
+    }
+
+    /// Mid-fight, every pending impact is an arrow: shot by a living enemy of its target
+    /// within range and reload time, landing in the future; the view changes nothing.
+    #[test]
+    fn arrows_in_flight_pair_each_impact_with_its_archer() {
+        let mut world = World::new(4, 400, 9);
+        let charge = |p: u8| (p, Order::AttackMove { first: 0, count: 400, x: 2_048, y: 2_048 });
+        let mut seen = 0;
+        for number in 0..150 {
+            let orders = if number == 3 { (0..4).map(charge).collect() } else { Vec::new() };
+            world.execute(&turn(number, orders));
+            let before = world.save();
+            let arrows = world.arrows();
+            assert_eq!(world.save(), before);
+            let impacts =
+                world.events.pending().filter(|p| matches!(p.value, Event::Impact { .. })).count();
+            assert_eq!(arrows.len(), impacts, "turn {number}");
+            for arrow in &arrows {
+                assert!(arrow.shot_at <= world.tick && world.tick < arrow.lands_at, "{arrow:?}");
+                assert!(arrow.lands_at - arrow.shot_at <= 3, "{arrow:?}");
+            }
+            seen += arrows.len();
+        }
+        assert!(seen > 100, "a battle shoots arrows ({seen})");
     }
 }
