@@ -41,6 +41,7 @@ struct Seen {
     desyncs: Vec<u32>,
     ended: Option<Option<EndReason>>,
     player: Option<PlayerId>,
+    diagnosed: Vec<std::sync::Arc<phalanx::DesyncBundle>>,
 }
 
 /// This app flips one unit's hit points after this turn.
@@ -111,15 +112,19 @@ fn record(hash: Res<StateHash>, mut events: MessageReader<LockstepEvent>, mut se
         match event {
             LockstepEvent::Desync(report) => seen.desyncs.push(report.turn.0),
             LockstepEvent::Ended(reason) => seen.ended = Some(*reason),
+            LockstepEvent::DesyncDiagnosed(bundle) => seen.diagnosed.push(bundle.clone()),
             _ => {}
         }
     }
 }
 
-fn app(session: Session<Order>, corrupt_at: Option<u32>) -> App {
+fn app(session: Session<Order>, corrupt_at: Option<u32>, keep_states: bool) -> App {
     let player = session.player();
     let mut app = App::new();
-    app.add_plugins((MinimalPlugins, PhalanxPlugin::new(session).with_ticks_per_turn(3)))
+    let mut plugin = PhalanxPlugin::new(session).with_ticks_per_turn(3);
+    plugin.keep_states = keep_states;
+    app.add_plugins((MinimalPlugins, plugin))
+        .snapshots(save, restore)
         .hash_component::<Position>()
         .hash_component::<Goal>()
         .hash_component::<Hp>()
@@ -142,6 +147,11 @@ fn config() -> SessionConfig {
 
 /// A listen server and three clients, each an app; the host ends the game at `end_at`.
 fn play(corrupt: Option<(usize, u32)>, end_at: u32) -> Vec<Seen> {
+    play_keeping(corrupt, end_at, false)
+}
+
+/// As [`play`]; with `keep_states`, every app keeps its state after every turn.
+fn play_keeping(corrupt: Option<(usize, u32)>, end_at: u32, keep_states: bool) -> Vec<Seen> {
     let identity = HostIdentity::generate_self_signed("bevy").unwrap();
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
@@ -158,7 +168,7 @@ fn play(corrupt: Option<(usize, u32)>, end_at: u32) -> Vec<Seen> {
     sessions[0].start().expect("starts");
     let corrupt_at = |index: usize| corrupt.filter(|c| c.0 == index).map(|c| c.1);
     let mut apps: Vec<App> =
-        sessions.into_iter().enumerate().map(|(i, s)| app(s, corrupt_at(i))).collect();
+        sessions.into_iter().enumerate().map(|(i, s)| app(s, corrupt_at(i), keep_states)).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut ended = false;
     while Instant::now() < deadline {
@@ -207,6 +217,36 @@ fn a_desync_in_one_app_is_reported_by_every_app() {
     assert_eq!(seen[2].hashes.get(&40), seen[0].hashes.get(&40));
     assert_ne!(seen[2].hashes.get(&41), seen[0].hashes.get(&41));
     let _ = Turn(0);
+}
+
+/// The game's inspection hook for desync forensics: each unit's fields by name, from `save`'s
+/// bytes.
+fn inspect(state: &[u8]) -> Option<Vec<(String, u64)>> {
+    if !state.len().is_multiple_of(48) {
+        return None;
+    }
+    let names = ["x", "y", "goal x", "goal y", "hp"];
+    let mut parts = Vec::new();
+    for unit in state.chunks_exact(48) {
+        let word = |i: usize| u64::from_le_bytes(unit[8 * i..8 * i + 8].try_into().unwrap());
+        for (i, name) in names.iter().enumerate() {
+            parts.push((format!("unit {} {name}", word(0)), word(i + 1)));
+        }
+    }
+    Some(parts)
+}
+
+/// With states kept, the host's app gets the desync's bundle, and the game's hook names the
+/// one field that was flipped.
+#[test]
+fn a_desync_is_diagnosed_when_the_apps_keep_their_states() {
+    let seen = play_keeping(Some((2, 41)), 90, true);
+    let bundle = seen[0].diagnosed.first().expect("the host diagnosed the desync");
+    assert_eq!(bundle.first_turn, Turn(41));
+    assert_eq!(bundle.diff(inspect), Ok(vec!["unit 3 hp".to_owned()]));
+    for (index, app) in seen.iter().enumerate().skip(1) {
+        assert!(app.diagnosed.is_empty(), "app {index}: bundles go to the host only");
+    }
 }
 
 /// The game's state, saved for snapshots: every unit in `SimId` order.
@@ -264,10 +304,8 @@ fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
     };
     let first = connect(1);
     host.start().expect("starts");
-    let mut apps = vec![app(host, None), app(first, None)];
-    for app in &mut apps {
-        app.snapshots(save, restore);
-    }
+    // `app` registers the game's snapshots (save and restore).
+    let mut apps = vec![app(host, None, false), app(first, None, false)];
     let (mut alphas, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));
     while Instant::now() < deadline {
         for app in &mut apps {
@@ -276,9 +314,7 @@ fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
         alphas.push(apps[1].world().resource::<phalanx_bevy::TurnProgress>().alpha);
         let host_turn = apps[0].world().resource::<StateHash>().turn.map_or(0, |t| t.0);
         if host_turn >= 50 && apps.len() == 2 {
-            let mut late = app(connect(2), None);
-            late.snapshots(save, restore);
-            apps.push(late);
+            apps.push(app(connect(2), None, false));
         }
         if host_turn >= 160 {
             break;
