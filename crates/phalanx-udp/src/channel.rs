@@ -280,4 +280,40 @@ mod tests {
         // Bits from words the window advanced past were cleared.
         assert_eq!(window.check(4999), Ok(()));
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config {
+            cases: 64,
+            failure_persistence: None,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_0001),
+            ..proptest::test_runner::Config::default()
+        })]
+
+        /// The bitmap agrees with a model that remembers every delivered number, over random
+        /// walks of small and large steps back and forth.
+        #[test]
+        fn window_matches_a_model(
+            start in 0u64..100_000,
+            steps in proptest::collection::vec(-1500i64..1500, 1..400),
+        ) {
+            let mut window = ReplayWindow::default();
+            let mut delivered = std::collections::BTreeSet::new();
+            let mut highest: Option<u64> = None;
+            let mut pn = start;
+            for step in steps {
+                pn = pn.saturating_add_signed(step);
+                let expected = match highest {
+                    Some(top) if pn + REPLAY_WINDOW <= top => Err(Dropped::TooOld),
+                    _ if delivered.contains(&pn) => Err(Dropped::Replayed),
+                    _ => Ok(()),
+                };
+                proptest::prop_assert_eq!(window.check(pn), expected, "pn {}", pn);
+                if expected.is_ok() {
+                    window.mark(pn);
+                    delivered.insert(pn);
+                    highest = highest.max(Some(pn));
+                }
+            }
+        }
+    }
 }
