@@ -160,3 +160,20 @@ fn packet_numbers_past_the_truncated_span_reconstruct() {
         }
     }
 }
+
+#[test]
+fn every_single_bit_flip_of_one_packet_is_dropped() {
+    let (mut guest, mut host) = establish(3);
+    let packet = guest.seal(b"thirty-two bytes of game command").unwrap();
+    for bit in 0..packet.len() * 8 {
+        let mut flipped = packet.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        let result = host.open(&flipped);
+        assert!(matches!(result, Err(Dropped::Tampered | Dropped::Malformed)), "bit {bit}");
+    }
+    let stats = host.stats();
+    assert_eq!(stats.tampered + stats.malformed, (packet.len() * 8) as u64);
+    // Only the data bit makes it malformed; every other flip fails authentication.
+    assert_eq!(stats.malformed, 1);
+    assert_eq!(host.open(&packet), Ok(b"thirty-two bytes of game command".to_vec()));
+}
