@@ -71,6 +71,14 @@
 //! most once, reordered packets within the window are delivered, older ones are dropped. Drops
 //! are counted by reason in [`ChannelStats`].
 //!
+//! # Reliable messages
+//!
+//! The join and bulk data (snapshots, desync uploads) need what QUIC's streams give:
+//! [`Stream`] cuts messages into segments, acknowledges them selectively, retransmits on an
+//! RTT-based timeout and delivers whole messages in order, each once, with every buffer
+//! bounded. Its packets start with [`stream::SEGMENT`] or [`stream::ACK`], so that a driver
+//! can tell them from the session's own datagrams on the same channel.
+//!
 //! # Addresses
 //!
 //! The host demultiplexes by source address: the driver hands datagrams from an address with a
@@ -89,6 +97,7 @@ mod client;
 mod handshake;
 mod keys;
 mod responder;
+pub mod stream;
 
 pub use channel::{Channel, ChannelStats, Dropped, SealError, REPLAY_WINDOW};
 pub use client::{ClientHandshake, Progress};
@@ -97,6 +106,7 @@ pub use keys::{HostKey, HostPublicKey, KeyParseError};
 pub use responder::{
     JoinRequest, Outcome, Rejected, Responder, ResponderStats, COOKIE_ROTATION_MS, REMEMBERED_MAX,
 };
+pub use stream::{Stream, StreamConfig};
 
 /// The largest datagram this crate makes or reads; anything longer is dropped unread.
 pub const MAX_PACKET: usize = 1200;
