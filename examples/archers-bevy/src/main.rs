@@ -99,9 +99,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// A listen server for player 0 and a joined client for each other player.
-fn sessions(
-    players: usize,
-) -> Result<(Session<Order>, Vec<Session<Order>>), Box<dyn std::error::Error>> {
+/// The window's session (the host) and the bots' (clients).
+type Sessions = (Session<Order>, Vec<Session<Order>>);
+
+fn sessions(players: usize) -> Result<Sessions, Box<dyn std::error::Error>> {
     let identity = HostIdentity::generate_self_signed("archers-bevy")?;
     let fingerprint = identity.fingerprint();
     let tokens: Vec<u64> = (1..players as u64).collect();
