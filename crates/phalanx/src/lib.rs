@@ -54,6 +54,7 @@ mod session;
 mod tls;
 mod trace;
 mod transport;
+pub mod udp;
 
 use std::fmt;
 
