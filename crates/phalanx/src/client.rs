@@ -17,10 +17,12 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::conn::{Conn, Transport};
 use crate::driver::{self, Datagrams, FromHost, Handle, Side};
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification, Mismatch};
 use crate::transport::{transport_config, End};
+use crate::udp::{Received, UdpError, UdpOptions, UdpReceiver};
 use crate::{Clock, ConnectError, JoinStreamError, NoTurn, SessionError, Submitter, Update};
 
 /// Everything a client needs to join a host.
@@ -50,6 +52,10 @@ pub struct ClientOptions {
     /// late join's reply carries a snapshot and the turns after it, which a loading screen
     /// can show. Default: none.
     pub join_progress: Option<JoinProgress>,
+    /// QUIC (the default) or raw UDP (a preview: see [`Transport`]); over UDP,
+    /// `verification` must be [`HostVerification::UdpKey`], and `socket`, `quic_seed`,
+    /// `server_name` and `join_progress` are unused.
+    pub transport: Transport,
 }
 
 /// A callback for [`ClientOptions::join_progress`]: called with the bytes of the join reply
@@ -101,6 +107,7 @@ impl ClientOptions {
             quic_seed: None,
             join_timeout: std::time::Duration::from_secs(10),
             join_progress: None,
+            transport: Transport::Quic,
         }
     }
 }
@@ -116,19 +123,27 @@ enum Command {
 /// Sends raw datagrams on a client's connection; see
 /// [`Client::dangerous_raw_datagram_sender`].
 #[derive(Clone, Debug)]
-pub struct RawDatagramSender(quinn::Connection);
+pub struct RawDatagramSender(Conn);
 
 impl RawDatagramSender {
     /// Sends `bytes` as one datagram (unreliable, like every datagram).
     pub fn send(&self, bytes: Vec<u8>) -> Result<(), SessionError> {
-        self.0.send_datagram(Bytes::from(bytes)).map_err(|_| SessionError::Closed)
+        match &self.0 {
+            Conn::Quic(connection) => {
+                connection.send_datagram(Bytes::from(bytes)).map_err(|_| SessionError::Closed)
+            }
+            Conn::Udp(connection, _) => {
+                connection.send_datagram(&bytes).map_err(|_| SessionError::Closed)
+            }
+        }
     }
 }
 
 /// A joined client. Generic over the game's command type `C` and codec `K` (postcard).
 pub struct Client<C, K: CommandCodec = DefaultCodec> {
-    endpoint: quinn::Endpoint,
-    connection: quinn::Connection,
+    /// `None` over UDP (its endpoint task ends with the connection).
+    endpoint: Option<quinn::Endpoint>,
+    connection: Conn,
     joined: Joined,
     handle: Handle<Command, ClientEvent>,
     ended: tokio::sync::watch::Receiver<Option<EndReason>>,
@@ -141,63 +156,25 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// reached, its certificate does not verify, or it refuses the join (the refusal names
     /// both versions or hashes on a mismatch).
     pub async fn connect(addr: SocketAddr, options: ClientOptions) -> Result<Self, ConnectError> {
-        let ClientOptions {
-            session,
-            token,
-            verification,
-            server_name,
-            socket,
-            quic_seed,
-            join_timeout,
-            join_progress,
-        } = options;
         let (mut client, request) =
-            phalanx_proto::Client::new(session.clone(), token).map_err(ConnectError::Config)?;
-        let mismatch = Mismatch::default();
-        let config = quic_config(&session, &verification, &mismatch)?;
-        // A game's own socket (a simulator's) cannot be bound again; a real one can.
-        let rebind = socket.is_none();
-        let mut endpoint = client_endpoint(addr, socket, quic_seed)?;
-        endpoint.set_default_client_config(config.clone());
+            phalanx_proto::Client::new(options.session.clone(), options.token)
+                .map_err(ConnectError::Config)?;
         let clock = Clock::new();
-        let reply_max = session.join_reply_bytes_max();
-        let mut busy = false;
-        let joined = tokio::time::timeout(join_timeout, async {
-            let mut fresh = || {
-                let mut endpoint = client_endpoint(addr, None, quic_seed)?;
-                endpoint.set_default_client_config(config.clone());
-                Ok(endpoint)
-            };
-            let fresh: Option<&mut dyn FnMut() -> Result<quinn::Endpoint, ConnectError>> =
-                if rebind { Some(&mut fresh) } else { None };
-            let attempt = Attempt { addr, server_name: &server_name, fresh };
-            let connection = attempt.connect(&mut endpoint, &mut busy).await?;
-            let (mut send, mut recv) =
-                connection.open_bi().await.map_err(ConnectError::Connection)?;
-            let write = |e| ConnectError::Stream(JoinStreamError::Write(e));
-            send.write_all(&request).await.map_err(write)?;
-            send.finish().map_err(|e| ConnectError::Stream(JoinStreamError::Closed(e)))?;
-            let reply = read_reply(&mut recv, reply_max, join_progress.as_ref())
-                .await
-                .map_err(|e| ConnectError::Stream(JoinStreamError::Read(e)))?;
-            Ok::<_, ConnectError>((connection, reply))
-        })
-        .await
-        .map_err(|_| if busy { ConnectError::HostBusy } else { ConnectError::Timeout })?
-        .map_err(|error| {
-            match (mismatch.lock().ok().and_then(|seen| *seen), &verification) {
-                // The handshake failed because the host is not the one the lobby named.
-                (Some(found), HostVerification::Pinned(expected)) => {
-                    ConnectError::WrongHost { expected: *expected, found }
-                }
-                _ => error,
+        let (endpoint, connection, inputs, reply) = match options.transport {
+            Transport::Udp => {
+                let (connection, receiver, reply) = join_udp(addr, &options, &request).await?;
+                (None, connection, Datagrams::udp(receiver), reply)
             }
-        })?;
-        let (connection, reply) = joined;
+            _ => {
+                let (endpoint, connection, reply) = join_quic(addr, options, &request).await?;
+                let inputs = Datagrams::new(connection.clone());
+                (Some(endpoint), Conn::Quic(connection), inputs, reply)
+            }
+        };
         let joined = match client.handle_join_reply(clock.now_ms(), &reply) {
             Ok(joined) => joined,
             Err(error) => {
-                connection.close(quinn::VarInt::from_u32(0), b"join refused");
+                connection.close(0, b"join refused");
                 return Err(ConnectError::Join(error));
             }
         };
@@ -205,7 +182,6 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         let (ended_tx, ended_rx) = tokio::sync::watch::channel(None);
         let restore = client.take_restore(); // rides the first turn handed to the game
         let side = ClientSide { client, connection: connection.clone(), ended: ended_tx, restore };
-        let inputs = Datagrams::new(connection.clone());
         let (handle, driver) = driver::spawn(side, move || clock, inputs, window);
         Ok(Client {
             endpoint,
@@ -347,10 +323,110 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// a round trip instead of an idle timeout.
     pub async fn shutdown(self) {
         self.driver.abort();
-        self.connection.close(quinn::VarInt::from_u32(CLOSE_LEFT), b"client left");
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.endpoint.wait_idle())
-            .await;
+        self.connection.close(CLOSE_LEFT, b"client left");
+        if let Some(endpoint) = self.endpoint {
+            let wait = endpoint.wait_idle();
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
+        }
     }
+}
+
+/// Connects over QUIC and joins on a stream: the endpoint, the connection and the reply.
+async fn join_quic(
+    addr: SocketAddr,
+    options: ClientOptions,
+    request: &[u8],
+) -> Result<(quinn::Endpoint, quinn::Connection, Vec<u8>), ConnectError> {
+    let ClientOptions {
+        session,
+        verification,
+        server_name,
+        socket,
+        quic_seed,
+        join_timeout,
+        join_progress,
+        ..
+    } = options;
+    let mismatch = Mismatch::default();
+    let config = quic_config(&session, &verification, &mismatch)?;
+    // A game's own socket (a simulator's) cannot be bound again; a real one can.
+    let rebind = socket.is_none();
+    let mut endpoint = client_endpoint(addr, socket, quic_seed)?;
+    endpoint.set_default_client_config(config.clone());
+    let reply_max = session.join_reply_bytes_max();
+    let mut busy = false;
+    let joined = tokio::time::timeout(join_timeout, async {
+        let mut fresh = || {
+            let mut endpoint = client_endpoint(addr, None, quic_seed)?;
+            endpoint.set_default_client_config(config.clone());
+            Ok(endpoint)
+        };
+        let fresh: Option<&mut dyn FnMut() -> Result<quinn::Endpoint, ConnectError>> =
+            if rebind { Some(&mut fresh) } else { None };
+        let attempt = Attempt { addr, server_name: &server_name, fresh };
+        let connection = attempt.connect(&mut endpoint, &mut busy).await?;
+        let (mut send, mut recv) = connection.open_bi().await.map_err(ConnectError::Connection)?;
+        let write = |e| ConnectError::Stream(JoinStreamError::Write(e));
+        send.write_all(request).await.map_err(write)?;
+        send.finish().map_err(|e| ConnectError::Stream(JoinStreamError::Closed(e)))?;
+        let reply = read_reply(&mut recv, reply_max, join_progress.as_ref())
+            .await
+            .map_err(|e| ConnectError::Stream(JoinStreamError::Read(e)))?;
+        Ok::<_, ConnectError>((connection, reply))
+    })
+    .await
+    .map_err(|_| if busy { ConnectError::HostBusy } else { ConnectError::Timeout })?
+    .map_err(|error| {
+        match (mismatch.lock().ok().and_then(|seen| *seen), &verification) {
+            // The handshake failed because the host is not the one the lobby named.
+            (Some(found), HostVerification::Pinned(expected)) => {
+                ConnectError::WrongHost { expected: *expected, found }
+            }
+            _ => error,
+        }
+    })?;
+    let (connection, reply) = joined;
+    Ok((endpoint, connection, reply))
+}
+
+/// Connects over raw UDP (pinning the host's static key) and joins with a reliable message:
+/// the connection, its receiver and the reply.
+async fn join_udp(
+    addr: SocketAddr,
+    options: &ClientOptions,
+    request: &[u8],
+) -> Result<(Conn, UdpReceiver, Vec<u8>), ConnectError> {
+    let HostVerification::UdpKey(pinned) = options.verification else {
+        return Err(ConnectError::VerificationForOtherTransport);
+    };
+    let bind: SocketAddr = if addr.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let socket = tokio::net::UdpSocket::bind(bind).await.map_err(ConnectError::Endpoint)?;
+    let session = &options.session;
+    let mut udp = UdpOptions {
+        handshake_timeout: options.join_timeout,
+        // The session's own idle timeout ends a lost host first, with its typed outcome.
+        idle_timeout: std::time::Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
+        ..UdpOptions::default()
+    };
+    udp.stream.message_bytes_max = session.join_reply_bytes_max();
+    let joined = tokio::time::timeout(options.join_timeout, async {
+        let (connection, mut receiver) =
+            crate::udp::connect(socket, addr, pinned, udp).await.map_err(ConnectError::Udp)?;
+        connection.send_message(request).map_err(ConnectError::UdpJoin)?;
+        loop {
+            match receiver.next().await {
+                Some(Received::Message(reply)) => return Ok((connection, receiver, reply)),
+                Some(Received::Datagram(_)) => {}
+                None => return Err(ConnectError::UdpJoin(UdpError::Closed)),
+            }
+        }
+    });
+    let (connection, receiver, reply) = joined.await.map_err(|_| ConnectError::Timeout)??;
+    Ok((Conn::udp(connection), receiver, reply))
 }
 
 /// quinn's client config: the TLS that checks the host (recording a pinned mismatch) and the
@@ -449,7 +525,7 @@ fn client_endpoint(
 /// the end of the session is published for [`Client::ended`].
 struct ClientSide {
     client: phalanx_proto::Client,
-    connection: quinn::Connection,
+    connection: Conn,
     ended: tokio::sync::watch::Sender<Option<EndReason>>,
     /// A rejoin's snapshot, taken from the session at the join: it rides the first turn.
     restore: Option<Snapshot>,
@@ -527,8 +603,16 @@ impl Side for ClientSide {
     fn transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
         while let Some(bytes) = self.client.poll_upload() {
             // A snapshot or a desync's turn hashes: a stream of its own, beside the
-            // datagrams; the host reads it to its end.
-            let connection = self.connection.clone();
+            // datagrams (over UDP a reliable message); the host reads it to its end.
+            let connection = match &self.connection {
+                Conn::Quic(connection) => connection.clone(),
+                Conn::Udp(connection, _) => {
+                    if let Err(error) = connection.send_message(&bytes) {
+                        tracing::warn!(target: "phalanx", %error, "upload failed");
+                    }
+                    continue;
+                }
+            };
             tokio::spawn(async move {
                 let sent = async {
                     let mut send = connection.open_uni().await?;
@@ -544,7 +628,7 @@ impl Side for ClientSide {
         if !self.client.poll_transmit(now_ms, buf) {
             return false;
         }
-        let _ = self.connection.send_datagram(Bytes::copy_from_slice(buf));
+        self.connection.send_datagram(buf);
         true
     }
 

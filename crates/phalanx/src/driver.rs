@@ -65,15 +65,24 @@ impl<T: Send> Inputs for mpsc::Receiver<T> {
     }
 }
 
-/// The datagrams of a client's QUIC connection to the host, then how it closed.
+/// The datagrams of a client's connection to the host (QUIC or raw UDP), then how it closed.
 pub(crate) struct Datagrams {
-    connection: quinn::Connection,
+    source: Source,
     closed: bool,
+}
+
+enum Source {
+    Quic(quinn::Connection),
+    Udp(crate::udp::UdpReceiver),
 }
 
 impl Datagrams {
     pub(crate) fn new(connection: quinn::Connection) -> Datagrams {
-        Datagrams { connection, closed: false }
+        Datagrams { source: Source::Quic(connection), closed: false }
+    }
+
+    pub(crate) fn udp(receiver: crate::udp::UdpReceiver) -> Datagrams {
+        Datagrams { source: Source::Udp(receiver), closed: false }
     }
 }
 
@@ -92,7 +101,25 @@ impl Inputs for Datagrams {
         if self.closed {
             return None;
         }
-        match self.connection.read_datagram().await {
+        let connection = match &mut self.source {
+            Source::Quic(connection) => connection,
+            Source::Udp(receiver) => {
+                // After the join the host sends no messages: only datagrams count.
+                while let Some(received) = receiver.next().await {
+                    if let crate::udp::Received::Datagram(bytes) = received {
+                        return Some(FromHost::Datagram(Bytes::from(bytes)));
+                    }
+                }
+                self.closed = true;
+                return match receiver.close_reason() {
+                    Some(crate::udp::CloseReason::Peer(code)) => {
+                        Some(FromHost::Closed(code.into()))
+                    }
+                    _ => None,
+                };
+            }
+        };
+        match connection.read_datagram().await {
             Ok(bytes) => Some(FromHost::Datagram(bytes)),
             Err(error) => {
                 self.closed = true;

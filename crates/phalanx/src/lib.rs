@@ -48,6 +48,7 @@
 
 mod admission;
 mod client;
+mod conn;
 mod driver;
 mod host;
 mod session;
@@ -60,6 +61,7 @@ use std::fmt;
 
 pub use admission::{Admission, AdmissionStats};
 pub use client::{Client, ClientOptions, JoinProgress, RawDatagramSender};
+pub use conn::Transport;
 pub use driver::{Submitter, Update};
 pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use phalanx_proto::{
@@ -242,6 +244,13 @@ pub enum ConnectError {
         /// The one the host presented.
         found: Fingerprint,
     },
+    /// Over [`Transport::Udp`]: the handshake failed (a wrong pinned key names both keys).
+    Udp(udp::UdpConnectError),
+    /// Over [`Transport::Udp`]: the join's reliable message failed (the connection ended
+    /// before the reply, or the reply was over the limit).
+    UdpJoin(udp::UdpError),
+    /// [`Transport::Udp`] needs [`HostVerification::UdpKey`], and only it takes that.
+    VerificationForOtherTransport,
 }
 
 impl fmt::Display for ConnectError {
@@ -264,6 +273,11 @@ impl fmt::Display for ConnectError {
                  another host (or an impostor) answers at that address"
             ),
             ConnectError::Join(error) => error.fmt(f),
+            ConnectError::Udp(error) => error.fmt(f),
+            ConnectError::UdpJoin(error) => write!(f, "join over UDP failed: {error}"),
+            ConnectError::VerificationForOtherTransport => {
+                f.write_str("Transport::Udp pins HostVerification::UdpKey, and only it takes one")
+            }
         }
     }
 }

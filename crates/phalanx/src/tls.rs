@@ -146,6 +146,24 @@ impl HostIdentity {
         Fingerprint::of(self.cert.as_ref())
     }
 
+    /// The host's static key for [`Transport::Udp`](crate::Transport::Udp), derived from
+    /// this identity's private key: a host that keeps its identity keeps both pins.
+    pub(crate) fn udp_key(&self) -> crate::udp::HostKey {
+        let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+        context.update(b"phalanx udp static key v1\0");
+        context.update(self.key.secret_pkcs8_der());
+        let mut secret = [0u8; 32];
+        secret.copy_from_slice(context.finish().as_ref());
+        crate::udp::HostKey::from_bytes(secret)
+    }
+
+    /// What clients pin for [`Transport::Udp`](crate::Transport::Udp)
+    /// ([`HostVerification::UdpKey`]): the host's static Noise key, derived from this
+    /// identity.
+    pub fn udp_public_key(&self) -> crate::udp::HostPublicKey {
+        self.udp_key().public()
+    }
+
     /// The rustls server config: TLS 1.3, ALPN `phalanx/1`, no client auth, no early data.
     pub(crate) fn server_tls(&self) -> Result<rustls::ServerConfig, IdentityError> {
         let mut config = rustls::ServerConfig::builder_with_provider(provider())
@@ -176,6 +194,9 @@ pub enum HostVerification {
     /// Accept any certificate. **Insecure**: anyone on the path can impersonate the host. For
     /// tests and local examples only.
     DangerousAcceptAnyHost,
+    /// For [`Transport::Udp`](crate::Transport::Udp): the host's static key
+    /// ([`HostIdentity::udp_public_key`]), pinned as the Noise handshake's responder key.
+    UdpKey(crate::udp::HostPublicKey),
 }
 
 /// The rustls client config for a verification choice: TLS 1.3, ALPN `phalanx/1`, no 0-RTT.
@@ -208,6 +229,11 @@ pub(crate) fn client_tls(
                 mismatch: mismatch.clone(),
             }))
             .with_no_client_auth(),
+        HostVerification::UdpKey(_) => {
+            return Err(rustls::Error::General(
+                "a UDP key pins a host over Transport::Udp, not QUIC".into(),
+            ))
+        }
     };
     config.alpn_protocols = vec![ALPN.to_vec()];
     config.enable_early_data = false;

@@ -1,7 +1,12 @@
-//! The raw-UDP transport (a preview: issue 17 wires it under [`crate::Host`] and
-//! [`crate::Client`] next): encrypted datagrams and reliable messages between a host and its
-//! clients over one UDP socket each, with the Noise IK handshake, stateless cookies, replay
-//! window and reliable `Stream` of `phalanx-udp`.
+//! The raw-UDP transport (a preview): encrypted datagrams and reliable messages between a
+//! host and its clients over one UDP socket each, with the Noise IK handshake, stateless
+//! cookies, replay window and reliable `Stream` of `phalanx-udp`. Sessions use it with
+//! [`Transport::Udp`](crate::Transport::Udp) in `HostOptions` and `ClientOptions` (clients
+//! pin [`HostIdentity::udp_public_key`](crate::HostIdentity::udp_public_key) with
+//! `HostVerification::UdpKey`): the join request and reply, and every upload, are reliable
+//! messages; turns and commands are datagrams. This module is the layer underneath, usable
+//! on its own. Not yet: phalanx-sim does not run it (no simulated `DatagramSocket`), and the
+//! host's admission control sees only connections whose handshake completed.
 //!
 //! Unlike QUIC it sends no packet the caller did not ask for — no ACK-only packets, no path
 //! MTU probes, no keep-alives — except a stream's acknowledgements and retransmissions while a
@@ -261,6 +266,15 @@ pub struct UdpReceiver {
     closed: Arc<Mutex<Option<CloseReason>>>,
 }
 
+/// What [`UdpReceiver::next`] got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// A datagram.
+    Datagram(Vec<u8>),
+    /// A whole message from the reliable stream.
+    Message(Vec<u8>),
+}
+
 /// Why a connection ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CloseReason {
@@ -284,6 +298,16 @@ impl UdpReceiver {
     /// The next whole message; `None` once the connection ended.
     pub async fn message(&mut self) -> Option<Vec<u8>> {
         self.messages.recv().await
+    }
+
+    /// The next datagram or message, whichever comes first; `None` once the connection ended
+    /// and both queues are empty.
+    pub async fn next(&mut self) -> Option<Received> {
+        tokio::select! {
+            Some(datagram) = self.datagrams.recv() => Some(Received::Datagram(datagram)),
+            Some(message) = self.messages.recv() => Some(Received::Message(message)),
+            else => None,
+        }
     }
 
     /// Why the connection ended, once it has.

@@ -21,10 +21,14 @@ use tokio::task::JoinHandle;
 use tracing::Instrument;
 
 use crate::admission::{Admission, AdmissionStats, Gate, Outcome, Pass, Verdict};
+use crate::conn::{Conn, Transport};
 use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, End, JOIN_BYTES_MAX};
 use crate::{Clock, HostError, NoTurn, SessionError, Submitter, Update};
+
+mod udp;
+use udp::udp_accept_loop;
 
 /// QUIC application error code when the host closes a connection it removed or refused.
 pub const CLOSE_REMOVED: u32 = 1;
@@ -70,6 +74,10 @@ pub struct HostOptions {
     /// watches every turn, after `spectator_delay_turns`, from a snapshot when it comes
     /// mid-game; it cannot submit and the players never wait for it. Default: none.
     pub spectator_tokens: Vec<u64>,
+    /// QUIC (the default) or raw UDP with a Noise handshake (a preview: see [`Transport`]).
+    /// Over UDP, `socket` and `quic_seed` are unused and clients pin
+    /// [`HostIdentity::udp_public_key`].
+    pub transport: Transport,
 }
 
 impl HostOptions {
@@ -87,9 +95,23 @@ impl HostOptions {
             quic_seed: None,
             admission: Admission::default(),
             spectator_tokens: Vec::new(),
+            transport: Transport::Quic,
         }
     }
 }
+
+/// Where the host listens, by transport.
+enum HostEndpoint {
+    Quic(quinn::Endpoint),
+    /// The UDP endpoint task owns the socket; the host keeps its connections to close them
+    /// at shutdown.
+    Udp {
+        local: SocketAddr,
+        conns: UdpConns,
+    },
+}
+
+type UdpConns = Arc<std::sync::Mutex<Vec<crate::udp::UdpConnection>>>;
 
 /// Inputs from the connection tasks waiting for the driver before those tasks wait too.
 const INPUTS_MAX: usize = 4 * 1024;
@@ -97,7 +119,7 @@ const INPUTS_MAX: usize = 4 * 1024;
 /// What the connection tasks tell the driver.
 enum Input {
     Join {
-        conn: quinn::Connection,
+        conn: Conn,
         request: Vec<u8>,
         reply: oneshot::Sender<JoinResponse>,
     },
@@ -129,7 +151,7 @@ enum Command {
 
 /// A running host. Generic over the game's command type `C` and codec `K` (postcard).
 pub struct Host<C, K: CommandCodec = DefaultCodec> {
-    endpoint: quinn::Endpoint,
+    endpoint: HostEndpoint,
     fingerprint: Fingerprint,
     local_player: Option<PlayerId>,
     handle: Handle<Command, HostEvent>,
@@ -155,6 +177,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             quic_seed,
             admission,
             spectator_tokens,
+            transport,
         } = options;
         let seats = usize::from(session.players_max) - usize::from(local_player);
         if tokens.len() > seats {
@@ -178,33 +201,28 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             }
             None
         };
-        let server = server_config(&identity, &session, &admission)?;
-        let key = reset_key.unwrap_or_else(random_key);
-        let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
-        let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
-        crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::HOST_CID_LEN);
-        let runtime = quinn::default_runtime().ok_or(HostError::NoRuntime)?;
-        let endpoint = match socket {
-            Some(socket) => quinn::Endpoint::new_with_abstract_socket(
-                endpoint_config,
-                Some(server),
-                socket,
-                runtime,
-            ),
-            None => {
-                let socket = std::net::UdpSocket::bind(bind).map_err(HostError::Bind)?;
-                quinn::Endpoint::new(endpoint_config, Some(server), socket, runtime)
-            }
-        }
-        .map_err(HostError::Bind)?;
-
         let (input_tx, input_rx) = mpsc::channel(INPUTS_MAX);
+        let uploads = session.snapshot_upload_bytes_max();
+        let gate = Gate::new(admission.clone());
+        let (endpoint, accept) = match transport {
+            Transport::Udp => {
+                let host = udp_host(&session, &admission, &identity, bind).await?;
+                let conns = UdpConns::default();
+                let local = host.local_addr();
+                let serve = udp_accept_loop(host, input_tx, gate.clone(), conns.clone(), uploads);
+                (HostEndpoint::Udp { local, conns }, tokio::spawn(serve))
+            }
+            _ => {
+                let server = server_config(&identity, &session, &admission)?;
+                let endpoint = quic_endpoint(server, bind, reset_key, socket, quic_seed)?;
+                let accept =
+                    tokio::spawn(accept_loop(endpoint.clone(), input_tx, gate.clone(), uploads));
+                (HostEndpoint::Quic(endpoint), accept)
+            }
+        };
         let side = HostSide { host, conns: BTreeMap::new() };
         let window = session.turns_ahead_max as usize;
         let (handle, driver) = driver::spawn(side, Clock::new, input_rx, window);
-        let gate = Gate::new(admission);
-        let uploads = session.snapshot_upload_bytes_max();
-        let accept = tokio::spawn(accept_loop(endpoint.clone(), input_tx, gate.clone(), uploads));
         Ok(Host {
             endpoint,
             gate,
@@ -219,7 +237,10 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 
     /// The address the host listens on.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.endpoint.local_addr()
+        match &self.endpoint {
+            HostEndpoint::Quic(endpoint) => endpoint.local_addr(),
+            HostEndpoint::Udp { local, .. } => Ok(*local),
+        }
     }
 
     /// The fingerprint clients must pin.
@@ -372,10 +393,64 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     pub async fn shutdown(self) {
         self.accept.abort();
         self.driver.abort();
-        self.endpoint.close(quinn::VarInt::from_u32(CLOSE_SHUTDOWN), b"host shut down");
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), self.endpoint.wait_idle())
-            .await;
+        match self.endpoint {
+            HostEndpoint::Quic(endpoint) => {
+                endpoint.close(quinn::VarInt::from_u32(CLOSE_SHUTDOWN), b"host shut down");
+                let wait = endpoint.wait_idle();
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
+            }
+            HostEndpoint::Udp { conns, .. } => {
+                let conns = std::mem::take(&mut *conns.lock().unwrap_or_else(|p| p.into_inner()));
+                conns.iter().for_each(|conn| conn.close(CLOSE_SHUTDOWN));
+            }
+        }
     }
+}
+
+/// The QUIC endpoint: on `socket` (a simulator's) or a real one bound to `bind`.
+fn quic_endpoint(
+    server: quinn::ServerConfig,
+    bind: SocketAddr,
+    reset_key: Option<[u8; 32]>,
+    socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
+    quic_seed: Option<[u8; 32]>,
+) -> Result<quinn::Endpoint, HostError> {
+    let key = reset_key.unwrap_or_else(random_key);
+    let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
+    let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
+    crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::HOST_CID_LEN);
+    let runtime = quinn::default_runtime().ok_or(HostError::NoRuntime)?;
+    match socket {
+        Some(socket) => quinn::Endpoint::new_with_abstract_socket(
+            endpoint_config,
+            Some(server),
+            socket,
+            runtime,
+        ),
+        None => {
+            let socket = std::net::UdpSocket::bind(bind).map_err(HostError::Bind)?;
+            quinn::Endpoint::new(endpoint_config, Some(server), socket, runtime)
+        }
+    }
+    .map_err(HostError::Bind)
+}
+
+/// The raw-UDP endpoint on `bind`, with the identity's static key.
+async fn udp_host(
+    session: &SessionConfig,
+    admission: &Admission,
+    identity: &HostIdentity,
+    bind: SocketAddr,
+) -> Result<crate::udp::UdpHost, HostError> {
+    let socket = tokio::net::UdpSocket::bind(bind).await.map_err(HostError::Bind)?;
+    let mut options = crate::udp::UdpOptions {
+        // The session's own idle timeout ends a silent player first, with its typed outcome.
+        idle_timeout: Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
+        peers_max: admission.pending_max + usize::from(session.players_max),
+        ..crate::udp::UdpOptions::default()
+    };
+    options.stream.message_bytes_max = session.snapshot_upload_bytes_max().max(JOIN_BYTES_MAX);
+    crate::udp::UdpHost::bind(socket, identity.udp_key(), options).map_err(HostError::Bind)
 }
 
 fn random_key() -> [u8; 32] {
@@ -446,7 +521,7 @@ async fn serve_connection(
     let Some((conn, send, request)) = read_join(incoming, &pass).await else { return };
     let address = pass.address();
     let (reply_tx, reply_rx) = oneshot::channel();
-    let join = Input::Join { conn: conn.clone(), request, reply: reply_tx };
+    let join = Input::Join { conn: Conn::Quic(conn.clone()), request, reply: reply_tx };
     if inputs.send(join).await.is_err() {
         return;
     }
@@ -614,7 +689,7 @@ async fn forward_datagrams(conn: &quinn::Connection, player: Joined, inputs: &mp
 /// The host as its driver sees it: the sans-IO host and each seated player's connection.
 struct HostSide {
     host: phalanx_proto::Host,
-    conns: BTreeMap<Joined, quinn::Connection>,
+    conns: BTreeMap<Joined, Conn>,
 }
 
 impl HostSide {
@@ -692,7 +767,7 @@ impl Side for HostSide {
                 let response = self.host.handle_join(now_ms, &request);
                 if let Ok(player) = response.result {
                     if let Some(old) = self.conns.insert(player, conn) {
-                        old.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"rejoined");
+                        old.close(CLOSE_REMOVED, b"rejoined");
                     }
                 }
                 let _ = reply.send(response);
@@ -753,8 +828,7 @@ impl Side for HostSide {
             },
         };
         if let Some(conn) = self.conns.get(&to) {
-            // A full send buffer drops the oldest datagram: loss, which the session repairs.
-            let _ = conn.send_datagram(Bytes::copy_from_slice(buf));
+            conn.send_datagram(buf);
         }
         true
     }
@@ -776,7 +850,7 @@ impl Side for HostSide {
             _ => None,
         };
         if let Some(conn) = gone.and_then(|joined| self.conns.remove(&joined)) {
-            conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"removed");
+            conn.close(CLOSE_REMOVED, b"removed");
         }
         Some(event)
     }
