@@ -22,7 +22,7 @@ use crate::driver::{self, Datagrams, FromHost, Handle, Side};
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification, Mismatch};
 use crate::transport::{transport_config, End};
-use crate::udp::{Received, UdpError, UdpOptions, UdpReceiver};
+use crate::udp::{QuinnSocket, Received, UdpError, UdpOptions, UdpReceiver};
 use crate::{Clock, ConnectError, JoinStreamError, NoTurn, SessionError, Submitter, Update};
 
 /// Everything a client needs to join a host.
@@ -53,8 +53,8 @@ pub struct ClientOptions {
     /// can show. Default: none.
     pub join_progress: Option<JoinProgress>,
     /// QUIC (the default) or raw UDP (a preview: see [`Transport`]); over UDP,
-    /// `verification` must be [`HostVerification::UdpKey`], and `socket`, `quic_seed`,
-    /// `server_name` and `join_progress` are unused.
+    /// `verification` must be [`HostVerification::UdpKey`], `socket` and `quic_seed` serve
+    /// the UDP transport alike, and `server_name` and `join_progress` are unused.
     pub transport: Transport,
 }
 
@@ -404,9 +404,13 @@ async fn join_udp(
     } else {
         (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     };
-    let socket = tokio::net::UdpSocket::bind(bind).await.map_err(ConnectError::Endpoint)?;
+    let socket = match &options.socket {
+        Some(socket) => QuinnSocket(socket.clone()),
+        None => QuinnSocket::bind(bind).map_err(ConnectError::Endpoint)?,
+    };
     let session = &options.session;
     let mut udp = UdpOptions {
+        seed: options.quic_seed,
         handshake_timeout: options.join_timeout,
         // The session's own idle timeout ends a lost host first, with its typed outcome.
         idle_timeout: std::time::Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 
-use crate::udp::UdpConnection;
+use crate::udp::{QuinnSocket, UdpConnection};
 
 /// Which transport a session runs over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,12 +30,12 @@ static NEXT_UDP_ID: AtomicUsize = AtomicUsize::new(1);
 #[derive(Clone, Debug)]
 pub(crate) enum Conn {
     Quic(quinn::Connection),
-    Udp(UdpConnection, usize),
+    Udp(UdpConnection<QuinnSocket>, usize),
 }
 
 impl Conn {
     /// A UDP connection with a fresh id.
-    pub(crate) fn udp(connection: UdpConnection) -> Conn {
+    pub(crate) fn udp(connection: UdpConnection<QuinnSocket>) -> Conn {
         Conn::Udp(connection, NEXT_UDP_ID.fetch_add(1, Ordering::Relaxed))
     }
 

@@ -75,8 +75,8 @@ pub struct HostOptions {
     /// mid-game; it cannot submit and the players never wait for it. Default: none.
     pub spectator_tokens: Vec<u64>,
     /// QUIC (the default) or raw UDP with a Noise handshake (a preview: see [`Transport`]).
-    /// Over UDP, `socket` and `quic_seed` are unused and clients pin
-    /// [`HostIdentity::udp_public_key`].
+    /// Over UDP, `socket` and `quic_seed` serve the UDP transport alike (`reset_key` is
+    /// unused) and clients pin [`HostIdentity::udp_public_key`].
     pub transport: Transport,
 }
 
@@ -111,7 +111,7 @@ enum HostEndpoint {
     },
 }
 
-type UdpConns = Arc<std::sync::Mutex<Vec<crate::udp::UdpConnection>>>;
+type UdpConns = Arc<std::sync::Mutex<Vec<crate::udp::UdpConnection<crate::udp::QuinnSocket>>>>;
 
 /// Inputs from the connection tasks waiting for the driver before those tasks wait too.
 const INPUTS_MAX: usize = 4 * 1024;
@@ -206,7 +206,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         let gate = Gate::new(admission.clone());
         let (endpoint, accept) = match transport {
             Transport::Udp => {
-                let host = udp_host(&session, &admission, &identity, bind).await?;
+                let host = udp_host(&session, &admission, &identity, bind, socket, quic_seed)?;
                 let conns = UdpConns::default();
                 let local = host.local_addr();
                 let serve = udp_accept_loop(host, input_tx, gate.clone(), conns.clone(), uploads);
@@ -435,15 +435,22 @@ fn quic_endpoint(
     .map_err(HostError::Bind)
 }
 
-/// The raw-UDP endpoint on `bind`, with the identity's static key.
-async fn udp_host(
+/// The raw-UDP endpoint on `socket` (a simulator's) or a real one bound to `bind`, with the
+/// identity's static key.
+fn udp_host(
     session: &SessionConfig,
     admission: &Admission,
     identity: &HostIdentity,
     bind: SocketAddr,
-) -> Result<crate::udp::UdpHost, HostError> {
-    let socket = tokio::net::UdpSocket::bind(bind).await.map_err(HostError::Bind)?;
+    socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
+    seed: Option<[u8; 32]>,
+) -> Result<crate::udp::UdpHost<crate::udp::QuinnSocket>, HostError> {
+    let socket = match socket {
+        Some(socket) => crate::udp::QuinnSocket(socket),
+        None => crate::udp::QuinnSocket::bind(bind).map_err(HostError::Bind)?,
+    };
     let mut options = crate::udp::UdpOptions {
+        seed,
         // The session's own idle timeout ends a silent player first, with its typed outcome.
         idle_timeout: Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
         peers_max: admission.pending_max + usize::from(session.players_max),

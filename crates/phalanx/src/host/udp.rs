@@ -15,12 +15,14 @@ use super::{Input, UdpConns, CLOSE_LEFT, CLOSE_REMOVED, REFUSAL_GRACE};
 use crate::admission::{Gate, Outcome, Pass, Verdict};
 use crate::conn::Conn;
 use crate::transport::JOIN_BYTES_MAX;
-use crate::udp::{CloseReason, Received, UdpConnection, UdpHost, UdpReceiver};
+use crate::udp::{CloseReason, QuinnSocket, Received, UdpConnection, UdpHost, UdpReceiver};
+
+type Connection = UdpConnection<QuinnSocket>;
 
 /// Hands each connection whose handshake completed to admission control, then to a task of
 /// its own; keeps the connections for the host's shutdown.
 pub(super) async fn udp_accept_loop(
-    mut host: UdpHost,
+    mut host: UdpHost<QuinnSocket>,
     inputs: mpsc::Sender<Input>,
     gate: Arc<Gate>,
     conns: UdpConns,
@@ -48,7 +50,7 @@ pub(super) async fn udp_accept_loop(
 /// One connection: its join request within the join timeout, the driver's answer, then its
 /// datagrams and uploads until it ends.
 async fn serve(
-    conn: UdpConnection,
+    conn: Connection,
     mut receiver: UdpReceiver,
     inputs: mpsc::Sender<Input>,
     pass: Pass,
@@ -91,12 +93,7 @@ async fn serve(
 }
 
 /// Tells the driver when the client holds the whole join reply (its idle timer starts then).
-async fn tell_delivered(
-    conn: UdpConnection,
-    inputs: mpsc::Sender<Input>,
-    player: Joined,
-    id: usize,
-) {
+async fn tell_delivered(conn: Connection, inputs: mpsc::Sender<Input>, player: Joined, id: usize) {
     while !conn.is_closed() {
         if conn.messages_delivered() {
             let _ = inputs.send(Input::Delivered(player, id)).await;
@@ -136,11 +133,7 @@ async fn forward(
 
 /// The join request: the connection's first message, within the join timeout; a connection
 /// that fails is counted, answered when it can be, and closed.
-async fn read_join(
-    conn: &UdpConnection,
-    receiver: &mut UdpReceiver,
-    pass: &Pass,
-) -> Option<Vec<u8>> {
+async fn read_join(conn: &Connection, receiver: &mut UdpReceiver, pass: &Pass) -> Option<Vec<u8>> {
     let (gate, address) = (pass.gate(), Some(pass.address()));
     let deadline = tokio::time::Instant::now() + gate.limits().join_timeout;
     let first = tokio::select! {
@@ -185,7 +178,7 @@ async fn first_message(receiver: &mut UdpReceiver) -> Option<Vec<u8>> {
 }
 
 /// Sends a refusal, gives the stream time to deliver it, then closes.
-async fn refuse(conn: &UdpConnection, reply: &[u8]) {
+async fn refuse(conn: &Connection, reply: &[u8]) {
     let _ = conn.send_message(reply);
     let deadline = tokio::time::Instant::now() + REFUSAL_GRACE;
     while !conn.messages_delivered() && tokio::time::Instant::now() < deadline {

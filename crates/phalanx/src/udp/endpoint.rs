@@ -34,6 +34,9 @@ pub struct UdpOptions {
     /// Datagrams (and, separately, messages) held for a receiver that does not keep up;
     /// past that they are dropped and counted ([`super::UdpStats::receive_overflow`]).
     pub queue: usize,
+    /// Seeds the transport's randomness (ephemeral keys, cookie secrets) for reproducible
+    /// simulations. `None` (the default): OS randomness, as real games want.
+    pub seed: Option<[u8; 32]>,
 }
 
 impl Default for UdpOptions {
@@ -44,6 +47,7 @@ impl Default for UdpOptions {
             stream: StreamConfig::default(),
             peers_max: 64,
             queue: 256,
+            seed: None,
         }
     }
 }
@@ -83,11 +87,20 @@ impl std::fmt::Display for UdpConnectError {
 
 impl std::error::Error for UdpConnectError {}
 
-/// 32 unpredictable bytes for keys and cookies.
-fn random_bytes() -> [u8; 32] {
+/// 32 unpredictable bytes for keys and cookies: from the OS, or derived from `seed` (for
+/// `label`'s use) in a simulation.
+fn random_bytes(seed: Option<[u8; 32]>, label: &[u8]) -> [u8; 32] {
     let mut bytes = [0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-        .expect("OS randomness is available");
+    match seed {
+        Some(seed) => {
+            let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+            context.update(&seed);
+            context.update(label);
+            bytes.copy_from_slice(context.finish().as_ref());
+        }
+        None => ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+            .expect("OS randomness is available"),
+    }
     bytes
 }
 
@@ -318,7 +331,7 @@ impl<S: DatagramSocket> UdpHost<S> {
         let endpoint = Endpoint {
             socket: Arc::new(socket),
             role: Role::Host {
-                responder: Box::new(Responder::new(key, random_bytes())),
+                responder: Box::new(Responder::new(key, random_bytes(options.seed, b"responder"))),
                 accepted: tx,
             },
             peers: BTreeMap::new(),
@@ -355,7 +368,8 @@ pub async fn connect<S: DatagramSocket>(
     options: UdpOptions,
 ) -> Result<(UdpConnection<S>, UdpReceiver), UdpConnectError> {
     let (mut handshake, first) =
-        ClientHandshake::new(pinned, &[], random_bytes()).map_err(UdpConnectError::Handshake)?;
+        ClientHandshake::new(pinned, &[], random_bytes(options.seed, b"client"))
+            .map_err(UdpConnectError::Handshake)?;
     let socket = Arc::new(socket);
     let deadline = Instant::now() + options.handshake_timeout;
     let mut buf = vec![0u8; MAX_PACKET + 1];

@@ -71,6 +71,53 @@ impl DatagramSocket for tokio::net::UdpSocket {
     }
 }
 
+/// quinn's socket abstraction as a [`DatagramSocket`]: how sessions run the UDP transport on
+/// a real socket (quinn's, with its platform tuning) or on a simulator's (phalanx-sim's).
+#[derive(Clone, Debug)]
+pub struct QuinnSocket(pub Arc<dyn quinn::AsyncUdpSocket>);
+
+impl QuinnSocket {
+    /// A real UDP socket bound to `addr`, through quinn's tokio runtime.
+    pub fn bind(addr: SocketAddr) -> io::Result<QuinnSocket> {
+        let socket = std::net::UdpSocket::bind(addr)?;
+        let runtime = quinn::default_runtime()
+            .ok_or_else(|| io::Error::other("no tokio runtime with IO and time is running"))?;
+        Ok(QuinnSocket(runtime.wrap_udp_socket(socket)?))
+    }
+}
+
+impl DatagramSocket for QuinnSocket {
+    fn try_send_to(&self, buf: &[u8], target: SocketAddr) -> io::Result<usize> {
+        let transmit = quinn::udp::Transmit {
+            destination: target,
+            ecn: None,
+            contents: buf,
+            segment_size: None,
+            src_ip: None,
+        };
+        self.0.try_send(&transmit).map(|()| buf.len())
+    }
+
+    async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        std::future::poll_fn(|cx| {
+            let mut meta = [quinn::udp::RecvMeta::default()];
+            let mut bufs = [io::IoSliceMut::new(&mut *buf)];
+            match self.0.poll_recv(cx, &mut bufs, &mut meta) {
+                std::task::Poll::Ready(Ok(_)) => {
+                    std::task::Poll::Ready(Ok((meta[0].len, meta[0].addr)))
+                }
+                std::task::Poll::Ready(Err(error)) => std::task::Poll::Ready(Err(error)),
+                std::task::Poll::Pending => std::task::Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
 /// Why a send failed.
 #[derive(Debug)]
 #[non_exhaustive]
