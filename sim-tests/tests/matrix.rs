@@ -267,6 +267,9 @@ fn join_flood_is_refused() {
         let mut config = SimConfig::new(seed, 3);
         config.flood_joins = 1_000;
         config.turns = 150;
+        // The flood's 1000 joins go one after another: over UDP each costs a round trip more
+        // than over QUIC (the cookie), about 120 ms, so they need more than the default 120 s.
+        config.limit_ms = 300_000;
         let report = run_agreeing(config, &[0, 1, 2])?;
         if report.flood_refused != 1_000 {
             return Err(format!("{} of 1000 flood joins refused", report.flood_refused));

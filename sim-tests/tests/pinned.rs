@@ -12,7 +12,9 @@ use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};
 /// `(name, trace digest, each player's last state hash)`.
 type Pin = (&'static str, u64, Vec<Option<u64>>);
 
-fn run(name: &'static str, config: SimConfig) -> Pin {
+fn run(name: &'static str, mut config: SimConfig) -> Pin {
+    // The pins are QUIC's traces, whatever PHALANX_TRANSPORT says.
+    config.transport = phalanx::Transport::Quic;
     let report = run_with::<ChainGame>(config, 4).expect("the simulation ran");
     report.check_agreement().expect("S1");
     (name, report.trace_digest, report.players.iter().map(|p| p.hashes.last().copied()).collect())

@@ -154,6 +154,9 @@ pub struct SimConfig {
     /// second carrying commands (which the host must refuse, count, and past
     /// `misbehaviour_max` drop it for).
     pub hostile_spectator: bool,
+    /// The transport under the session: QUIC (the default) or raw UDP with Noise
+    /// ([`phalanx::Transport::Udp`]); the faults apply alike, on the simulated socket.
+    pub transport: phalanx::Transport,
 }
 
 /// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
@@ -168,8 +171,14 @@ pub enum Hostile {
 }
 
 impl SimConfig {
-    /// `players` clients, 20 ms one way, no faults, 100 turns.
+    /// `players` clients, 20 ms one way, no faults, 100 turns, over QUIC — or over the
+    /// transport `PHALANX_TRANSPORT` names (`quic` or `udp`), so that a whole suite of
+    /// scenarios runs over either: `PHALANX_TRANSPORT=udp cargo test -p sim-tests`.
     pub fn new(seed: u64, players: usize) -> SimConfig {
+        let transport = match std::env::var("PHALANX_TRANSPORT").as_deref() {
+            Ok("udp") => phalanx::Transport::Udp,
+            _ => phalanx::Transport::Quic,
+        };
         SimConfig {
             seed,
             players,
@@ -188,6 +197,7 @@ impl SimConfig {
             spectator_link: (20, 0),
             join_late: Vec::new(),
             hostile_spectator: false,
+            transport,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use phalanx::{Client, ClientOptions, HostVerification};
+use phalanx::Client;
 
 use crate::run::{node_seed, now_ms, quic_seed, Run, HOST_PORT};
 use crate::{LinkFaults, SimGame, SimSocket, Step};
@@ -69,7 +69,7 @@ pub(crate) fn flood_node<G: SimGame>(sim: &mut turmoil::Sim<'_>, run: &Run) {
                 SimSocket::bind("flood", bind, LinkFaults::default(), seed, run.trace.clone())
                     .await?;
             let token = u64::MAX - u64::from(attempt);
-            let mut options = ClientOptions::new(token, HostVerification::Pinned(run.fingerprint));
+            let mut options = run.client_options(token);
             options.session = run.config.session.clone();
             options.socket = Some(socket);
             options.quic_seed = Some(quic_seed(run.config.seed, stream));

@@ -8,10 +8,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use phalanx::{
-    Client, ClientEvent, ClientOptions, HostVerification, JoinRefusal, PlayerId, TypedRecord,
-    TypedTurn,
-};
+use phalanx::{Client, ClientEvent, JoinRefusal, PlayerId, TypedRecord, TypedTurn};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -110,7 +107,7 @@ async fn join<G: SimGame>(
         let socket =
             SimSocket::bind(&name, bind, run.config.faults, seed, run.trace.clone()).await?;
         let token = 100 + machine as u64;
-        let mut options = ClientOptions::new(token, HostVerification::Pinned(run.fingerprint));
+        let mut options = run.client_options(token);
         options.session = run.config.session.clone();
         options.socket = Some(socket);
         options.quic_seed = Some(quic_seed(run.config.seed, stream));

@@ -28,12 +28,14 @@ pub(crate) struct Run {
     /// Seat → the machine that last took it, filled as each client joins: how timeline steps
     /// naming a [`PlayerId`] find their machine.
     pub(crate) seats: Arc<Mutex<BTreeMap<PlayerId, usize>>>,
-    /// The host certificate's fingerprint, which clients pin.
+    /// The host certificate's fingerprint, which clients pin over QUIC.
     pub(crate) fingerprint: Fingerprint,
+    /// The host's static key, which clients pin over UDP.
+    pub(crate) udp_key: phalanx::udp::HostPublicKey,
 }
 
 impl Run {
-    fn new(config: SimConfig, fingerprint: Fingerprint) -> Run {
+    fn new(config: SimConfig, identity: &HostIdentity) -> Run {
         let players =
             (0..config.players).map(|machine| PlayerReport { machine, ..PlayerReport::default() });
         let spectators = (0..config.spectators.len())
@@ -48,8 +50,20 @@ impl Run {
             report: Arc::new(Mutex::new(report)),
             trace: Arc::new(Mutex::new(Trace::new())),
             seats: Arc::new(Mutex::new(BTreeMap::new())),
-            fingerprint,
+            fingerprint: identity.fingerprint(),
+            udp_key: identity.udp_public_key(),
         }
+    }
+
+    /// A client's options for `token`: the run's transport, pinning the host as it expects.
+    pub(crate) fn client_options(&self, token: u64) -> phalanx::ClientOptions {
+        let verification = match self.config.transport {
+            phalanx::Transport::Udp => phalanx::HostVerification::UdpKey(self.udp_key),
+            _ => phalanx::HostVerification::Pinned(self.fingerprint),
+        };
+        let mut options = phalanx::ClientOptions::new(token, verification);
+        options.transport = self.config.transport;
+        options
     }
 
     /// Updates the run-wide report.
@@ -117,7 +131,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
         .max_message_latency(Duration::from_millis(config.latency_ms))
         .udp_capacity(4_096)
         .build();
-    let run = Run::new(config, identity.fingerprint());
+    let run = Run::new(config, &identity);
     host_node::<G>(&mut sim, &run, &identity);
     for machine in 0..run.config.players {
         player_node::<G>(&mut sim, &run, machine, setup.clone());
@@ -151,6 +165,7 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
     options.socket = Some(socket);
     options.quic_seed = Some(quic_seed(config.seed, 0));
     options.reset_key = Some([7; 32]);
+    options.transport = config.transport;
     options.spectator_tokens = (0..config.spectators.len()).map(spectator_token).collect();
     let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
     let (mut joined, mut started, mut events_open) = (0, false, true);

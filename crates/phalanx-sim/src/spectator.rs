@@ -6,7 +6,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use phalanx::{Client, ClientOptions, HostVerification, PlayerId};
+use phalanx::{Client, PlayerId};
 
 use crate::run::{node_seed, now_ms, quic_seed, Run, HOST_PORT};
 use crate::{SimGame, SimSocket};
@@ -47,8 +47,7 @@ async fn watch<G: SimGame>(run: Run, index: usize, setup: G::Setup) -> turmoil::
         let socket =
             SimSocket::bind(&name, bind, run.config.faults, seed, run.trace.clone()).await?;
         socket.add_loss_to(turmoil::lookup("host"), run.config.spectator_link.1);
-        let verification = HostVerification::Pinned(run.fingerprint);
-        let mut options = ClientOptions::new(spectator_token(index), verification);
+        let mut options = run.client_options(spectator_token(index));
         options.session = run.config.session.clone();
         options.socket = Some(socket);
         options.quic_seed = Some(quic_seed(run.config.seed, stream));

@@ -115,6 +115,19 @@ pub(crate) struct NetworkArgs {
     /// Cut player 3 off for S seconds at 0:20 (0: never; needs 4 players or more).
     #[arg(long = "partition", value_name = "S", default_value_t = 2)]
     pub(crate) partition_s: u64,
+    /// The transport: QUIC, or raw UDP with a Noise handshake (a preview; no ACK-only
+    /// packets).
+    #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Quic)]
+    pub(crate) transport: TransportArg,
+}
+
+/// `--transport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TransportArg {
+    /// QUIC (quinn).
+    Quic,
+    /// Raw UDP with a Noise handshake.
+    Udp,
 }
 
 /// `archers simulate` (and `archers` alone).

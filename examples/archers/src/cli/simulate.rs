@@ -215,6 +215,9 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     config.latency_ms = network.rtt_ms / 2;
     config.faults.loss_permille = (network.loss_percent * 10.0).round() as u32;
     config.faults.jitter_ms = network.jitter_ms;
+    if network.transport == super::TransportArg::Udp {
+        config.transport = phalanx::Transport::Udp;
+    }
     config.samples_every_ms = 1_000;
     // As a shipping game would: every player keeps its state after each turn, so that a
     // desync's forensics gets both states at the first divergent turn.
