@@ -547,11 +547,7 @@ async fn serve_connection(
             joined
         }
         Err(error) => {
-            let outcome = match error {
-                JoinError::Malformed(_) => Outcome::JoinMalformed,
-                _ => Outcome::JoinRefused,
-            };
-            pass.gate().count(outcome, Some(address), Some(&error.to_string()));
+            count_refusal(&pass, &error);
             if let Some(reply) = response.reply {
                 refuse(&conn, send, &reply, b"join refused").await;
             }
@@ -575,6 +571,15 @@ async fn serve_connection(
         () = forward_datagrams(&conn, player, &inputs) => {}
         () = forward_uploads(&conn, player, &inputs, upload_max) => {}
     }
+}
+
+/// Counts a refused join by its kind (either transport).
+fn count_refusal(pass: &Pass, error: &JoinError) {
+    let outcome = match error {
+        JoinError::Malformed(_) => Outcome::JoinMalformed,
+        _ => Outcome::JoinRefused,
+    };
+    pass.gate().count(outcome, Some(pass.address()), Some(&error.to_string()));
 }
 
 /// Hands the joined player's snapshot uploads to the driver, one stream at a time (the

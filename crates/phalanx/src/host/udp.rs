@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use phalanx_proto::{JoinError, JoinRefusal, Joined};
+use phalanx_proto::{JoinRefusal, Joined};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
-use super::{Input, UdpConns, CLOSE_LEFT, CLOSE_REMOVED, REFUSAL_GRACE};
+use super::{count_refusal, Input, UdpConns, CLOSE_LEFT, CLOSE_REMOVED, REFUSAL_GRACE};
 use crate::admission::{Gate, Outcome, Pass, Verdict};
 use crate::conn::Conn;
 use crate::transport::JOIN_BYTES_MAX;
@@ -73,11 +73,7 @@ async fn serve(
             joined
         }
         Err(error) => {
-            let outcome = match error {
-                JoinError::Malformed(_) => Outcome::JoinMalformed,
-                _ => Outcome::JoinRefused,
-            };
-            pass.gate().count(outcome, Some(address), Some(&error.to_string()));
+            count_refusal(&pass, &error);
             if let Some(reply) = response.reply {
                 refuse(&conn, &reply).await;
             }
