@@ -8,9 +8,10 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use phalanx::udp::HostPublicKey;
 use phalanx::{
     Client, ClientEvent, ClientOptions, Fingerprint, Host, HostEvent, HostIdentity, HostOptions,
-    HostVerification, SessionConfig, TypedRecord, TypedTurn, Update,
+    HostVerification, SessionConfig, Transport, TypedRecord, TypedTurn, Update,
 };
 use phalanx_sim::SimGame;
 
@@ -79,6 +80,7 @@ pub fn seat_tokens(players: usize) -> Vec<u64> {
 pub struct HostSession {
     host: Host<Order>,
     game: Match,
+    pin: Pin,
 }
 
 impl std::fmt::Debug for HostSession {
@@ -101,26 +103,37 @@ pub struct HostOutcome {
 }
 
 impl HostSession {
-    /// Binds the host on `bind` with a fresh self-signed identity and these seat tokens.
-    pub async fn bind(bind: SocketAddr, game: Match, tokens: Vec<u64>) -> Result<Self, String> {
+    /// Binds the host on `bind` over `transport` with a fresh self-signed identity and these
+    /// seat tokens.
+    pub async fn bind(
+        bind: SocketAddr,
+        game: Match,
+        tokens: Vec<u64>,
+        transport: Transport,
+    ) -> Result<Self, String> {
         let identity = HostIdentity::generate_self_signed("archers").map_err(|e| e.to_string())?;
+        let pin = match transport {
+            Transport::Udp => Pin::UdpKey(identity.udp_public_key()),
+            _ => Pin::Fingerprint(identity.fingerprint()),
+        };
         let mut options = HostOptions::new(identity, bind, tokens);
         options.session = game.session();
+        options.transport = transport;
         // The host watches the sealed turns (without simulating them) to end the match after
         // its last one.
         options.observe_turns = true;
         let host = Host::bind(options).await.map_err(|e| e.to_string())?;
-        Ok(HostSession { host, game })
+        Ok(HostSession { host, game, pin })
+    }
+
+    /// What clients pin: the certificate's fingerprint over QUIC, the static key over UDP.
+    pub fn pin(&self) -> Pin {
+        self.pin
     }
 
     /// Where it listens.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.host.local_addr()
-    }
-
-    /// The fingerprint clients pin.
-    pub fn fingerprint(&self) -> Fingerprint {
-        self.host.fingerprint()
     }
 
     /// Waits for every player (at most `join_wait`), starts, and serves until every player has
@@ -307,18 +320,56 @@ fn join_failure(error: &phalanx::ConnectError, game: &Match) -> String {
     }
 }
 
-/// Joins the host at `addr` (pinning `fingerprint`) with `token` and plays the match's bot to
-/// the last turn. `inject_desync`: flip one bit of our state after that turn. `notices`
-/// sees waits, departures and returns as they happen.
+/// What a client pins, which also says the transport: a certificate fingerprint (QUIC) or the
+/// host's static key (raw UDP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pin {
+    /// QUIC: the host certificate's fingerprint.
+    Fingerprint(Fingerprint),
+    /// Raw UDP with Noise: the host's static key.
+    UdpKey(HostPublicKey),
+}
+
+impl Pin {
+    /// The client flag that carries it.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            Pin::Fingerprint(_) => "--fingerprint",
+            Pin::UdpKey(_) => "--udp-key",
+        }
+    }
+}
+
+impl std::fmt::Display for Pin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pin::Fingerprint(fingerprint) => fingerprint.fmt(f),
+            Pin::UdpKey(key) => key.fmt(f),
+        }
+    }
+}
+
+/// Joins the host at `addr` (pinning `pin`, over its transport) with `token` and plays the
+/// match's bot to the last turn. `inject_desync`: flip one bit of our state after that turn.
+/// `notices` sees waits, departures and returns as they happen.
 pub async fn play(
     addr: SocketAddr,
-    fingerprint: Fingerprint,
+    pin: Pin,
     token: u64,
     game: Match,
     inject_desync: Option<u32>,
     notices: impl FnMut(Notice),
 ) -> Result<ClientOutcome, String> {
-    let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+    let mut options = match pin {
+        Pin::Fingerprint(fingerprint) => {
+            ClientOptions::new(token, HostVerification::Pinned(fingerprint))
+        }
+        Pin::UdpKey(key) => {
+            let mut options = ClientOptions::new(token, HostVerification::UdpKey(key));
+            options.transport = Transport::Udp;
+            options
+        }
+    };
     options.session = game.session();
     let client: Client<Order> =
         Client::connect(addr, options).await.map_err(|error| join_failure(&error, &game))?;

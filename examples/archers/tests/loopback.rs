@@ -1,5 +1,6 @@
-//! The demo over real sockets on 127.0.0.1, one process per node: `archers host` prints its
-//! address, certificate fingerprint and seat tokens; a client pinning a wrong fingerprint is
+//! The demo over real sockets on 127.0.0.1, one process per node, over QUIC and over raw UDP:
+//! `archers host` prints its address, the pin (certificate fingerprint or static key) and
+//! seat tokens; a client pinning a wrong fingerprint is
 //! refused (naming both fingerprints), and one started with another seed is refused (naming
 //! the match flags that must agree); three `archers client` processes pin the right one, play the match to its last
 //! turn and must print the same final state hash. Bounded: every child is killed after 120 s.
@@ -21,8 +22,20 @@ const MATCH: [&str; 8] = ["--players", "3", "--units", "300", "--minutes", "0.1"
 
 #[test]
 fn host_and_three_client_processes_agree_over_loopback() {
+    agree_over(&[], "--fingerprint");
+}
+
+/// The same over the raw-UDP transport: clients pin the host's static key.
+#[test]
+fn host_and_three_client_processes_agree_over_raw_udp() {
+    agree_over(&["--transport", "udp"], "--udp-key");
+}
+
+/// The host with `transport` flags; clients pin what it printed with `pin_flag`.
+fn agree_over(transport: &[&str], pin_flag: &str) {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut host_args = vec!["host", "--bind", "127.0.0.1:0"];
+    host_args.extend(transport);
     host_args.extend(MATCH);
     let host = Node::spawn(&host_args);
     let listening = host.line("LISTENING ", deadline).expect("the host announces itself");
@@ -40,8 +53,7 @@ fn host_and_three_client_processes_agree_over_loopback() {
     let mut wrong = fingerprint.as_bytes().to_vec();
     wrong[0] = if wrong[0] == b'0' { b'1' } else { b'0' };
     let wrong = String::from_utf8(wrong).unwrap();
-    let mut args =
-        vec!["client", "--connect", addr, "--fingerprint", &wrong, "--token", &tokens[0]];
+    let mut args = vec!["client", "--connect", addr, pin_flag, &wrong, "--token", &tokens[0]];
     args.extend(MATCH);
     let (ok, stderr) = Node::spawn(&args).finish(Instant::now() + Duration::from_secs(30));
     assert!(!ok, "a client pinning the wrong fingerprint joined");
@@ -49,8 +61,7 @@ fn host_and_three_client_processes_agree_over_loopback() {
     assert!(stderr.contains(fingerprint) && stderr.contains(&wrong), "both fingerprints: {stderr}");
 
     // Other match flags (another seed): refused, and told which flags must match.
-    let mut args =
-        vec!["client", "--connect", addr, "--fingerprint", fingerprint, "--token", &tokens[0]];
+    let mut args = vec!["client", "--connect", addr, pin_flag, fingerprint, "--token", &tokens[0]];
     args.extend(&MATCH[..6]);
     args.extend(["--seed", "6"]);
     let (ok, stderr) = Node::spawn(&args).finish(Instant::now() + Duration::from_secs(30));
@@ -62,7 +73,7 @@ fn host_and_three_client_processes_agree_over_loopback() {
         .iter()
         .map(|token| {
             let mut args =
-                vec!["client", "--connect", addr, "--fingerprint", fingerprint, "--token", token];
+                vec!["client", "--connect", addr, pin_flag, fingerprint, "--token", token];
             args.extend(MATCH);
             args.push("--json");
             Node::spawn(&args)

@@ -76,7 +76,7 @@ impl std::fmt::Display for UdpConnectError {
         match self {
             UdpConnectError::WrongHostKey { pinned, host } => write!(
                 f,
-                "the host's key is {host:#}, not the pinned {pinned:#}: wrong host, or its key changed"
+                "the host's key is {host}, not the pinned {pinned}: wrong host, or its key changed"
             ),
             UdpConnectError::TimedOut => f.write_str("no answer from the host"),
             UdpConnectError::Io(error) => write!(f, "socket: {error}"),

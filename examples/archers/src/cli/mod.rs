@@ -193,6 +193,11 @@ pub(crate) struct HostArgs {
         help_heading = "Real sockets"
     )]
     pub(crate) bind: SocketAddr,
+    /// The transport: QUIC, or raw UDP with a Noise handshake (clients then pin the
+    /// host's static key with --udp-key).
+    #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Quic,
+          help_heading = "Real sockets")]
+    pub(crate) transport: TransportArg,
 }
 
 /// `archers client`.
@@ -203,9 +208,19 @@ pub(crate) struct ClientArgs {
     /// The host's address.
     #[arg(long, value_name = "ADDR", help_heading = "Real sockets")]
     pub(crate) connect: SocketAddr,
-    /// The host's certificate fingerprint (pinned), as the host printed it.
+    /// The host's certificate fingerprint (pinned), as the host printed it: a QUIC host.
+    #[arg(
+        long,
+        value_name = "HEX",
+        help_heading = "Real sockets",
+        required_unless_present = "udp_key",
+        conflicts_with = "udp_key"
+    )]
+    pub(crate) fingerprint: Option<Fingerprint>,
+    /// The host's static key (pinned), as the host printed it: a host over raw UDP
+    /// (`host --transport udp`).
     #[arg(long, value_name = "HEX", help_heading = "Real sockets")]
-    pub(crate) fingerprint: Fingerprint,
+    pub(crate) udp_key: Option<phalanx::udp::HostPublicKey>,
     /// The seat token the host printed.
     #[arg(long, value_name = "N", help_heading = "Real sockets")]
     pub(crate) token: u64,

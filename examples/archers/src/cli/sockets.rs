@@ -45,7 +45,12 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
     let game = args.game.game();
     let tokens = net::seat_tokens(game.players);
     runtime().block_on(async {
-        let session = match net::HostSession::bind(args.bind, game, tokens.clone()).await {
+        let transport = match args.transport {
+            super::TransportArg::Udp => phalanx::Transport::Udp,
+            super::TransportArg::Quic => phalanx::Transport::Quic,
+        };
+        let session = match net::HostSession::bind(args.bind, game, tokens.clone(), transport).await
+        {
             Ok(session) => session,
             Err(error) => {
                 eprintln!("error: {error}");
@@ -53,9 +58,9 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
             }
         };
         let addr = session.local_addr().unwrap_or(args.bind);
-        let fingerprint = session.fingerprint();
+        let (pin, pin_flag) = (session.pin(), session.pin().flag());
         // Machine-readable lines on stdout (the loopback test reads them), help on stderr.
-        println!("LISTENING {addr} {fingerprint}");
+        println!("LISTENING {addr} {pin}");
         for (seat, token) in tokens.iter().enumerate() {
             println!("SEAT {seat} {token}");
         }
@@ -67,7 +72,7 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
         eprintln!("start each player with (one command per seat):");
         for token in &tokens {
             eprintln!(
-                "  cargo run --release -p archers -- client --connect {addr} --fingerprint {fingerprint} \
+                "  cargo run --release -p archers -- client --connect {addr} {pin_flag} {pin} \
                  --token {token} --players {players} --units {units} --minutes {minutes} --seed {seed}"
             );
         }
@@ -157,10 +162,19 @@ fn host_event_words(
 /// as they happen; a client the host cut off says so and how to rejoin.
 pub(crate) fn client(args: &ClientArgs) -> ExitCode {
     let game = args.game.game();
+    let pin = match (args.fingerprint, args.udp_key) {
+        (_, Some(key)) => net::Pin::UdpKey(key),
+        (Some(fingerprint), None) => net::Pin::Fingerprint(fingerprint),
+        (None, None) => {
+            // clap requires one of the two; kept for a caller that builds the args by hand.
+            eprintln!("error: --fingerprint (a QUIC host) or --udp-key (a UDP host) is needed");
+            return ExitCode::from(2);
+        }
+    };
     let started = Instant::now();
     let result = runtime().block_on(net::play(
         args.connect,
-        args.fingerprint,
+        pin,
         args.token,
         game,
         args.inject_desync,
