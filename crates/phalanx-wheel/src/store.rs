@@ -52,38 +52,84 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// The most entries a store can hold: every index below [`NIL`].
 pub(crate) const ENTRIES_MAX: usize = NIL as usize;
 
-/// A slab entry's payload: a live timer's value, or the next free entry.
-enum Slot<T> {
-    Vacant { next_free: u32 },
-    Occupied(T),
+/// Whether `r` is its timer's live link (else it is a tombstone): its entry is occupied and
+/// names it.
+#[inline(always)]
+fn is_live(slab: &Slab, r: Ref) -> bool {
+    slab.is_occupied(r.index) && slab.links[r.index as usize] == r.link
 }
 
-/// A slab entry: all a handle check, a cancel and a liveness check touch, in 16 bytes for a
-/// 4-byte value (the start sequence, which only the hierarchical wheel reads, is kept apart).
-struct Entry<T> {
-    /// Bumped every time the entry is freed, so handles to the old occupant go stale.
-    generation: u32,
-    /// The timer's live link; `NIL` while the entry is vacant.
-    link: u32,
-    slot: Slot<T>,
+/// What a handle check, a stop and a liveness check read, kept apart from the values so that
+/// each is dense: a cancel reads and writes 4 bytes of `generations` and one bit of
+/// `occupied` (plus the value, for [`Store::cancel`]).
+struct Slab {
+    /// Per entry: bumped every time the entry is freed, so handles to the old occupant go
+    /// stale.
+    generations: Vec<u32>,
+    /// One bit per entry, set while it holds a timer.
+    occupied: Vec<u64>,
+    /// Per entry: the timer's live link (meaningless while vacant).
+    links: Vec<u32>,
+    /// The vacant entries, the next one to reuse last (a stack: the same order the old
+    /// intrusive free list had).
+    free: Vec<u32>,
 }
 
-/// Whether `r` is its timer's live link (else it is a tombstone). A live link is never
-/// `NIL`, so this also says the entry is occupied.
-#[inline]
-fn is_live<T>(entries: &[Entry<T>], r: Ref) -> bool {
-    entries[r.index as usize].link == r.link
+impl Slab {
+    #[inline(always)]
+    fn is_occupied(&self, index: u32) -> bool {
+        self.occupied[index as usize / 64] & (1 << (index % 64)) != 0
+    }
+
+    #[inline(always)]
+    fn set_occupied(&mut self, index: u32) {
+        self.occupied[index as usize / 64] |= 1 << (index % 64);
+    }
+
+    #[inline(always)]
+    fn clear_occupied(&mut self, index: u32) {
+        self.occupied[index as usize / 64] &= !(1 << (index % 64));
+    }
+
+    /// Entries, vacant or not.
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.generations.len()
+    }
+
+    /// A new vacant entry at the end (not on the free list); its index.
+    #[inline]
+    fn grow(&mut self) -> u32 {
+        let index = self.generations.len();
+        self.generations.push(0);
+        self.links.push(NIL);
+        if index % 64 == 0 {
+            self.occupied.push(0);
+        }
+        index as u32
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        self.generations.reserve(additional);
+        self.links.reserve(additional);
+        self.free.reserve(additional);
+        let words = (self.generations.len() + additional).div_ceil(64);
+        self.occupied.reserve(words.saturating_sub(self.occupied.len()));
+    }
 }
 
-/// Slab + slot lists (with their occupancy bitmap and the ready queue).
+/// Slab (generations, occupancy, live links and values, each an array of its own) + slot
+/// lists (with their occupancy bitmap and the ready queue).
 pub(crate) struct Store<T> {
-    entries: Vec<Entry<T>>,
+    slab: Slab,
+    /// Per slab entry: the timer's value, `None` while vacant (for a `T` without drop glue a
+    /// stopped timer's value is left in place, unread, until the entry is reused).
+    values: Vec<Option<T>>,
     /// Per slab entry: the timer's start sequence (meaningless while vacant). Kept only when
     /// `keep_seqs` (the hierarchical wheel lists and snapshots them; the hashed wheel never
     /// reads one, its lists alone keep the order).
     seqs: Vec<u64>,
     keep_seqs: bool,
-    free_head: u32,
     len: usize,
     lists: Lists,
     /// Tombstones in the lists and the ready queue.
@@ -98,11 +144,17 @@ impl<T> Store<T> {
     /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`);
     /// it keeps start sequences if `keep_seqs`.
     pub(crate) fn new(list_count: usize, stacks: bool, keep_seqs: bool) -> Self {
+        let slab = Slab {
+            generations: Vec::new(),
+            occupied: Vec::new(),
+            links: Vec::new(),
+            free: Vec::new(),
+        };
         Store {
-            entries: Vec::new(),
+            slab,
+            values: Vec::new(),
             seqs: Vec::new(),
             keep_seqs,
-            free_head: NIL,
             len: 0,
             lists: Lists::new(list_count, stacks),
             stale: 0,
@@ -117,15 +169,16 @@ impl<T> Store<T> {
     }
 
     pub(crate) fn reserve(&mut self, additional: usize) {
-        let vacant = self.entries.len() - self.len;
+        let vacant = self.slab.len() - self.len;
         if additional > vacant {
-            self.entries.reserve(additional - vacant);
+            self.slab.reserve(additional - vacant);
+            self.values.reserve(additional - vacant);
             if self.keep_seqs {
                 self.seqs.reserve(additional - vacant);
             }
         }
         // Lists hold a link per live timer and per tombstone (see `add_tombstone`).
-        let entries = self.entries.len().max(self.len + additional);
+        let entries = self.slab.len().max(self.len + additional);
         self.lists.reserve_total(entries * (1 + SWEEP_RATIO) + self.sweep_slack() + 1);
     }
 
@@ -139,37 +192,28 @@ impl<T> Store<T> {
     #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
         let seq = self.take_seq();
-        let (index, reuse) = if self.free_head != NIL {
-            (self.free_head, true)
-        } else if self.entries.len() < ENTRIES_MAX {
-            (self.entries.len() as u32, false)
-        } else {
-            return None;
+        let index = match self.slab.free.pop() {
+            Some(index) => index,
+            None if self.slab.len() < ENTRIES_MAX => {
+                self.values.push(None);
+                if self.keep_seqs {
+                    self.seqs.push(0);
+                }
+                self.slab.grow()
+            }
+            None => return None,
         };
         let r = self.lists.alloc(deadline, index);
-        let generation = if reuse {
-            let entry = &mut self.entries[index as usize];
-            let Slot::Vacant { next_free } = entry.slot else {
-                unreachable!("free list points at an occupied entry")
-            };
-            self.free_head = next_free;
-            entry.slot = Slot::Occupied(value);
-            entry.link = r.link;
-            let generation = entry.generation;
-            if self.keep_seqs {
-                self.seqs[index as usize] = seq;
-            }
-            generation
-        } else {
-            self.entries.push(Entry { generation: 0, link: r.link, slot: Slot::Occupied(value) });
-            if self.keep_seqs {
-                self.seqs.push(seq);
-            }
-            0
-        };
+        let i = index as usize;
+        self.slab.links[i] = r.link;
+        self.slab.set_occupied(index);
+        self.values[i] = Some(value);
+        if self.keep_seqs {
+            self.seqs[i] = seq;
+        }
         self.len += 1;
         self.earliest = self.earliest.min(deadline);
-        Some((r, TimerHandle { index, generation }))
+        Some((r, TimerHandle { index, generation: self.slab.generations[i] }))
     }
 
     #[inline]
@@ -183,50 +227,58 @@ impl<T> Store<T> {
 
     #[inline]
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
-        TimerHandle { index, generation: self.entries[index as usize].generation }
+        TimerHandle { index, generation: self.slab.generations[index as usize] }
     }
 
     /// The index behind a handle, if the handle still names a live timer.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
-        let entry = self.entries.get(handle.index as usize)?;
-        (entry.generation == handle.generation && entry.link != NIL).then_some(handle.index)
+        let generation = *self.slab.generations.get(handle.index as usize)?;
+        (generation == handle.generation && self.slab.is_occupied(handle.index))
+            .then_some(handle.index)
     }
 
     pub(crate) fn deadline(&self, index: u32) -> u64 {
-        self.lists.deadline(self.entries[index as usize].link)
+        self.lists.deadline(self.slab.links[index as usize])
     }
 
     pub(crate) fn value(&self, index: u32) -> &T {
-        match &self.entries[index as usize].slot {
-            Slot::Occupied(value) => value,
-            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
-        }
+        self.values[index as usize].as_ref().expect("a resolved entry is occupied")
     }
 
     pub(crate) fn value_mut(&mut self, index: u32) -> &mut T {
-        match &mut self.entries[index as usize].slot {
-            Slot::Occupied(value) => value,
-            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
-        }
+        self.values[index as usize].as_mut().expect("a resolved entry is occupied")
     }
 
-    /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
+    /// Cancels a live timer: frees its entry, leaves its link as a tombstone and returns its
+    /// value.
     #[inline(always)]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
+        let value = self.values[index as usize].take().expect("a resolved entry is occupied");
+        self.stop(index);
+        value
+    }
+
+    /// Cancels a live timer without taking its value: frees its entry and leaves its link as
+    /// a tombstone. A value without drop glue is left in place, unread (overwritten when the
+    /// entry is reused); any other is dropped now.
+    #[inline(always)]
+    pub(crate) fn stop(&mut self, index: u32) {
+        if std::mem::needs_drop::<T>() {
+            self.values[index as usize] = None;
+        }
         let deadline = self.is_small().then(|| self.deadline(index));
-        let (_, value) = self.release(index);
+        self.release(index);
         if deadline == Some(self.earliest) {
             self.refresh_earliest();
         }
         self.add_tombstone();
-        value
     }
 
     /// Whether the slab is small enough to keep `earliest` and scan it.
     #[inline]
     fn is_small(&self) -> bool {
-        self.entries.len() <= SMALL_SLAB
+        self.slab.len() <= SMALL_SLAB
     }
 
     /// Recomputes `earliest` from the slab (small slabs only).
@@ -243,7 +295,7 @@ impl<T> Store<T> {
         let seq = self.take_seq();
         let old = self.is_small().then(|| self.deadline(index));
         let r = self.lists.alloc(deadline, index);
-        self.entries[index as usize].link = r.link;
+        self.slab.links[index as usize] = r.link;
         if self.keep_seqs {
             self.seqs[index as usize] = seq;
         }
@@ -259,7 +311,7 @@ impl<T> Store<T> {
     #[inline(always)]
     fn add_tombstone(&mut self) {
         self.stale += 1;
-        if self.stale > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
+        if self.stale > SWEEP_RATIO * self.slab.len() + self.sweep_slack() {
             self.sweep();
         }
     }
@@ -274,26 +326,22 @@ impl<T> Store<T> {
     #[cold]
     #[inline(never)]
     fn sweep(&mut self) {
-        let entries = &self.entries;
-        let dropped = self.lists.retain_all(|r| is_live(entries, r));
+        let slab = &self.slab;
+        let dropped = self.lists.retain_all(|r| is_live(slab, r));
         debug_assert_eq!(dropped, self.stale);
         self.stale = 0;
     }
 
-    /// Frees a live entry, making every handle to it stale: its handle and value.
-    #[inline]
-    fn release(&mut self, index: u32) -> (TimerHandle, T) {
-        let entry = &mut self.entries[index as usize];
-        let handle = TimerHandle { index, generation: entry.generation };
-        entry.generation = entry.generation.wrapping_add(1);
-        entry.link = NIL;
-        let slot = std::mem::replace(&mut entry.slot, Slot::Vacant { next_free: self.free_head });
-        self.free_head = index;
+    /// Frees a live entry (but not its value), making every handle to it stale: its handle.
+    #[inline(always)]
+    fn release(&mut self, index: u32) -> TimerHandle {
+        let generation = &mut self.slab.generations[index as usize];
+        let handle = TimerHandle { index, generation: *generation };
+        *generation = generation.wrapping_add(1);
+        self.slab.clear_occupied(index);
+        self.slab.free.push(index);
         self.len -= 1;
-        match slot {
-            Slot::Occupied(value) => (handle, value),
-            Slot::Vacant { .. } => unreachable!("released a vacant entry"),
-        }
+        handle
     }
 
     /// Appends a link to slot list `list`.
@@ -312,8 +360,10 @@ impl<T> Store<T> {
     #[inline]
     pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
         while let Some(r) = self.lists.pop_ready() {
-            if is_live(&self.entries, r) {
-                let (handle, value) = self.release(r.index);
+            if is_live(&self.slab, r) {
+                let value = self.values[r.index as usize].take();
+                let handle = self.release(r.index);
+                let value = value.expect("a live entry is occupied");
                 if r.deadline == self.earliest && self.is_small() {
                     self.refresh_earliest();
                 }
@@ -332,7 +382,7 @@ impl<T> Store<T> {
 
     /// Whether the ready queue holds a live entry.
     pub(crate) fn ready_has_live(&self) -> bool {
-        self.lists.ready_refs().any(|r| is_live(&self.entries, r))
+        self.lists.ready_refs().any(|r| is_live(&self.slab, r))
     }
 
     /// Makes slot list `list` the ready queue (which must be empty).
@@ -360,14 +410,14 @@ impl<T> Store<T> {
     #[inline]
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
         debug_assert!(self.lists.ready_is_empty());
-        let entries = &self.entries;
-        self.stale -= self.lists.collect_due(list, tick, |r| is_live(entries, r));
+        let slab = &self.slab;
+        self.stale -= self.lists.collect_due(list, tick, |r| is_live(slab, r));
         !self.lists.ready_is_empty()
     }
 
     /// The live links of slot list `list`.
     pub(crate) fn live_refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
-        self.lists.refs(list).filter(|&r| is_live(&self.entries, r))
+        self.lists.refs(list).filter(|&r| is_live(&self.slab, r))
     }
 
     /// One 64-bit word of the occupancy bitmap.
@@ -384,8 +434,10 @@ impl<T> Store<T> {
 
     /// The live entries as `(index, live link)`.
     fn live_entries(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let entries = self.entries.iter().enumerate();
-        entries.filter(|(_, e)| e.link != NIL).map(|(index, e)| (index as u32, e.link))
+        let slab = &self.slab;
+        (0..slab.len() as u32)
+            .filter(|&index| slab.is_occupied(index))
+            .map(|index| (index, slab.links[index as usize]))
     }
 
     /// When the slab is small (it never held more than a connection's handful of timers),
@@ -426,22 +478,13 @@ impl<T> Store<T> {
 mod snapshot {
     //! The slab layout as data, so a restored wheel hands out the same handles as the original.
 
-    use super::{Entry, Ref, Slot, Store, NIL};
+    use super::{Ref, Store};
 
     impl<T> Store<T> {
-        /// Per-entry generations and the free list in chain order.
+        /// Per-entry generations and the free list in the order entries will be reused.
         pub(crate) fn layout(&self) -> (Vec<u32>, Vec<u32>) {
-            let generations = self.entries.iter().map(|entry| entry.generation).collect();
-            let mut free = Vec::with_capacity(self.entries.len() - self.len);
-            let mut cursor = self.free_head;
-            while cursor != NIL {
-                free.push(cursor);
-                cursor = match self.entries[cursor as usize].slot {
-                    Slot::Vacant { next_free } => next_free,
-                    Slot::Occupied(_) => NIL,
-                };
-            }
-            (generations, free)
+            let free = self.slab.free.iter().rev().copied().collect();
+            (self.slab.generations.clone(), free)
         }
 
         /// A store (for a hierarchical wheel: queues) laid out as `generations` / `free`
@@ -454,20 +497,14 @@ mod snapshot {
             next_seq: u64,
         ) -> Self {
             let mut store = Store::new(list_count, false, true);
-            let vacant = |&generation| Entry {
-                generation,
-                link: NIL,
-                slot: Slot::Vacant { next_free: NIL },
-            };
-            store.entries = generations.iter().map(vacant).collect();
-            store.seqs = vec![0; generations.len()];
-            store.len = generations.len();
-            for (position, &index) in free.iter().enumerate() {
-                let next_free = free.get(position + 1).copied().unwrap_or(NIL);
-                store.entries[index as usize].slot = Slot::Vacant { next_free };
-                store.len -= 1;
+            store.slab.reserve(generations.len());
+            for _ in generations {
+                store.slab.grow();
+                store.values.push(None);
             }
-            store.free_head = free.first().copied().unwrap_or(NIL);
+            store.slab.generations.copy_from_slice(generations);
+            store.slab.free = free.iter().rev().copied().collect();
+            store.seqs = vec![0; generations.len()];
             store.next_seq = next_seq;
             store
         }
@@ -476,9 +513,11 @@ mod snapshot {
         /// filed.
         pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) -> Ref {
             let r = self.lists.alloc(deadline, index);
-            self.entries[index as usize].link = r.link;
+            self.slab.links[index as usize] = r.link;
+            self.slab.set_occupied(index);
             self.seqs[index as usize] = seq;
-            self.entries[index as usize].slot = Slot::Occupied(value);
+            self.values[index as usize] = Some(value);
+            self.len += 1;
             self.earliest = self.earliest.min(deadline);
             r
         }
