@@ -60,14 +60,13 @@ fn is_live(slab: &Slab, r: Ref) -> bool {
 }
 
 /// What a handle check, a stop and a liveness check read, kept apart from the values so that
-/// each is dense: a cancel reads and writes 4 bytes of `generations` and one bit of
-/// `occupied` (plus the value, for [`Store::cancel`]).
+/// it is dense: a stop reads and writes one 8-byte state (plus the value, for
+/// [`Store::cancel`]).
 struct Slab {
-    /// Per entry: bumped every time the entry is freed, so handles to the old occupant go
-    /// stale.
-    generations: Vec<u32>,
-    /// One bit per entry, set while it holds a timer.
-    occupied: Vec<u64>,
+    /// Per entry: its generation (low 32 bits), bumped every time the entry is freed so that
+    /// handles to the old occupant go stale, and [`OCCUPIED`] while it holds a timer. A handle
+    /// is live when its generation and `OCCUPIED` match the state: one comparison.
+    states: Vec<u64>,
     /// Per entry: the timer's live link (meaningless while vacant).
     links: Vec<u32>,
     /// The vacant entries, the next one to reuse last (a stack: the same order the old
@@ -75,46 +74,43 @@ struct Slab {
     free: Vec<u32>,
 }
 
+/// The bit of a [`Slab`] state that says the entry holds a timer.
+const OCCUPIED: u64 = 1 << 32;
+
 impl Slab {
     #[inline(always)]
     fn is_occupied(&self, index: u32) -> bool {
-        self.occupied[index as usize / 64] & (1 << (index % 64)) != 0
+        self.states[index as usize] & OCCUPIED != 0
+    }
+
+    #[inline(always)]
+    fn generation(&self, index: u32) -> u32 {
+        self.states[index as usize] as u32
     }
 
     #[inline(always)]
     fn set_occupied(&mut self, index: u32) {
-        self.occupied[index as usize / 64] |= 1 << (index % 64);
-    }
-
-    #[inline(always)]
-    fn clear_occupied(&mut self, index: u32) {
-        self.occupied[index as usize / 64] &= !(1 << (index % 64));
+        self.states[index as usize] |= OCCUPIED;
     }
 
     /// Entries, vacant or not.
     #[inline(always)]
     fn len(&self) -> usize {
-        self.generations.len()
+        self.states.len()
     }
 
     /// A new vacant entry at the end (not on the free list); its index.
     #[inline]
     fn grow(&mut self) -> u32 {
-        let index = self.generations.len();
-        self.generations.push(0);
+        self.states.push(0);
         self.links.push(NIL);
-        if index % 64 == 0 {
-            self.occupied.push(0);
-        }
-        index as u32
+        (self.states.len() - 1) as u32
     }
 
     fn reserve(&mut self, additional: usize) {
-        self.generations.reserve(additional);
+        self.states.reserve(additional);
         self.links.reserve(additional);
         self.free.reserve(additional);
-        let words = (self.generations.len() + additional).div_ceil(64);
-        self.occupied.reserve(words.saturating_sub(self.occupied.len()));
     }
 }
 
@@ -144,12 +140,7 @@ impl<T> Store<T> {
     /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`);
     /// it keeps start sequences if `keep_seqs`.
     pub(crate) fn new(list_count: usize, stacks: bool, keep_seqs: bool) -> Self {
-        let slab = Slab {
-            generations: Vec::new(),
-            occupied: Vec::new(),
-            links: Vec::new(),
-            free: Vec::new(),
-        };
+        let slab = Slab { states: Vec::new(), links: Vec::new(), free: Vec::new() };
         Store {
             slab,
             values: Vec::new(),
@@ -213,7 +204,7 @@ impl<T> Store<T> {
         }
         self.len += 1;
         self.earliest = self.earliest.min(deadline);
-        Some((r, TimerHandle { index, generation: self.slab.generations[i] }))
+        Some((r, TimerHandle { index, generation: self.slab.generation(index) }))
     }
 
     #[inline]
@@ -227,15 +218,14 @@ impl<T> Store<T> {
 
     #[inline]
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
-        TimerHandle { index, generation: self.slab.generations[index as usize] }
+        TimerHandle { index, generation: self.slab.generation(index) }
     }
 
     /// The index behind a handle, if the handle still names a live timer.
     #[inline(always)]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
-        let generation = *self.slab.generations.get(handle.index as usize)?;
-        (generation == handle.generation && self.slab.is_occupied(handle.index))
-            .then_some(handle.index)
+        let state = *self.slab.states.get(handle.index as usize)?;
+        (state == OCCUPIED | u64::from(handle.generation)).then_some(handle.index)
     }
 
     pub(crate) fn deadline(&self, index: u32) -> u64 {
@@ -335,10 +325,10 @@ impl<T> Store<T> {
     /// Frees a live entry (but not its value), making every handle to it stale: its handle.
     #[inline(always)]
     fn release(&mut self, index: u32) -> TimerHandle {
-        let generation = &mut self.slab.generations[index as usize];
-        let handle = TimerHandle { index, generation: *generation };
-        *generation = generation.wrapping_add(1);
-        self.slab.clear_occupied(index);
+        let state = &mut self.slab.states[index as usize];
+        let generation = *state as u32;
+        let handle = TimerHandle { index, generation };
+        *state = u64::from(generation.wrapping_add(1));
         self.slab.free.push(index);
         self.len -= 1;
         handle
@@ -484,7 +474,7 @@ mod snapshot {
         /// Per-entry generations and the free list in the order entries will be reused.
         pub(crate) fn layout(&self) -> (Vec<u32>, Vec<u32>) {
             let free = self.slab.free.iter().rev().copied().collect();
-            (self.slab.generations.clone(), free)
+            (self.slab.states.iter().map(|&state| state as u32).collect(), free)
         }
 
         /// A store (for a hierarchical wheel: queues) laid out as `generations` / `free`
@@ -498,11 +488,11 @@ mod snapshot {
         ) -> Self {
             let mut store = Store::new(list_count, false, true);
             store.slab.reserve(generations.len());
-            for _ in generations {
+            for &generation in generations {
                 store.slab.grow();
                 store.values.push(None);
+                *store.slab.states.last_mut().expect("just grown") = u64::from(generation);
             }
-            store.slab.generations.copy_from_slice(generations);
             store.slab.free = free.iter().rev().copied().collect();
             store.seqs = vec![0; generations.len()];
             store.next_seq = next_seq;
