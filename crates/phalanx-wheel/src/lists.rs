@@ -93,6 +93,18 @@ impl Lists {
         self.pool.reserve(total.saturating_sub(self.pool.len()));
     }
 
+    /// Whether every link of the pool is in use (the next `alloc` grows it).
+    #[inline(always)]
+    pub(crate) fn is_full(&self) -> bool {
+        self.free == NIL
+    }
+
+    /// Links in the pool, in use or free.
+    #[inline]
+    pub(crate) fn pool_len(&self) -> usize {
+        self.pool.len()
+    }
+
     /// A new, unlinked link.
     #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, index: u32) -> Ref {

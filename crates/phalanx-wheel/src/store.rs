@@ -126,10 +126,7 @@ pub(crate) struct Store<T> {
     /// reads one, its lists alone keep the order).
     seqs: Vec<u64>,
     keep_seqs: bool,
-    len: usize,
     lists: Lists,
-    /// Tombstones in the lists and the ready queue.
-    stale: usize,
     next_seq: u64,
     /// While the slab is small: the earliest deadline of any live timer (`u64::MAX` when
     /// there is none), kept up to date so a small wheel answers `next_deadline` at once.
@@ -146,21 +143,20 @@ impl<T> Store<T> {
             values: Vec::new(),
             seqs: Vec::new(),
             keep_seqs,
-            len: 0,
             lists: Lists::new(list_count, stacks),
-            stale: 0,
             next_seq: 0,
             earliest: u64::MAX,
         }
     }
 
+    /// Live timers: every slab entry not on the free list.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.slab.len() - self.slab.free.len()
     }
 
     pub(crate) fn reserve(&mut self, additional: usize) {
-        let vacant = self.slab.len() - self.len;
+        let vacant = self.slab.free.len();
         if additional > vacant {
             self.slab.reserve(additional - vacant);
             self.values.reserve(additional - vacant);
@@ -168,8 +164,8 @@ impl<T> Store<T> {
                 self.seqs.reserve(additional - vacant);
             }
         }
-        // Lists hold a link per live timer and per tombstone (see `add_tombstone`).
-        let entries = self.slab.len().max(self.len + additional);
+        // Lists hold a link per live timer and per tombstone (see `make_room`).
+        let entries = self.slab.len().max(self.len() + additional);
         self.lists.reserve_total(entries * (1 + SWEEP_RATIO) + self.sweep_slack() + 1);
     }
 
@@ -183,6 +179,7 @@ impl<T> Store<T> {
     #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
         let seq = self.take_seq();
+        self.make_room();
         let index = match self.slab.free.pop() {
             Some(index) => index,
             None if self.slab.len() < ENTRIES_MAX => {
@@ -202,7 +199,6 @@ impl<T> Store<T> {
         if self.keep_seqs {
             self.seqs[i] = seq;
         }
-        self.len += 1;
         self.earliest = self.earliest.min(deadline);
         Some((r, TimerHandle { index, generation: self.slab.generation(index) }))
     }
@@ -262,7 +258,6 @@ impl<T> Store<T> {
         if deadline == Some(self.earliest) {
             self.refresh_earliest();
         }
-        self.add_tombstone();
     }
 
     /// Whether the slab is small enough to keep `earliest` and scan it.
@@ -284,6 +279,7 @@ impl<T> Store<T> {
     pub(crate) fn renew(&mut self, index: u32, deadline: u64) -> Ref {
         let seq = self.take_seq();
         let old = self.is_small().then(|| self.deadline(index));
+        self.make_room();
         let r = self.lists.alloc(deadline, index);
         self.slab.links[index as usize] = r.link;
         if self.keep_seqs {
@@ -294,15 +290,22 @@ impl<T> Store<T> {
         } else {
             self.earliest = self.earliest.min(deadline);
         }
-        self.add_tombstone();
         r
     }
 
+    /// Makes sure the next link needs no new pool space unless the tombstones are few: when
+    /// every link of the pool is in use and tombstones (the links in use beyond one per live
+    /// timer) outnumber `SWEEP_RATIO` per slab entry plus the slack, every list is swept
+    /// instead of growing the pool. So the pool never outgrows
+    /// `(1 + SWEEP_RATIO) × slab + slack + 1` links, and a cancel need not count anything.
+    /// Called before a new link is taken, while every live timer has exactly one.
     #[inline(always)]
-    fn add_tombstone(&mut self) {
-        self.stale += 1;
-        if self.stale > SWEEP_RATIO * self.slab.len() + self.sweep_slack() {
-            self.sweep();
+    fn make_room(&mut self) {
+        if self.lists.is_full() {
+            let tombstones = self.lists.pool_len() - self.len();
+            if tombstones > SWEEP_RATIO * self.slab.len() + self.sweep_slack() {
+                self.sweep(tombstones);
+            }
         }
     }
 
@@ -315,11 +318,10 @@ impl<T> Store<T> {
     /// live links.
     #[cold]
     #[inline(never)]
-    fn sweep(&mut self) {
+    fn sweep(&mut self, tombstones: usize) {
         let slab = &self.slab;
         let dropped = self.lists.retain_all(|r| is_live(slab, r));
-        debug_assert_eq!(dropped, self.stale);
-        self.stale = 0;
+        debug_assert_eq!(dropped, tombstones);
     }
 
     /// Frees a live entry (but not its value), making every handle to it stale: its handle.
@@ -330,7 +332,6 @@ impl<T> Store<T> {
         let handle = TimerHandle { index, generation };
         *state = u64::from(generation.wrapping_add(1));
         self.slab.free.push(index);
-        self.len -= 1;
         handle
     }
 
@@ -359,7 +360,6 @@ impl<T> Store<T> {
                 }
                 return Some(Expired { handle, deadline: r.deadline, value });
             }
-            self.stale -= 1;
         }
         None
     }
@@ -401,7 +401,7 @@ impl<T> Store<T> {
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
         debug_assert!(self.lists.ready_is_empty());
         let slab = &self.slab;
-        self.stale -= self.lists.collect_due(list, tick, |r| is_live(slab, r));
+        self.lists.collect_due(list, tick, |r| is_live(slab, r));
         !self.lists.ready_is_empty()
     }
 
@@ -436,7 +436,7 @@ impl<T> Store<T> {
     /// is none. `None` when the slab is too large for that to be cheap.
     #[inline]
     pub(crate) fn small_min(&self) -> Option<Option<u64>> {
-        self.is_small().then(|| (self.len > 0).then_some(self.earliest))
+        self.is_small().then(|| (self.len() > 0).then_some(self.earliest))
     }
 
     /// Every live entry as `(deadline, seq, index)`, sorted: the canonical (firing) order.
@@ -507,7 +507,6 @@ mod snapshot {
             self.slab.set_occupied(index);
             self.seqs[index as usize] = seq;
             self.values[index as usize] = Some(value);
-            self.len += 1;
             self.earliest = self.earliest.min(deadline);
             r
         }
