@@ -55,29 +55,38 @@ pub(crate) const ENTRIES_MAX: usize = NIL as usize;
 /// Whether `r` is its timer's live link (else it is a tombstone): its entry is occupied and
 /// names it.
 #[inline(always)]
-fn is_live(slab: &Slab, r: Ref) -> bool {
-    slab.is_occupied(r.index) && slab.links[r.index as usize] == r.link
+fn is_live<T>(slab: &Slab<T>, r: Ref) -> bool {
+    slab.is_occupied(r.index) && slab.entries[r.index as usize].link == r.link
 }
 
 /// What a handle check, a stop and a liveness check read, kept apart from the values so that
 /// it is dense: a stop reads and writes one 8-byte state (plus the value, for
 /// [`Store::cancel`]).
-struct Slab {
+struct Slab<T> {
     /// Per entry: its generation (low 32 bits), bumped every time the entry is freed so that
     /// handles to the old occupant go stale, and [`OCCUPIED`] while it holds a timer. A handle
     /// is live when its generation and `OCCUPIED` match the state: one comparison.
     states: Vec<u64>,
-    /// Per entry: the timer's live link (meaningless while vacant).
-    links: Vec<u32>,
+    /// Per entry: the timer's live link and value.
+    entries: Vec<Entry<T>>,
     /// The vacant entries, the next one to reuse last (a stack: the same order the old
     /// intrusive free list had).
     free: Vec<u32>,
 }
 
+/// A slab entry's timer: what firing it reads besides its state.
+struct Entry<T> {
+    /// The timer's live link (meaningless while vacant).
+    link: u32,
+    /// Its value, `None` while vacant (for a `T` without drop glue a stopped timer's value is
+    /// left in place, unread, until the entry is reused).
+    value: Option<T>,
+}
+
 /// The bit of a [`Slab`] state that says the entry holds a timer.
 const OCCUPIED: u64 = 1 << 32;
 
-impl Slab {
+impl<T> Slab<T> {
     #[inline(always)]
     fn is_occupied(&self, index: u32) -> bool {
         self.states[index as usize] & OCCUPIED != 0
@@ -103,13 +112,13 @@ impl Slab {
     #[inline]
     fn grow(&mut self) -> u32 {
         self.states.push(0);
-        self.links.push(NIL);
+        self.entries.push(Entry { link: NIL, value: None });
         (self.states.len() - 1) as u32
     }
 
     fn reserve(&mut self, additional: usize) {
         self.states.reserve(additional);
-        self.links.reserve(additional);
+        self.entries.reserve(additional);
         self.free.reserve(additional);
     }
 }
@@ -117,10 +126,7 @@ impl Slab {
 /// Slab (generations, occupancy, live links and values, each an array of its own) + slot
 /// lists (with their occupancy bitmap and the ready queue).
 pub(crate) struct Store<T> {
-    slab: Slab,
-    /// Per slab entry: the timer's value, `None` while vacant (for a `T` without drop glue a
-    /// stopped timer's value is left in place, unread, until the entry is reused).
-    values: Vec<Option<T>>,
+    slab: Slab<T>,
     /// Per slab entry: the timer's start sequence (meaningless while vacant). Kept only when
     /// `keep_seqs` (the hierarchical wheel lists and snapshots them; the hashed wheel never
     /// reads one, its lists alone keep the order).
@@ -137,10 +143,9 @@ impl<T> Store<T> {
     /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`);
     /// it keeps start sequences if `keep_seqs`.
     pub(crate) fn new(list_count: usize, stacks: bool, keep_seqs: bool) -> Self {
-        let slab = Slab { states: Vec::new(), links: Vec::new(), free: Vec::new() };
+        let slab = Slab { states: Vec::new(), entries: Vec::new(), free: Vec::new() };
         Store {
             slab,
-            values: Vec::new(),
             seqs: Vec::new(),
             keep_seqs,
             lists: Lists::new(list_count, stacks),
@@ -159,7 +164,6 @@ impl<T> Store<T> {
         let vacant = self.slab.free.len();
         if additional > vacant {
             self.slab.reserve(additional - vacant);
-            self.values.reserve(additional - vacant);
             if self.keep_seqs {
                 self.seqs.reserve(additional - vacant);
             }
@@ -183,7 +187,6 @@ impl<T> Store<T> {
         let index = match self.slab.free.pop() {
             Some(index) => index,
             None if self.slab.len() < ENTRIES_MAX => {
-                self.values.push(None);
                 if self.keep_seqs {
                     self.seqs.push(0);
                 }
@@ -193,9 +196,9 @@ impl<T> Store<T> {
         };
         let r = self.lists.alloc(deadline, index);
         let i = index as usize;
-        self.slab.links[i] = r.link;
+        self.slab.entries[i].link = r.link;
         self.slab.set_occupied(index);
-        self.values[i] = Some(value);
+        self.slab.entries[i].value = Some(value);
         if self.keep_seqs {
             self.seqs[i] = seq;
         }
@@ -225,22 +228,23 @@ impl<T> Store<T> {
     }
 
     pub(crate) fn deadline(&self, index: u32) -> u64 {
-        self.lists.deadline(self.slab.links[index as usize])
+        self.lists.deadline(self.slab.entries[index as usize].link)
     }
 
     pub(crate) fn value(&self, index: u32) -> &T {
-        self.values[index as usize].as_ref().expect("a resolved entry is occupied")
+        self.slab.entries[index as usize].value.as_ref().expect("a resolved entry is occupied")
     }
 
     pub(crate) fn value_mut(&mut self, index: u32) -> &mut T {
-        self.values[index as usize].as_mut().expect("a resolved entry is occupied")
+        self.slab.entries[index as usize].value.as_mut().expect("a resolved entry is occupied")
     }
 
     /// Cancels a live timer: frees its entry, leaves its link as a tombstone and returns its
     /// value.
     #[inline(always)]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
-        let value = self.values[index as usize].take().expect("a resolved entry is occupied");
+        let value =
+            self.slab.entries[index as usize].value.take().expect("a resolved entry is occupied");
         self.stop(index);
         value
     }
@@ -251,7 +255,7 @@ impl<T> Store<T> {
     #[inline(always)]
     pub(crate) fn stop(&mut self, index: u32) {
         if std::mem::needs_drop::<T>() {
-            self.values[index as usize] = None;
+            self.slab.entries[index as usize].value = None;
         }
         let deadline = self.is_small().then(|| self.deadline(index));
         self.release(index);
@@ -281,7 +285,7 @@ impl<T> Store<T> {
         let old = self.is_small().then(|| self.deadline(index));
         self.make_room();
         let r = self.lists.alloc(deadline, index);
-        self.slab.links[index as usize] = r.link;
+        self.slab.entries[index as usize].link = r.link;
         if self.keep_seqs {
             self.seqs[index as usize] = seq;
         }
@@ -352,7 +356,7 @@ impl<T> Store<T> {
     pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
         while let Some(r) = self.lists.pop_ready() {
             if is_live(&self.slab, r) {
-                let value = self.values[r.index as usize].take();
+                let value = self.slab.entries[r.index as usize].value.take();
                 let handle = self.release(r.index);
                 let value = value.expect("a live entry is occupied");
                 if r.deadline == self.earliest && self.is_small() {
@@ -427,7 +431,7 @@ impl<T> Store<T> {
         let slab = &self.slab;
         (0..slab.len() as u32)
             .filter(|&index| slab.is_occupied(index))
-            .map(|index| (index, slab.links[index as usize]))
+            .map(|index| (index, slab.entries[index as usize].link))
     }
 
     /// When the slab is small (it never held more than a connection's handful of timers),
@@ -490,7 +494,6 @@ mod snapshot {
             store.slab.reserve(generations.len());
             for &generation in generations {
                 store.slab.grow();
-                store.values.push(None);
                 *store.slab.states.last_mut().expect("just grown") = u64::from(generation);
             }
             store.slab.free = free.iter().rev().copied().collect();
@@ -503,10 +506,10 @@ mod snapshot {
         /// filed.
         pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) -> Ref {
             let r = self.lists.alloc(deadline, index);
-            self.slab.links[index as usize] = r.link;
+            self.slab.entries[index as usize].link = r.link;
             self.slab.set_occupied(index);
             self.seqs[index as usize] = seq;
-            self.values[index as usize] = Some(value);
+            self.slab.entries[index as usize].value = Some(value);
             self.earliest = self.earliest.min(deadline);
             r
         }
