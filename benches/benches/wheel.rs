@@ -78,7 +78,7 @@ macro_rules! wheel_timers {
             self.0.insert(deadline, value).expect("future deadline")
         }
         fn cancel(&mut self, handle: TimerHandle) -> bool {
-            self.0.stop(handle)
+            self.0.cancel(handle).is_some()
         }
         fn advance(&mut self, now: u64) -> usize {
             let mut fired = 0;

@@ -45,10 +45,9 @@ macro_rules! wheel_api {
             }
 
             /// Makes room for `additional` more timers without allocating later: slab entries
-            /// (a 4-byte generation, a 4-byte live link, a free-list place, an occupancy bit
-            /// and an `Option<T>` each, plus an 8-byte start sequence in the hierarchical
-            /// wheel) and list links (16 bytes) for the timers and the tombstones their
-            /// cancellations may leave (up to four links a timer).
+            /// (16 bytes each for a 4-byte value, plus an 8-byte start sequence in the
+            /// hierarchical wheel) and list links (16 bytes) for the timers and the tombstones
+            /// their cancellations may leave (up to four links a timer).
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
             }
@@ -81,21 +80,6 @@ macro_rules! wheel_api {
             pub fn cancel(&mut self, handle: $crate::TimerHandle) -> Option<T> {
                 let index = self.store.resolve(handle)?;
                 Some(self.store.cancel(index))
-            }
-
-            /// Stops a timer without handing its value back: whether it was pending (`false`
-            /// for a stale handle, which never touches another timer). The same as
-            /// [`cancel`](Self::cancel) but cheaper when the value is not wanted: it reads and
-            /// writes only the timer's generation and an occupancy bit, not its value. A value
-            /// without drop glue (`u32`, a `Copy` enum) is left in place, unread, until the
-            /// timer's entry is reused; any other value is dropped now, as `cancel` would.
-            #[inline]
-            pub fn stop(&mut self, handle: $crate::TimerHandle) -> bool {
-                let Some(index) = self.store.resolve(handle) else {
-                    return false;
-                };
-                self.store.stop(index);
-                true
             }
 
             /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer

@@ -52,86 +52,39 @@ pub(crate) const NIL: u32 = u32::MAX;
 /// The most entries a store can hold: every index below [`NIL`].
 pub(crate) const ENTRIES_MAX: usize = NIL as usize;
 
-/// Whether `r` is its timer's live link (else it is a tombstone): its entry is occupied and
-/// names it.
-#[inline(always)]
-fn is_live<T>(slab: &Slab<T>, r: Ref) -> bool {
-    slab.is_occupied(r.index) && slab.entries[r.index as usize].link == r.link
+/// A slab entry's payload: a live timer's value, or the next free entry.
+enum Slot<T> {
+    Vacant { next_free: u32 },
+    Occupied(T),
 }
 
-/// What a handle check, a stop and a liveness check read, kept apart from the values so that
-/// it is dense: a stop reads and writes one 8-byte state (plus the value, for
-/// [`Store::cancel`]).
-struct Slab<T> {
-    /// Per entry: its generation (low 32 bits), bumped every time the entry is freed so that
-    /// handles to the old occupant go stale, and [`OCCUPIED`] while it holds a timer. A handle
-    /// is live when its generation and `OCCUPIED` match the state: one comparison.
-    states: Vec<u64>,
-    /// Per entry: the timer's live link and value.
-    entries: Vec<Entry<T>>,
-    /// The vacant entries, the next one to reuse last (a stack: the same order the old
-    /// intrusive free list had).
-    free: Vec<u32>,
-}
-
-/// A slab entry's timer: what firing it reads besides its state.
+/// A slab entry: all a handle check, a cancel and a liveness check touch, in 16 bytes for a
+/// 4-byte value (the start sequence, which only the hierarchical wheel reads, is kept apart).
 struct Entry<T> {
-    /// The timer's live link (meaningless while vacant).
+    /// Bumped every time the entry is freed, so handles to the old occupant go stale.
+    generation: u32,
+    /// The timer's live link; `NIL` while the entry is vacant.
     link: u32,
-    /// Its value, `None` while vacant (for a `T` without drop glue a stopped timer's value is
-    /// left in place, unread, until the entry is reused).
-    value: Option<T>,
+    slot: Slot<T>,
 }
 
-/// The bit of a [`Slab`] state that says the entry holds a timer.
-const OCCUPIED: u64 = 1 << 32;
-
-impl<T> Slab<T> {
-    #[inline(always)]
-    fn is_occupied(&self, index: u32) -> bool {
-        self.states[index as usize] & OCCUPIED != 0
-    }
-
-    #[inline(always)]
-    fn generation(&self, index: u32) -> u32 {
-        self.states[index as usize] as u32
-    }
-
-    #[inline(always)]
-    fn set_occupied(&mut self, index: u32) {
-        self.states[index as usize] |= OCCUPIED;
-    }
-
-    /// Entries, vacant or not.
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.states.len()
-    }
-
-    /// A new vacant entry at the end (not on the free list); its index.
-    #[inline]
-    fn grow(&mut self) -> u32 {
-        self.states.push(0);
-        self.entries.push(Entry { link: NIL, value: None });
-        (self.states.len() - 1) as u32
-    }
-
-    fn reserve(&mut self, additional: usize) {
-        self.states.reserve(additional);
-        self.entries.reserve(additional);
-        self.free.reserve(additional);
-    }
+/// Whether `r` is its timer's live link (else it is a tombstone). A live link is never
+/// `NIL`, so this also says the entry is occupied.
+#[inline]
+fn is_live<T>(entries: &[Entry<T>], r: Ref) -> bool {
+    entries[r.index as usize].link == r.link
 }
 
-/// Slab (generations, occupancy, live links and values, each an array of its own) + slot
-/// lists (with their occupancy bitmap and the ready queue).
+/// Slab + slot lists (with their occupancy bitmap and the ready queue).
 pub(crate) struct Store<T> {
-    slab: Slab<T>,
+    entries: Vec<Entry<T>>,
     /// Per slab entry: the timer's start sequence (meaningless while vacant). Kept only when
     /// `keep_seqs` (the hierarchical wheel lists and snapshots them; the hashed wheel never
     /// reads one, its lists alone keep the order).
     seqs: Vec<u64>,
     keep_seqs: bool,
+    free_head: u32,
+    len: usize,
     lists: Lists,
     next_seq: u64,
     /// While the slab is small: the earliest deadline of any live timer (`u64::MAX` when
@@ -143,33 +96,33 @@ impl<T> Store<T> {
     /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`);
     /// it keeps start sequences if `keep_seqs`.
     pub(crate) fn new(list_count: usize, stacks: bool, keep_seqs: bool) -> Self {
-        let slab = Slab { states: Vec::new(), entries: Vec::new(), free: Vec::new() };
         Store {
-            slab,
+            entries: Vec::new(),
             seqs: Vec::new(),
             keep_seqs,
+            free_head: NIL,
+            len: 0,
             lists: Lists::new(list_count, stacks),
             next_seq: 0,
             earliest: u64::MAX,
         }
     }
 
-    /// Live timers: every slab entry not on the free list.
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.slab.len() - self.slab.free.len()
+        self.len
     }
 
     pub(crate) fn reserve(&mut self, additional: usize) {
-        let vacant = self.slab.free.len();
+        let vacant = self.entries.len() - self.len;
         if additional > vacant {
-            self.slab.reserve(additional - vacant);
+            self.entries.reserve(additional - vacant);
             if self.keep_seqs {
                 self.seqs.reserve(additional - vacant);
             }
         }
         // Lists hold a link per live timer and per tombstone (see `make_room`).
-        let entries = self.slab.len().max(self.len() + additional);
+        let entries = self.entries.len().max(self.len + additional);
         self.lists.reserve_total(entries * (1 + SWEEP_RATIO) + self.sweep_slack() + 1);
     }
 
@@ -184,26 +137,37 @@ impl<T> Store<T> {
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
         let seq = self.take_seq();
         self.make_room();
-        let index = match self.slab.free.pop() {
-            Some(index) => index,
-            None if self.slab.len() < ENTRIES_MAX => {
-                if self.keep_seqs {
-                    self.seqs.push(0);
-                }
-                self.slab.grow()
-            }
-            None => return None,
+        let (index, reuse) = if self.free_head != NIL {
+            (self.free_head, true)
+        } else if self.entries.len() < ENTRIES_MAX {
+            (self.entries.len() as u32, false)
+        } else {
+            return None;
         };
         let r = self.lists.alloc(deadline, index);
-        let i = index as usize;
-        self.slab.entries[i].link = r.link;
-        self.slab.set_occupied(index);
-        self.slab.entries[i].value = Some(value);
-        if self.keep_seqs {
-            self.seqs[i] = seq;
-        }
+        let generation = if reuse {
+            let entry = &mut self.entries[index as usize];
+            let Slot::Vacant { next_free } = entry.slot else {
+                unreachable!("free list points at an occupied entry")
+            };
+            self.free_head = next_free;
+            entry.slot = Slot::Occupied(value);
+            entry.link = r.link;
+            let generation = entry.generation;
+            if self.keep_seqs {
+                self.seqs[index as usize] = seq;
+            }
+            generation
+        } else {
+            self.entries.push(Entry { generation: 0, link: r.link, slot: Slot::Occupied(value) });
+            if self.keep_seqs {
+                self.seqs.push(seq);
+            }
+            0
+        };
+        self.len += 1;
         self.earliest = self.earliest.min(deadline);
-        Some((r, TimerHandle { index, generation: self.slab.generation(index) }))
+        Some((r, TimerHandle { index, generation }))
     }
 
     #[inline]
@@ -217,57 +181,49 @@ impl<T> Store<T> {
 
     #[inline]
     pub(crate) fn handle(&self, index: u32) -> TimerHandle {
-        TimerHandle { index, generation: self.slab.generation(index) }
+        TimerHandle { index, generation: self.entries[index as usize].generation }
     }
 
     /// The index behind a handle, if the handle still names a live timer.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
-        let state = *self.slab.states.get(handle.index as usize)?;
-        (state == OCCUPIED | u64::from(handle.generation)).then_some(handle.index)
+        let entry = self.entries.get(handle.index as usize)?;
+        (entry.generation == handle.generation && entry.link != NIL).then_some(handle.index)
     }
 
     pub(crate) fn deadline(&self, index: u32) -> u64 {
-        self.lists.deadline(self.slab.entries[index as usize].link)
+        self.lists.deadline(self.entries[index as usize].link)
     }
 
     pub(crate) fn value(&self, index: u32) -> &T {
-        self.slab.entries[index as usize].value.as_ref().expect("a resolved entry is occupied")
+        match &self.entries[index as usize].slot {
+            Slot::Occupied(value) => value,
+            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
+        }
     }
 
     pub(crate) fn value_mut(&mut self, index: u32) -> &mut T {
-        self.slab.entries[index as usize].value.as_mut().expect("a resolved entry is occupied")
+        match &mut self.entries[index as usize].slot {
+            Slot::Occupied(value) => value,
+            Slot::Vacant { .. } => unreachable!("a resolved entry is occupied"),
+        }
     }
 
-    /// Cancels a live timer: frees its entry, leaves its link as a tombstone and returns its
-    /// value.
+    /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
     #[inline(always)]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
-        let value =
-            self.slab.entries[index as usize].value.take().expect("a resolved entry is occupied");
-        self.stop(index);
-        value
-    }
-
-    /// Cancels a live timer without taking its value: frees its entry and leaves its link as
-    /// a tombstone. A value without drop glue is left in place, unread (overwritten when the
-    /// entry is reused); any other is dropped now.
-    #[inline(always)]
-    pub(crate) fn stop(&mut self, index: u32) {
-        if std::mem::needs_drop::<T>() {
-            self.slab.entries[index as usize].value = None;
-        }
         let deadline = self.is_small().then(|| self.deadline(index));
-        self.release(index);
+        let (_, value) = self.release(index);
         if deadline == Some(self.earliest) {
             self.refresh_earliest();
         }
+        value
     }
 
     /// Whether the slab is small enough to keep `earliest` and scan it.
     #[inline]
     fn is_small(&self) -> bool {
-        self.slab.len() <= SMALL_SLAB
+        self.entries.len() <= SMALL_SLAB
     }
 
     /// Recomputes `earliest` from the slab (small slabs only).
@@ -285,7 +241,7 @@ impl<T> Store<T> {
         let old = self.is_small().then(|| self.deadline(index));
         self.make_room();
         let r = self.lists.alloc(deadline, index);
-        self.slab.entries[index as usize].link = r.link;
+        self.entries[index as usize].link = r.link;
         if self.keep_seqs {
             self.seqs[index as usize] = seq;
         }
@@ -297,17 +253,17 @@ impl<T> Store<T> {
         r
     }
 
-    /// Makes sure the next link needs no new pool space unless the tombstones are few: when
-    /// every link of the pool is in use and tombstones (the links in use beyond one per live
-    /// timer) outnumber `SWEEP_RATIO` per slab entry plus the slack, every list is swept
-    /// instead of growing the pool. So the pool never outgrows
-    /// `(1 + SWEEP_RATIO) × slab + slack + 1` links, and a cancel need not count anything.
-    /// Called before a new link is taken, while every live timer has exactly one.
+    /// Makes sure the next link needs no new pool space unless tombstones are few: when every
+    /// link of the pool is in use and tombstones (the links in use beyond one per live timer)
+    /// outnumber `SWEEP_RATIO` per slab entry plus the slack, every list is swept instead of
+    /// growing the pool. So the pool never outgrows `(1 + SWEEP_RATIO) × slab + slack + 1`
+    /// links, and a cancel counts nothing. Called before a link is taken, while every live
+    /// timer has exactly one.
     #[inline(always)]
     fn make_room(&mut self) {
         if self.lists.is_full() {
-            let tombstones = self.lists.pool_len() - self.len();
-            if tombstones > SWEEP_RATIO * self.slab.len() + self.sweep_slack() {
+            let tombstones = self.lists.pool_len() - self.len;
+            if tombstones > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
                 self.sweep(tombstones);
             }
         }
@@ -323,20 +279,25 @@ impl<T> Store<T> {
     #[cold]
     #[inline(never)]
     fn sweep(&mut self, tombstones: usize) {
-        let slab = &self.slab;
-        let dropped = self.lists.retain_all(|r| is_live(slab, r));
+        let entries = &self.entries;
+        let dropped = self.lists.retain_all(|r| is_live(entries, r));
         debug_assert_eq!(dropped, tombstones);
     }
 
-    /// Frees a live entry (but not its value), making every handle to it stale: its handle.
-    #[inline(always)]
-    fn release(&mut self, index: u32) -> TimerHandle {
-        let state = &mut self.slab.states[index as usize];
-        let generation = *state as u32;
-        let handle = TimerHandle { index, generation };
-        *state = u64::from(generation.wrapping_add(1));
-        self.slab.free.push(index);
-        handle
+    /// Frees a live entry, making every handle to it stale: its handle and value.
+    #[inline]
+    fn release(&mut self, index: u32) -> (TimerHandle, T) {
+        let entry = &mut self.entries[index as usize];
+        let handle = TimerHandle { index, generation: entry.generation };
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.link = NIL;
+        let slot = std::mem::replace(&mut entry.slot, Slot::Vacant { next_free: self.free_head });
+        self.free_head = index;
+        self.len -= 1;
+        match slot {
+            Slot::Occupied(value) => (handle, value),
+            Slot::Vacant { .. } => unreachable!("released a vacant entry"),
+        }
     }
 
     /// Appends a link to slot list `list`.
@@ -355,10 +316,8 @@ impl<T> Store<T> {
     #[inline]
     pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
         while let Some(r) = self.lists.pop_ready() {
-            if is_live(&self.slab, r) {
-                let value = self.slab.entries[r.index as usize].value.take();
-                let handle = self.release(r.index);
-                let value = value.expect("a live entry is occupied");
+            if is_live(&self.entries, r) {
+                let (handle, value) = self.release(r.index);
                 if r.deadline == self.earliest && self.is_small() {
                     self.refresh_earliest();
                 }
@@ -376,7 +335,7 @@ impl<T> Store<T> {
 
     /// Whether the ready queue holds a live entry.
     pub(crate) fn ready_has_live(&self) -> bool {
-        self.lists.ready_refs().any(|r| is_live(&self.slab, r))
+        self.lists.ready_refs().any(|r| is_live(&self.entries, r))
     }
 
     /// Makes slot list `list` the ready queue (which must be empty).
@@ -404,14 +363,14 @@ impl<T> Store<T> {
     #[inline]
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
         debug_assert!(self.lists.ready_is_empty());
-        let slab = &self.slab;
-        self.lists.collect_due(list, tick, |r| is_live(slab, r));
+        let entries = &self.entries;
+        self.lists.collect_due(list, tick, |r| is_live(entries, r));
         !self.lists.ready_is_empty()
     }
 
     /// The live links of slot list `list`.
     pub(crate) fn live_refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
-        self.lists.refs(list).filter(|&r| is_live(&self.slab, r))
+        self.lists.refs(list).filter(|&r| is_live(&self.entries, r))
     }
 
     /// One 64-bit word of the occupancy bitmap.
@@ -428,10 +387,8 @@ impl<T> Store<T> {
 
     /// The live entries as `(index, live link)`.
     fn live_entries(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        let slab = &self.slab;
-        (0..slab.len() as u32)
-            .filter(|&index| slab.is_occupied(index))
-            .map(|index| (index, slab.entries[index as usize].link))
+        let entries = self.entries.iter().enumerate();
+        entries.filter(|(_, e)| e.link != NIL).map(|(index, e)| (index as u32, e.link))
     }
 
     /// When the slab is small (it never held more than a connection's handful of timers),
@@ -440,7 +397,7 @@ impl<T> Store<T> {
     /// is none. `None` when the slab is too large for that to be cheap.
     #[inline]
     pub(crate) fn small_min(&self) -> Option<Option<u64>> {
-        self.is_small().then(|| (self.len() > 0).then_some(self.earliest))
+        self.is_small().then(|| (self.len > 0).then_some(self.earliest))
     }
 
     /// Every live entry as `(deadline, seq, index)`, sorted: the canonical (firing) order.
@@ -472,13 +429,22 @@ impl<T> Store<T> {
 mod snapshot {
     //! The slab layout as data, so a restored wheel hands out the same handles as the original.
 
-    use super::{Ref, Store};
+    use super::{Entry, Ref, Slot, Store, NIL};
 
     impl<T> Store<T> {
-        /// Per-entry generations and the free list in the order entries will be reused.
+        /// Per-entry generations and the free list in chain order.
         pub(crate) fn layout(&self) -> (Vec<u32>, Vec<u32>) {
-            let free = self.slab.free.iter().rev().copied().collect();
-            (self.slab.states.iter().map(|&state| state as u32).collect(), free)
+            let generations = self.entries.iter().map(|entry| entry.generation).collect();
+            let mut free = Vec::with_capacity(self.entries.len() - self.len);
+            let mut cursor = self.free_head;
+            while cursor != NIL {
+                free.push(cursor);
+                cursor = match self.entries[cursor as usize].slot {
+                    Slot::Vacant { next_free } => next_free,
+                    Slot::Occupied(_) => NIL,
+                };
+            }
+            (generations, free)
         }
 
         /// A store (for a hierarchical wheel: queues) laid out as `generations` / `free`
@@ -491,13 +457,20 @@ mod snapshot {
             next_seq: u64,
         ) -> Self {
             let mut store = Store::new(list_count, false, true);
-            store.slab.reserve(generations.len());
-            for &generation in generations {
-                store.slab.grow();
-                *store.slab.states.last_mut().expect("just grown") = u64::from(generation);
-            }
-            store.slab.free = free.iter().rev().copied().collect();
+            let vacant = |&generation| Entry {
+                generation,
+                link: NIL,
+                slot: Slot::Vacant { next_free: NIL },
+            };
+            store.entries = generations.iter().map(vacant).collect();
             store.seqs = vec![0; generations.len()];
+            store.len = generations.len();
+            for (position, &index) in free.iter().enumerate() {
+                let next_free = free.get(position + 1).copied().unwrap_or(NIL);
+                store.entries[index as usize].slot = Slot::Vacant { next_free };
+                store.len -= 1;
+            }
+            store.free_head = free.first().copied().unwrap_or(NIL);
             store.next_seq = next_seq;
             store
         }
@@ -506,10 +479,9 @@ mod snapshot {
         /// filed.
         pub(crate) fn occupy(&mut self, index: u32, deadline: u64, seq: u64, value: T) -> Ref {
             let r = self.lists.alloc(deadline, index);
-            self.slab.entries[index as usize].link = r.link;
-            self.slab.set_occupied(index);
+            self.entries[index as usize].link = r.link;
             self.seqs[index as usize] = seq;
-            self.slab.entries[index as usize].value = Some(value);
+            self.entries[index as usize].slot = Slot::Occupied(value);
             self.earliest = self.earliest.min(deadline);
             r
         }
