@@ -167,12 +167,13 @@ impl Lists {
     /// Adds an unlinked link to slot list `list`: in front of a stack, at the tail of a queue.
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, link: u32) {
+        if self.stacks {
+            self.push_front(list, link);
+            return;
+        }
         let head = &mut self.heads[list as usize];
         let was_empty = *head == NIL;
-        if self.stacks {
-            self.pool[link as usize].next = *head;
-            *head = link;
-        } else {
+        {
             let tail = &mut self.tails[list as usize];
             if was_empty {
                 *head = link;
@@ -184,6 +185,17 @@ impl Lists {
         if was_empty {
             self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
+    }
+
+    /// Adds an unlinked link in front of slot list `list`, a stack: reads no other link and
+    /// sets the list's bit unconditionally (no branch on whether it was empty).
+    #[inline(always)]
+    pub(crate) fn push_front(&mut self, list: u32, link: u32) {
+        debug_assert!(self.stacks);
+        let head = &mut self.heads[list as usize];
+        self.pool[link as usize].next = *head;
+        *head = link;
+        self.occupied[list as usize / 64] |= 1 << (list % 64);
     }
 
     /// Takes slot list `list` out (its bit cleared) as a chain in the order its links were

@@ -261,11 +261,19 @@ impl<T> Store<T> {
     /// timer has exactly one.
     #[inline(always)]
     fn make_room(&mut self) {
-        if self.lists.is_full() {
-            let tombstones = self.lists.pool_len() - self.len;
-            if tombstones > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
-                self.sweep(tombstones);
-            }
+        // Tombstones are fewer than the links in the pool: a cheap test first.
+        if self.lists.is_full() && self.lists.pool_len() > SWEEP_RATIO * self.entries.len() {
+            self.sweep_if_stale();
+        }
+    }
+
+    /// The rest of [`Store::make_room`]'s test, out of the way of `insert`.
+    #[cold]
+    #[inline(never)]
+    fn sweep_if_stale(&mut self) {
+        let tombstones = self.lists.pool_len() - self.len;
+        if tombstones > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
+            self.sweep(tombstones);
         }
     }
 
@@ -304,6 +312,12 @@ impl<T> Store<T> {
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, r: Ref) {
         self.lists.push(list, r.link);
+    }
+
+    /// Pushes a link in front of slot list `list` (stacks only: the hashed wheel).
+    #[inline(always)]
+    pub(crate) fn push_front(&mut self, list: u32, r: Ref) {
+        self.lists.push_front(list, r.link);
     }
 
     /// Appends a link to the ready queue.
