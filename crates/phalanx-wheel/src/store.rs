@@ -19,10 +19,12 @@
 //! in an array of its own, kept only by the hierarchical wheel (for `pending` and snapshots):
 //! nothing else reads it, the lists alone keep the firing order.
 //!
-//! Tombstones are counted; when they outnumber three times the slab's entries (the most
-//! timers ever held at once, plus a constant and the table's size in words) every list is
-//! swept. That keeps the lists within a constant factor of the slab and costs O(1) amortized
-//! per cancel.
+//! Tombstones are not counted as they are made (a cancel touches nothing else): they are the
+//! links in use beyond one per live timer. Before a start or reset takes a link, if every link
+//! of the pool is in use and tombstones outnumber three times the slab's entries (the most
+//! timers ever held at once, plus a constant and the table's size in words), every list is
+//! swept instead of growing the pool. That keeps the lists within a constant factor of the
+//! slab and costs O(1) amortized per start.
 //!
 //! # Order
 //!
@@ -39,7 +41,7 @@ use crate::{Expired, TimerHandle};
 /// The most entries a slab may have held for [`Store::small_min`] to scan it.
 const SMALL_SLAB: usize = 16;
 
-/// How many tombstones per slab entry are allowed before a sweep.
+/// How many tombstones per slab entry are allowed before a sweep (when the pool is full).
 const SWEEP_RATIO: usize = 3;
 
 /// Tombstones allowed beyond `SWEEP_RATIO` per slab entry (and the bitmap's words) before a
