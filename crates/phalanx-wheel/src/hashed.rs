@@ -89,7 +89,7 @@ impl<T> HashedWheel<T> {
         if r.deadline == self.now {
             self.store.push_ready(r);
         } else {
-            self.store.push((r.deadline & self.mask) as u32, r);
+            self.store.push_front((r.deadline & self.mask) as u32, r);
         }
     }
 

@@ -49,8 +49,8 @@
 //!
 //! | operation | `HashedWheel` | `HierarchicalWheel` |
 //! |---|---|---|
-//! | `insert`, `reset` | O(1) | O(1) |
-//! | `cancel` | O(1) amortized: one slab entry, plus a share of a sweep | same |
+//! | `insert`, `reset` | O(1) amortized: plus a share of a sweep | same |
+//! | `cancel` | O(1): one slab entry | same |
 //! | skip an empty tick | O(1): bitmap scan, 64 slots per word | O(levels): one bitmap word per level, any jump length |
 //! | fire a timer | O(1) plus the other entries of its slot (other rounds, tombstones) | O(1) plus ≤ 10 cascades over its life |
 //! | `next_deadline` | O(1) while the wheel has never held more than 16 timers; else ≤ one revolution of occupied slots, O(n) if all are > 1 revolution away | O(1) likewise; else O(levels), plus the first slot holding a live timer |
@@ -58,10 +58,11 @@
 //!
 //! Cancellation is lazy: `cancel` (and `reset`, for the old deadline) frees the timer's slab
 //! entry at once — `len`, handles and snapshots are exact at every moment — but leaves its
-//! place in the slot list as a tombstone, dropped when the wheel next visits that slot. When
-//! tombstones outnumber three times the most timers the wheel ever held, every list is swept,
-//! so memory stays within a constant factor of that peak. [`reserve`](HashedWheel::reserve)
-//! makes room for the tombstones too.
+//! place in the slot list as a tombstone, dropped when the wheel next visits that slot. A
+//! cancel counts nothing; when a start or reset needs a new list link, every link is in use
+//! and tombstones outnumber three times the most timers the wheel ever held, every list is
+//! swept instead of allocating, so memory stays within a constant factor of that peak.
+//! [`reserve`](HashedWheel::reserve) makes room for the tombstones too.
 //!
 //! # Which one to use
 //!

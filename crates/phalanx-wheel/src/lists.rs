@@ -93,6 +93,18 @@ impl Lists {
         self.pool.reserve(total.saturating_sub(self.pool.len()));
     }
 
+    /// Whether every link of the pool is in use (the next `alloc` grows it).
+    #[inline(always)]
+    pub(crate) fn is_full(&self) -> bool {
+        self.free == NIL
+    }
+
+    /// Links in the pool, in use or free.
+    #[inline]
+    pub(crate) fn pool_len(&self) -> usize {
+        self.pool.len()
+    }
+
     /// A new, unlinked link.
     #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, index: u32) -> Ref {
@@ -155,12 +167,13 @@ impl Lists {
     /// Adds an unlinked link to slot list `list`: in front of a stack, at the tail of a queue.
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, link: u32) {
+        if self.stacks {
+            self.push_front(list, link);
+            return;
+        }
         let head = &mut self.heads[list as usize];
         let was_empty = *head == NIL;
-        if self.stacks {
-            self.pool[link as usize].next = *head;
-            *head = link;
-        } else {
+        {
             let tail = &mut self.tails[list as usize];
             if was_empty {
                 *head = link;
@@ -172,6 +185,17 @@ impl Lists {
         if was_empty {
             self.occupied[list as usize / 64] |= 1 << (list % 64);
         }
+    }
+
+    /// Adds an unlinked link in front of slot list `list`, a stack: reads no other link and
+    /// sets the list's bit unconditionally (no branch on whether it was empty).
+    #[inline(always)]
+    pub(crate) fn push_front(&mut self, list: u32, link: u32) {
+        debug_assert!(self.stacks);
+        let head = &mut self.heads[list as usize];
+        self.pool[link as usize].next = *head;
+        *head = link;
+        self.occupied[list as usize / 64] |= 1 << (list % 64);
     }
 
     /// Takes slot list `list` out (its bit cleared) as a chain in the order its links were

@@ -19,10 +19,12 @@
 //! in an array of its own, kept only by the hierarchical wheel (for `pending` and snapshots):
 //! nothing else reads it, the lists alone keep the firing order.
 //!
-//! Tombstones are counted; when they outnumber three times the slab's entries (the most
-//! timers ever held at once, plus a constant and the table's size in words) every list is
-//! swept. That keeps the lists within a constant factor of the slab and costs O(1) amortized
-//! per cancel.
+//! Tombstones are not counted as they are made (a cancel touches nothing else): they are the
+//! links in use beyond one per live timer. Before a start or reset takes a link, if every link
+//! of the pool is in use and tombstones outnumber three times the slab's entries (the most
+//! timers ever held at once, plus a constant and the table's size in words), every list is
+//! swept instead of growing the pool. That keeps the lists within a constant factor of the
+//! slab and costs O(1) amortized per start.
 //!
 //! # Order
 //!
@@ -39,7 +41,7 @@ use crate::{Expired, TimerHandle};
 /// The most entries a slab may have held for [`Store::small_min`] to scan it.
 const SMALL_SLAB: usize = 16;
 
-/// How many tombstones per slab entry are allowed before a sweep.
+/// How many tombstones per slab entry are allowed before a sweep (when the pool is full).
 const SWEEP_RATIO: usize = 3;
 
 /// Tombstones allowed beyond `SWEEP_RATIO` per slab entry (and the bitmap's words) before a
@@ -86,8 +88,6 @@ pub(crate) struct Store<T> {
     free_head: u32,
     len: usize,
     lists: Lists,
-    /// Tombstones in the lists and the ready queue.
-    stale: usize,
     next_seq: u64,
     /// While the slab is small: the earliest deadline of any live timer (`u64::MAX` when
     /// there is none), kept up to date so a small wheel answers `next_deadline` at once.
@@ -105,7 +105,6 @@ impl<T> Store<T> {
             free_head: NIL,
             len: 0,
             lists: Lists::new(list_count, stacks),
-            stale: 0,
             next_seq: 0,
             earliest: u64::MAX,
         }
@@ -124,7 +123,7 @@ impl<T> Store<T> {
                 self.seqs.reserve(additional - vacant);
             }
         }
-        // Lists hold a link per live timer and per tombstone (see `add_tombstone`).
+        // Lists hold a link per live timer and per tombstone (see `make_room`).
         let entries = self.entries.len().max(self.len + additional);
         self.lists.reserve_total(entries * (1 + SWEEP_RATIO) + self.sweep_slack() + 1);
     }
@@ -139,6 +138,7 @@ impl<T> Store<T> {
     #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
         let seq = self.take_seq();
+        self.make_room();
         let (index, reuse) = if self.free_head != NIL {
             (self.free_head, true)
         } else if self.entries.len() < ENTRIES_MAX {
@@ -219,7 +219,6 @@ impl<T> Store<T> {
         if deadline == Some(self.earliest) {
             self.refresh_earliest();
         }
-        self.add_tombstone();
         value
     }
 
@@ -242,6 +241,7 @@ impl<T> Store<T> {
     pub(crate) fn renew(&mut self, index: u32, deadline: u64) -> Ref {
         let seq = self.take_seq();
         let old = self.is_small().then(|| self.deadline(index));
+        self.make_room();
         let r = self.lists.alloc(deadline, index);
         self.entries[index as usize].link = r.link;
         if self.keep_seqs {
@@ -252,15 +252,30 @@ impl<T> Store<T> {
         } else {
             self.earliest = self.earliest.min(deadline);
         }
-        self.add_tombstone();
         r
     }
 
+    /// Makes sure the next link needs no new pool space unless tombstones are few: when every
+    /// link of the pool is in use and tombstones (the links in use beyond one per live timer)
+    /// outnumber `SWEEP_RATIO` per slab entry plus the slack, every list is swept instead of
+    /// growing the pool. So the pool never outgrows `(1 + SWEEP_RATIO) × slab + slack + 1`
+    /// links, and a cancel counts nothing. Called before a link is taken, while every live
+    /// timer has exactly one.
     #[inline(always)]
-    fn add_tombstone(&mut self) {
-        self.stale += 1;
-        if self.stale > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
-            self.sweep();
+    fn make_room(&mut self) {
+        // Tombstones are fewer than the links in the pool: a cheap test first.
+        if self.lists.is_full() && self.lists.pool_len() > SWEEP_RATIO * self.entries.len() {
+            self.sweep_if_stale();
+        }
+    }
+
+    /// The rest of [`Store::make_room`]'s test, out of the way of `insert`.
+    #[cold]
+    #[inline(never)]
+    fn sweep_if_stale(&mut self) {
+        let tombstones = self.lists.pool_len() - self.len;
+        if tombstones > SWEEP_RATIO * self.entries.len() + self.sweep_slack() {
+            self.sweep(tombstones);
         }
     }
 
@@ -273,11 +288,10 @@ impl<T> Store<T> {
     /// live links.
     #[cold]
     #[inline(never)]
-    fn sweep(&mut self) {
+    fn sweep(&mut self, tombstones: usize) {
         let entries = &self.entries;
         let dropped = self.lists.retain_all(|r| is_live(entries, r));
-        debug_assert_eq!(dropped, self.stale);
-        self.stale = 0;
+        debug_assert_eq!(dropped, tombstones);
     }
 
     /// Frees a live entry, making every handle to it stale: its handle and value.
@@ -302,6 +316,12 @@ impl<T> Store<T> {
         self.lists.push(list, r.link);
     }
 
+    /// Pushes a link in front of slot list `list` (stacks only: the hashed wheel).
+    #[inline(always)]
+    pub(crate) fn push_front(&mut self, list: u32, r: Ref) {
+        self.lists.push_front(list, r.link);
+    }
+
     /// Appends a link to the ready queue.
     #[inline(always)]
     pub(crate) fn push_ready(&mut self, r: Ref) {
@@ -319,7 +339,6 @@ impl<T> Store<T> {
                 }
                 return Some(Expired { handle, deadline: r.deadline, value });
             }
-            self.stale -= 1;
         }
         None
     }
@@ -361,7 +380,7 @@ impl<T> Store<T> {
     pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
         debug_assert!(self.lists.ready_is_empty());
         let entries = &self.entries;
-        self.stale -= self.lists.collect_due(list, tick, |r| is_live(entries, r));
+        self.lists.collect_due(list, tick, |r| is_live(entries, r));
         !self.lists.ready_is_empty()
     }
 
