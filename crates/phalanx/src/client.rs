@@ -6,7 +6,6 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use phalanx_proto::{
     ClientEvent, ClientStats, CommandCodec, DefaultCodec, EndReason, Joined, PlayerId,
     SessionConfig, Snapshot, SnapshotError, SpectatorId, SubmitError, Ticket, Turn, TurnBundle,
@@ -128,14 +127,7 @@ pub struct RawDatagramSender(Conn);
 impl RawDatagramSender {
     /// Sends `bytes` as one datagram (unreliable, like every datagram).
     pub fn send(&self, bytes: Vec<u8>) -> Result<(), SessionError> {
-        match &self.0 {
-            Conn::Quic(connection) => {
-                connection.send_datagram(Bytes::from(bytes)).map_err(|_| SessionError::Closed)
-            }
-            Conn::Udp(connection, _) => {
-                connection.send_datagram(&bytes).map_err(|_| SessionError::Closed)
-            }
-        }
+        self.0.send_datagram(&bytes).then_some(()).ok_or(SessionError::Closed)
     }
 }
 
@@ -632,7 +624,8 @@ impl Side for ClientSide {
         if !self.client.poll_transmit(now_ms, buf) {
             return false;
         }
-        self.connection.send_datagram(buf);
+        // A refused datagram is loss, which the session repairs.
+        let _ = self.connection.send_datagram(buf);
         true
     }
 

@@ -47,15 +47,14 @@ impl Conn {
         }
     }
 
-    /// Sends a datagram; a full buffer drops it (loss, which the session repairs).
-    pub(crate) fn send_datagram(&self, bytes: &[u8]) {
+    /// Sends a datagram; `false` if the connection refused it (closed, or too large). A
+    /// full buffer drops it silently (loss, which the session repairs).
+    pub(crate) fn send_datagram(&self, bytes: &[u8]) -> bool {
         match self {
             Conn::Quic(connection) => {
-                let _ = connection.send_datagram(Bytes::copy_from_slice(bytes));
+                connection.send_datagram(Bytes::copy_from_slice(bytes)).is_ok()
             }
-            Conn::Udp(connection, _) => {
-                let _ = connection.send_datagram(bytes);
-            }
+            Conn::Udp(connection, _) => connection.send_datagram(bytes).is_ok(),
         }
     }
 

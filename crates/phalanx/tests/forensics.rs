@@ -6,6 +6,8 @@
 //! that turn (`HostEvent::DesyncDiagnosed`), and the game's inspection hook names the field
 //! that differs.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use phalanx::{
@@ -23,16 +25,6 @@ fn config() -> SessionConfig {
     let mut session = SessionConfig::default();
     session.turn_length_ms = 20;
     session
-}
-
-/// The game's inspection hook: its state is a chain of everything executed and `hp`.
-fn inspect(state: &[u8]) -> Option<Vec<(String, u64)>> {
-    let (chain, hp) = state.split_first_chunk::<8>()?;
-    let hp = <[u8; 4]>::try_from(hp).ok()?;
-    Some(vec![
-        ("chain".to_owned(), u64::from_le_bytes(*chain)),
-        ("hp".to_owned(), u32::from_le_bytes(hp).into()),
-    ])
 }
 
 /// Plays to `LAST_TURN`, reporting every turn's hash and keeping every turn's state;
@@ -54,7 +46,7 @@ fn play(mut session: Session<Order>, diverges: bool) {
             }
             let hash = (state ^ u64::from(hp)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             session.report_state_hash(turn.turn, hash).expect("running");
-            let saved = [state.to_le_bytes().as_slice(), &hp.to_le_bytes()].concat();
+            let saved = common::save_state(state, hp);
             session.keep_state(turn.turn, saved).expect("kept");
             if turn.turn.0 % 4 == 0 {
                 let _ = session.submit(&Order(turn.turn.0));
@@ -112,5 +104,5 @@ fn the_first_divergent_turn_is_pinned_exactly() {
     assert_eq!(diagnosed.len(), 1, "one bundle");
     let bundle = &diagnosed[0];
     assert_eq!((bundle.first_turn, bundle.diverged.player), (Turn(DIVERGE_AFTER), diverging));
-    assert_eq!(bundle.diff(inspect), Ok(vec!["hp".to_owned()]));
+    assert_eq!(bundle.diff(common::inspect), Ok(vec!["hp".to_owned()]));
 }

@@ -4,6 +4,8 @@
 //! transport's reliable messages (hashes, then both states); the host's end ends everyone;
 //! wrong keys and mismatched verification fail with typed errors.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use phalanx::udp::UdpConnectError;
@@ -71,7 +73,7 @@ fn play(mut session: Session<Order>, diverges: bool) -> (Vec<String>, Option<End
             }
             let hash = (state ^ u64::from(hp)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             let _ = session.report_state_hash(turn.turn, hash);
-            let saved = [state.to_le_bytes().as_slice(), &hp.to_le_bytes()].concat();
+            let saved = common::save_state(state, hp);
             let _ = session.keep_state(turn.turn, saved);
             if turn.turn.0 % 4 == 0 {
                 let _ = session.submit(&Order(turn.turn.0));
@@ -81,15 +83,6 @@ fn play(mut session: Session<Order>, diverges: bool) -> (Vec<String>, Option<End
         std::thread::sleep(Duration::from_millis(5));
     }
     (executed, session.ended())
-}
-
-fn inspect(state: &[u8]) -> Option<Vec<(String, u64)>> {
-    let (chain, hp) = state.split_first_chunk::<8>()?;
-    let hp = <[u8; 4]>::try_from(hp).ok()?;
-    Some(vec![
-        ("chain".to_owned(), u64::from_le_bytes(*chain)),
-        ("hp".to_owned(), u32::from_le_bytes(hp).into()),
-    ])
 }
 
 #[test]
@@ -128,7 +121,7 @@ fn three_clients_play_over_udp_and_a_desync_is_diagnosed() {
     assert!(results[0].0.len() > 60, "orders flowed: {}", results[0].0.len());
     assert_eq!(pinned, vec![(DIVERGE_AFTER, vec![diverging])]);
     let bundle = diagnosed.first().expect("both states came over the reliable messages");
-    assert_eq!(bundle.diff(inspect), Ok(vec!["hp".to_owned()]));
+    assert_eq!(bundle.diff(common::inspect), Ok(vec!["hp".to_owned()]));
     host.shutdown();
 }
 

@@ -840,7 +840,8 @@ impl Side for HostSide {
             },
         };
         if let Some(conn) = self.conns.get(&to) {
-            conn.send_datagram(buf);
+            // A refused datagram is loss, which the session repairs.
+            let _ = conn.send_datagram(buf);
         }
         true
     }

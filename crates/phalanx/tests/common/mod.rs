@@ -1,5 +1,6 @@
-//! What the tests of admission control share: a raw quinn client that accepts any
-//! certificate, as a flood or a foreign client would.
+//! What the tests share: a raw quinn client that accepts any certificate, as a flood or a
+//! foreign client would (admission control), and the desync tests' saved state and its
+//! inspection hook.
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses its own part
 
@@ -122,4 +123,19 @@ impl quinn::AsyncUdpSocket for Killable {
     fn may_fragment(&self) -> bool {
         self.inner.may_fragment()
     }
+}
+
+/// The desync tests' saved game state: a chain of everything executed, then `hp`.
+pub fn save_state(chain: u64, hp: u32) -> Vec<u8> {
+    [chain.to_le_bytes().as_slice(), &hp.to_le_bytes()].concat()
+}
+
+/// The desync tests' inspection hook over [`save_state`]'s bytes.
+pub fn inspect(state: &[u8]) -> Option<Vec<(String, u64)>> {
+    let (chain, hp) = state.split_first_chunk::<8>()?;
+    let hp = <[u8; 4]>::try_from(hp).ok()?;
+    Some(vec![
+        ("chain".to_owned(), u64::from_le_bytes(*chain)),
+        ("hp".to_owned(), u32::from_le_bytes(hp).into()),
+    ])
 }
