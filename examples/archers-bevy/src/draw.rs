@@ -105,7 +105,8 @@ fn arrows(battle: Res<Battle>, progress: Res<TurnProgress>, mut gizmos: Gizmos) 
 }
 
 fn status(battle: Res<Battle>, hash: Res<StateHash>, mut text: Query<&mut Text2d, With<Status>>) {
-    let Some(turn) = hash.turn else { return };
+    // The battle changes only when a turn executes: the line is built once a turn.
+    let Some(turn) = hash.turn.filter(|_| hash.is_changed()) else { return };
     let mut armies = [0u32; 8];
     for (army, ..) in battle.0.living() {
         armies[usize::from(army % 8)] += 1;

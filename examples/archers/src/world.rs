@@ -245,34 +245,35 @@ impl World {
     /// events without changing anything: a shot starts the impact and then the archer's
     /// reload, so each impact's archer is the reload with the next start sequence.
     pub fn arrows(&self) -> Vec<Arrow> {
-        let reloads: BTreeMap<u64, (u16, u64)> = self
-            .events
-            .pending()
-            .filter_map(|pending| match *pending.value {
-                Event::Reload { unit } => Some((pending.sequence, (unit, pending.deadline))),
-                Event::Impact { .. } => None,
-            })
-            .collect();
-        let mut arrows: Vec<(u64, Arrow)> = self
-            .events
-            .pending()
-            .filter_map(|pending| {
-                let Event::Impact { target, .. } = *pending.value else { return None };
-                let &(archer, reloaded_at) = reloads.get(&(pending.sequence + 1))?;
+        // One pass over the pending events (each `pending` call sorts them all).
+        let mut reloads = BTreeMap::new();
+        let mut impacts = Vec::new();
+        for pending in self.events.pending() {
+            match *pending.value {
+                Event::Reload { unit } => {
+                    reloads.insert(pending.sequence, (unit, pending.deadline));
+                }
+                Event::Impact { target, .. } => {
+                    impacts.push((pending.sequence, target, pending.deadline));
+                }
+            }
+        }
+        impacts.sort_unstable_by_key(|&(sequence, ..)| sequence);
+        impacts
+            .into_iter()
+            .filter_map(|(sequence, target, lands_at)| {
+                let &(archer, reloaded_at) = reloads.get(&(sequence + 1))?;
                 let (from, to) =
                     (self.units.get(usize::from(archer))?, self.units.get(usize::from(target))?);
-                let arrow = Arrow {
+                Some(Arrow {
                     army: from.owner,
                     from: (from.x, from.y),
                     to: (to.x, to.y),
                     shot_at: reloaded_at.saturating_sub(RELOAD_TICKS),
-                    lands_at: pending.deadline,
-                };
-                Some((pending.sequence, arrow))
+                    lands_at,
+                })
             })
-            .collect();
-        arrows.sort_unstable_by_key(|(sequence, _)| *sequence);
-        arrows.into_iter().map(|(_, arrow)| arrow).collect()
+            .collect()
     }
 
     /// Flips the lowest bit of the hit points of the first living archer: a one-bit divergence
