@@ -117,6 +117,25 @@ pub struct SessionConfig {
     /// The buffer in force is [`ClientStats::playout_ms`](crate::ClientStats::playout_ms);
     /// speed control adds it to the round trip it covers. 0..=1000.
     pub playout_max_ms: u32,
+    /// The shortest playout buffer (a local setting; 0, the default: the buffer follows the
+    /// jitter alone). A buffer of one turn length hides a single lost turn: its copy rides in
+    /// the next turn's datagram (`redundant_turns` ≥ 1), which arrives a turn length later,
+    /// in time. The price is that much more of the round trip for speed control to cover (the
+    /// command delay may rise a step). The quiet relay's setting (see `heartbeat_ms`).
+    /// 0..=`playout_max_ms`.
+    pub playout_min_ms: u32,
+    /// The quiet relay, for links where every datagram counts (0, the default: off). When
+    /// set, a client with nothing to say stays silent and sends a heartbeat — its
+    /// acknowledgements, the turn it executes, a state hash report, its turn cost and playout
+    /// buffer — this often, instead of acknowledging every turn within `ack_delay_ms`. It still
+    /// sends at once new commands (repeated a sixteenth of a turn later on a lossy link, not a
+    /// quarter: the quiet relay's playout buffer leaves them less slack), pause requests,
+    /// answers to a probe, and an acknowledgement when a turn is missing while a later one
+    /// arrived (a gap), which has the host resend what is missing at once. Keep-alives on
+    /// both ends go at this period instead of `keep_alive_ms`, and the host's retransmit timer
+    /// allows for it. A session setting: host and clients must agree. 0 or
+    /// 50..=`idle_timeout_ms` / 4.
+    pub heartbeat_ms: u32,
     /// How long the host waits for a newly seated player's first datagram. A client cannot
     /// send any before the join reply reaches it, and on a lossy link the reliable stream's
     /// retransmissions can take longer than `idle_timeout_ms`; a player is only held to the
@@ -200,6 +219,8 @@ impl Default for SessionConfig {
             probe_interval_ms: 50,
             idle_timeout_ms: 3_000,
             playout_max_ms: 80,
+            playout_min_ms: 0,
+            heartbeat_ms: 0,
             join_grace_ms: 10_000,
             misbehaviour_max: 32,
             rejoin_window_ms: 60_000,
@@ -301,6 +322,43 @@ fn check(field: &'static str, value: u64, min: u64, max: u64) -> Result<(), Conf
 }
 
 impl SessionConfig {
+    /// Whether the quiet relay is on (`heartbeat_ms` > 0).
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.heartbeat_ms > 0
+    }
+
+    /// How long a link may stay silent before it sends a keep-alive: the heartbeat under the
+    /// quiet relay, `keep_alive_ms` otherwise.
+    pub(crate) fn keep_alive_period_ms(&self) -> u32 {
+        if self.is_quiet() {
+            self.heartbeat_ms
+        } else {
+            self.keep_alive_ms
+        }
+    }
+
+    /// The longest a client holds an acknowledgement of the host's turns back: the heartbeat
+    /// under the quiet relay, `ack_delay_ms` otherwise. The host's retransmit timer allows
+    /// for it.
+    pub(crate) fn client_ack_delay_ms(&self) -> u32 {
+        if self.is_quiet() {
+            self.heartbeat_ms
+        } else {
+            self.ack_delay_ms
+        }
+    }
+
+    /// The longest the host holds an acknowledgement of a client's datagram back: a turn
+    /// length under the quiet relay (the next turn's datagram carries it), `ack_delay_ms`
+    /// otherwise.
+    pub(crate) fn host_ack_delay_ms(&self) -> u32 {
+        if self.is_quiet() {
+            self.turn_length_ms
+        } else {
+            self.ack_delay_ms
+        }
+    }
+
     /// Checks every field and the datagram budget.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check("turn_length_ms", self.turn_length_ms.into(), 10, 2_000)?;
@@ -350,14 +408,7 @@ impl SessionConfig {
             self.rto_min_ms.into(),
             self.rto_max_ms.into(),
         )?;
-        check("keep_alive_ms", self.keep_alive_ms.into(), 10, 60_000)?;
-        check("probe_interval_ms", self.probe_interval_ms.into(), 10, self.keep_alive_ms.into())?;
-        check(
-            "idle_timeout_ms",
-            self.idle_timeout_ms.into(),
-            u64::from(self.keep_alive_ms) + 1,
-            600_000,
-        )?;
+        self.validate_links()?;
         check(
             "overflow_turns_max",
             self.overflow_turns_max.into(),
@@ -379,6 +430,34 @@ impl SessionConfig {
                 bytes: bytes.max(up),
                 datagram_bytes_max: self.datagram_bytes_max,
             });
+        }
+        Ok(())
+    }
+
+    /// The keep-alive, probe and idle timers, the playout buffer and the quiet relay.
+    fn validate_links(&self) -> Result<(), ConfigError> {
+        check("keep_alive_ms", self.keep_alive_ms.into(), 10, 60_000)?;
+        check("probe_interval_ms", self.probe_interval_ms.into(), 10, self.keep_alive_ms.into())?;
+        check(
+            "idle_timeout_ms",
+            self.idle_timeout_ms.into(),
+            u64::from(self.keep_alive_ms) + 1,
+            600_000,
+        )?;
+        check("playout_min_ms", self.playout_min_ms.into(), 0, self.playout_max_ms.into())?;
+        if self.heartbeat_ms != 0 {
+            check(
+                "heartbeat_ms",
+                self.heartbeat_ms.into(),
+                50,
+                u64::from(self.idle_timeout_ms / 4).max(50),
+            )?;
+            check(
+                "probe_interval_ms",
+                self.probe_interval_ms.into(),
+                10,
+                self.heartbeat_ms.into(),
+            )?;
         }
         Ok(())
     }
@@ -470,6 +549,31 @@ mod tests {
         config.snapshot_interval_turns = 600;
         config.sync_interval_turns = 0;
         assert!(matches!(config.validate(), Err(ConfigError::NotMultiple { of: 0, .. })));
+    }
+
+    #[test]
+    fn the_quiet_relay_is_checked() {
+        let quiet = |heartbeat_ms, playout_min_ms| SessionConfig {
+            heartbeat_ms,
+            playout_min_ms,
+            ..SessionConfig::default()
+        };
+        assert_eq!(quiet(500, 80).validate(), Ok(()));
+        // A heartbeat must leave the idle timeout four of them (3 s: at most 750 ms).
+        assert!(quiet(750, 0).validate().is_ok());
+        assert!(matches!(
+            quiet(751, 0).validate(),
+            Err(ConfigError::OutOfRange { field: "heartbeat_ms", .. })
+        ));
+        assert!(matches!(
+            quiet(20, 0).validate(),
+            Err(ConfigError::OutOfRange { field: "heartbeat_ms", .. })
+        ));
+        // The floor of the playout buffer is at most its cap.
+        assert!(matches!(
+            quiet(500, 81).validate(),
+            Err(ConfigError::OutOfRange { field: "playout_min_ms", .. })
+        ));
     }
 
     #[test]

@@ -69,6 +69,8 @@ struct Due {
     repeat: bool,
     /// The peer probed (it has not heard from us lately): answer at once.
     answer: bool,
+    /// The peer reported a gap: resend everything unacknowledged at once, without backoff.
+    repair: bool,
 }
 
 /// What a datagram from the peer carries that the link itself handles.
@@ -151,10 +153,14 @@ pub(crate) struct Link {
     acked_since_loss: u32,
     /// Repeats only while the loss estimate is at least this (‰; 1000: never).
     repeat_loss_permille: u32,
+    /// Repeats new data whatever the loss (see [`Link::repeat_always`]).
+    repeat_always: bool,
     /// The idle timer fired: the connection is dead.
     timed_out: bool,
     ack_delay_ms: u64,
     keep_alive_ms: u64,
+    /// Silence after which a peer seems deaf: `keep_alive_ms`, or 1.5 heartbeats.
+    deaf_after_ms: u64,
     probe_interval_ms: u64,
     idle_timeout_ms: u64,
     /// When the last new datagram arrived (the link's creation before any).
@@ -170,9 +176,14 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// A link whose clock reads `now_ms`. `peer_ack_delay_ms` is the longest the peer may
-    /// hold an acknowledgement back; the retransmit timeout covers it.
-    pub(crate) fn new(now_ms: u64, config: &SessionConfig, peer_ack_delay_ms: u32) -> Self {
+    /// A link whose clock reads `now_ms`, holding acks back at most `ack_delay_ms`; the
+    /// retransmit timeout covers the peer's `peer_ack_delay_ms`.
+    pub(crate) fn new(
+        now_ms: u64,
+        config: &SessionConfig,
+        ack_delay_ms: u32,
+        peer_ack_delay_ms: u32,
+    ) -> Self {
         let wheel = HashedWheel::new(now_ms, LINK_WHEEL_SLOTS).expect("power of two");
         let mut link = Link {
             wheel,
@@ -190,9 +201,15 @@ impl Link {
             due: Due::default(),
             acked_since_loss: REPEAT_MEMORY_PACKETS,
             repeat_loss_permille: config.repeat_loss_permille,
+            repeat_always: false,
             timed_out: false,
-            ack_delay_ms: config.ack_delay_ms.into(),
-            keep_alive_ms: config.keep_alive_ms.into(),
+            ack_delay_ms: ack_delay_ms.into(),
+            keep_alive_ms: config.keep_alive_period_ms().into(),
+            deaf_after_ms: if config.is_quiet() {
+                u64::from(config.heartbeat_ms) * 3 / 2
+            } else {
+                config.keep_alive_ms.into()
+            },
             probe_interval_ms: config.probe_interval_ms.into(),
             idle_timeout_ms: config.idle_timeout_ms.into(),
             last_received_ms: now_ms,
@@ -211,6 +228,12 @@ impl Link {
     /// (a client's commands: rare, and a late one costs a whole turn).
     pub(crate) fn repeat_after_any_loss(&mut self) {
         self.repeat_loss_permille = 0;
+    }
+
+    /// Repeats new data always, lossy or not: the quiet relay's client sends too few packets
+    /// to notice a loss in time, and a late command costs a turn.
+    pub(crate) fn repeat_always(&mut self) {
+        self.repeat_always = true;
     }
 
     /// Sends a packet at the next chance even if nothing else is due (a client's hello).
@@ -308,7 +331,7 @@ impl Link {
     /// Whether a peer that was heard shows no sign of hearing us: silent for `keep_alive_ms`,
     /// or acknowledging nothing new for twice that.
     fn peer_seems_deaf(&self, now_ms: u64) -> bool {
-        let silent = now_ms.saturating_sub(self.last_received_ms) >= self.keep_alive_ms
+        let silent = now_ms.saturating_sub(self.last_received_ms) >= self.deaf_after_ms
             || now_ms.saturating_sub(self.last_acked_ms) >= 2 * self.keep_alive_ms;
         silent && self.heard_from()
     }
@@ -323,6 +346,16 @@ impl Link {
         let silent = now_ms.saturating_sub(self.last_received_ms) >= self.keep_alive_ms * 3 / 2
             || now_ms.saturating_sub(self.last_acked_ms) >= 2 * self.keep_alive_ms;
         !self.due.answer && silent && self.heard_from()
+    }
+
+    /// An acknowledgement is owed at once (the quiet relay's client found a gap).
+    pub(crate) fn ack_now(&mut self) {
+        self.due.ack = true;
+    }
+
+    /// The peer reported a gap: the next packet carries all it has not acknowledged, at once.
+    pub(crate) fn repair_now(&mut self) {
+        self.due.repair = true;
     }
 
     /// The peer's packet carried the probe flag: the next packet goes at once.
@@ -344,13 +377,12 @@ impl Link {
     /// Whether the next packet should carry unacknowledged data again (the retransmit or
     /// repeat timer fired and there is such data).
     pub(crate) fn resend_due(&self, outstanding: bool) -> bool {
-        (self.due.retransmit || self.due.repeat) && outstanding
+        (self.due.retransmit || self.due.repeat || self.due.repair) && outstanding
     }
 
-    /// Whether the retransmit timer fired: resend everything unacknowledged, not just the
-    /// usual redundancy.
+    /// Whether to resend all that is unacknowledged (a retransmit timeout, or a gap).
     pub(crate) fn is_retransmitting(&self) -> bool {
-        self.due.retransmit
+        self.due.retransmit || self.due.repair
     }
 
     /// The smoothed round trip, once measured.
@@ -505,9 +537,10 @@ impl Link {
         }
         self.due = Due::default();
         if let Some(delay) = packet.repeat_after_ms {
-            let lossy = self.acked_since_loss < REPEAT_MEMORY_PACKETS
-                && self.stats.loss_permille >= self.repeat_loss_permille
-                && self.repeat_loss_permille < 1_000;
+            let lossy = self.repeat_always
+                || self.acked_since_loss < REPEAT_MEMORY_PACKETS
+                    && self.stats.loss_permille >= self.repeat_loss_permille
+                    && self.repeat_loss_permille < 1_000;
             if lossy {
                 self.stats.repeats += 1;
                 self.arm(Timer::Repeat, now_ms + delay.max(1));
@@ -524,7 +557,7 @@ mod tests {
     /// (never acknowledged, so declared lost); returns how many repeats were armed.
     fn repeats(repeat_loss_permille: u32, lose_every: u64) -> u64 {
         let config = SessionConfig { repeat_loss_permille, ..SessionConfig::default() };
-        let mut link = Link::new(0, &config, 25);
+        let mut link = Link::new(0, &config, 25, 25);
         let mut missing = 0u64;
         for pn in 0..40u64 {
             let (sent, _) = link.next_packet(pn);

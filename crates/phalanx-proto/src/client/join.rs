@@ -73,17 +73,26 @@ impl Client {
             turn_length_ms: accept.turn_length_ms,
             command_delay_turns: accept.command_delay_turns,
         };
-        self.playout = Playout::new(config.playout_max_ms, accept.turn_length_ms);
+        self.playout =
+            Playout::new(config.playout_min_ms, config.playout_max_ms, accept.turn_length_ms);
         self.config = config;
         self.buffered.resize(self.config.turns_ahead_max as usize, None);
         // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
-        let mut link = Box::new(Link::new(now_ms, &self.config, self.config.turn_length_ms));
+        let mut link = Box::new(Link::new(
+            now_ms,
+            &self.config,
+            self.config.ack_delay_ms,
+            self.config.turn_length_ms,
+        ));
         // Say hello at once: until the host hears a datagram from us it holds our seat on the
         // join grace, and another join with our token could take it over.
         link.send_soon();
         // Commands are rare and late ones cost a whole turn of latency: repeat them on any
         // link that lost lately, whatever the threshold for the host's bundles.
         link.repeat_after_any_loss();
+        if self.config.is_quiet() {
+            link.repeat_always();
+        }
         self.link = Some(link);
         self.state = State::Running(match accept.joined {
             Joined::Player(player) => player,

@@ -100,10 +100,14 @@ impl Client {
         if acked_any {
             link.on_data_acked(now_ms, outstanding);
         }
-        if !down.bundles.is_empty() {
+        // The quiet relay acknowledges turns in its heartbeat, or at once on a gap.
+        if !down.bundles.is_empty() && !self.config.is_quiet() {
             link.on_ack_eliciting(now_ms);
         }
         self.store_bundles(now_ms, down.first_turn, down.bundles);
+        if self.config.is_quiet() {
+            self.report_gap();
+        }
         self.stats.commands_unacked = self.unacked.len();
         self.schedule_next_turn(now_ms);
     }
@@ -117,6 +121,23 @@ impl Client {
         };
         if let Some(link) = self.link.as_deref_mut() {
             link.set_turn_deadline(due);
+        }
+    }
+
+    /// The quiet relay: when a turn is missing while a later one is held, acknowledge at once
+    /// with the gap flag (once per missing turn), so the host resends it without waiting for
+    /// a heartbeat or its retransmit timer.
+    fn report_gap(&mut self) {
+        let missing = self.turn_ack();
+        let held_later =
+            self.buffered.iter().skip(missing.since(self.next_exec) as usize).any(Option::is_some);
+        if !held_later || self.gap_reported == Some(missing) {
+            return;
+        }
+        self.gap_reported = Some(missing);
+        self.gap_due = true;
+        if let Some(link) = self.link.as_deref_mut() {
+            link.ack_now();
         }
     }
 
@@ -179,12 +200,24 @@ impl Client {
             len: buf.len(),
             carries_data: count > 0,
             redundant_bytes,
-            repeat_after_ms: has_new.then(|| repeat_delay_ms(self.pace.turn_length_ms)),
+            repeat_after_ms: has_new.then(|| self.command_repeat_delay_ms()),
         };
         if let Some(link) = self.link.as_deref_mut() {
             link.on_sent(now_ms, sent);
         }
         true
+    }
+
+    /// How long after new commands go out a lossy link sends them again: a quarter turn, or a
+    /// sixteenth under the quiet relay, whose playout buffer of a turn length leaves a command
+    /// less slack before its stamped turn is sealed.
+    fn command_repeat_delay_ms(&self) -> u64 {
+        let delay = repeat_delay_ms(self.pace.turn_length_ms);
+        if self.config.is_quiet() {
+            (delay / 4).max(1)
+        } else {
+            delay
+        }
     }
 
     /// What rides in the next datagram besides commands: the oldest unacknowledged state
@@ -199,6 +232,7 @@ impl Client {
             pause: self.pause_request.map(|(seq, kind, _)| (seq, kind)),
             playout_ms: self.playout_report.take(),
             probe,
+            gap: std::mem::take(&mut self.gap_due),
         };
         if let Some((seq, kind, left)) = self.pause_request {
             self.pause_request = (left > 1).then_some((seq, kind, left - 1));

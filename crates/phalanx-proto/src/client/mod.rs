@@ -198,6 +198,10 @@ pub struct Client {
     playout_report: Report,
     /// The session ended with the last turn: one more datagram acknowledges it.
     farewell: bool,
+    /// The quiet relay: the missing turn last reported as a gap, and whether the next
+    /// datagram carries the gap flag.
+    gap_reported: Option<Turn>,
+    gap_due: bool,
     /// After a rejoin through a snapshot: the state the game restores before the turns after
     /// it ([`take_restore`](Self::take_restore)).
     restore: Option<Snapshot>,
@@ -262,7 +266,8 @@ impl Client {
             token,
         }
         .encode();
-        let playout = Playout::new(config.playout_max_ms, config.turn_length_ms);
+        let playout =
+            Playout::new(config.playout_min_ms, config.playout_max_ms, config.turn_length_ms);
         let client = Client {
             limits: Limits::new(&config),
             config,
@@ -289,6 +294,8 @@ impl Client {
             playout,
             playout_report: Report::default(),
             farewell: false,
+            gap_reported: None,
+            gap_due: false,
             restore: None,
             snapshot_wanted: None,
             uploads: VecDeque::new(),

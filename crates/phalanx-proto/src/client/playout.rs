@@ -41,6 +41,8 @@ const SHIFT_SAMPLES: u32 = 3;
 pub(crate) struct Playout {
     /// The longest buffer (0: turns execute on arrival).
     max_ms: u64,
+    /// The shortest buffer (at most `max_ms`).
+    min_ms: u64,
     /// The turn length the offsets are measured against.
     length_ms: u64,
     /// Offsets are `arrival − (turn − anchor) × length_ms`, to stay small.
@@ -55,9 +57,11 @@ pub(crate) struct Playout {
 }
 
 impl Playout {
-    pub(crate) fn new(max_ms: u32, turn_length_ms: u32) -> Playout {
+    /// A schedule whose buffer stays within `min_ms..=max_ms` (`max_ms` 0: off).
+    pub(crate) fn new(min_ms: u32, max_ms: u32, turn_length_ms: u32) -> Playout {
         Playout {
             max_ms: max_ms.into(),
+            min_ms: min_ms.min(max_ms).into(),
             length_ms: turn_length_ms.max(1).into(),
             anchor: None,
             offsets: SortedWindow::new(WINDOW),
@@ -111,17 +115,22 @@ impl Playout {
             return;
         };
         self.base = base;
-        let spread = ((high - base).max(0) as u64).min(self.max_ms);
+        let spread = ((high - base).max(0) as u64).clamp(self.min_ms, self.max_ms);
         let samples = self.offsets.sorted().len();
         self.buffer_ms = if samples < SAMPLES_MIN { spread.max(self.buffer_ms) } else { spread };
     }
 
     /// The pace changed: turns from `turn` on last `turn_length_ms`. The schedule goes on from
     /// `turn`'s time at the new length; the offsets start over from the next arrival, and the
-    /// buffer keeps its size until they refill.
+    /// buffer keeps its size until they refill. A change of the command delay alone changes
+    /// nothing here (the offsets are still measured against the same length).
     pub(crate) fn on_pace(&mut self, turn: Turn, turn_length_ms: u32) {
+        let length_ms = u64::from(turn_length_ms.max(1));
+        if length_ms == self.length_ms {
+            return;
+        }
         let due = self.due_ms(turn);
-        self.length_ms = turn_length_ms.max(1).into();
+        self.length_ms = length_ms;
         if let Some(due) = due {
             // In the new frame `turn` is the anchor: its due time is the base plus the buffer.
             self.base = due as i64 - self.buffer_ms as i64;
@@ -154,7 +163,7 @@ mod tests {
 
     #[test]
     fn a_perfect_link_needs_no_buffer_and_plays_on_the_grid() {
-        let mut playout = Playout::new(80, 100);
+        let mut playout = Playout::new(0, 80, 100);
         feed(&mut playout, 0..100, |_| 0);
         assert_eq!(playout.buffer_ms(), 0);
         assert_eq!(playout.due_ms(Turn(100)), Some(1_000 + 10_000 + 50));
@@ -162,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_buffer_covers_the_jitter_and_shrinks_with_it() {
-        let mut playout = Playout::new(80, 100);
+        let mut playout = Playout::new(0, 80, 100);
         // 0..=40 ms, spread evenly.
         feed(&mut playout, 0..100, |turn| u64::from(turn * 7 % 41));
         let buffer = playout.buffer_ms();
@@ -180,14 +189,14 @@ mod tests {
 
     #[test]
     fn the_buffer_is_capped() {
-        let mut playout = Playout::new(30, 100);
+        let mut playout = Playout::new(0, 30, 100);
         feed(&mut playout, 0..100, |turn| u64::from(turn % 2) * 60);
         assert_eq!(playout.buffer_ms(), 30);
     }
 
     #[test]
     fn a_stall_moves_the_schedule_after_a_few_turns() {
-        let mut playout = Playout::new(80, 100);
+        let mut playout = Playout::new(0, 80, 100);
         feed(&mut playout, 0..50, |_| 0);
         // The host stopped for 2 s: every later turn is 2 s behind the old grid.
         feed(&mut playout, 50..50 + SHIFT_SAMPLES, |_| 2_000);
@@ -198,7 +207,7 @@ mod tests {
 
     #[test]
     fn one_late_turn_does_not_move_the_schedule() {
-        let mut playout = Playout::new(80, 100);
+        let mut playout = Playout::new(0, 80, 100);
         feed(&mut playout, 0..50, |_| 0);
         feed(&mut playout, 50..51, |_| 2_000);
         feed(&mut playout, 51..60, |_| 0);
@@ -207,7 +216,7 @@ mod tests {
 
     #[test]
     fn a_pace_change_restarts_the_offsets_but_keeps_the_buffer() {
-        let mut playout = Playout::new(80, 100);
+        let mut playout = Playout::new(0, 80, 100);
         feed(&mut playout, 0..50, |turn| u64::from(turn % 3) * 10);
         let buffer = playout.buffer_ms();
         assert_eq!(buffer, 20);
@@ -222,8 +231,33 @@ mod tests {
     }
 
     #[test]
+    fn a_delay_change_alone_keeps_the_offsets() {
+        let mut playout = Playout::new(0, 80, 100);
+        feed(&mut playout, 0..50, |turn| u64::from(turn % 3) * 10);
+        let due = playout.due_ms(Turn(55));
+        playout.on_pace(Turn(50), 100);
+        assert_eq!(playout.due_ms(Turn(55)), due);
+        // One late arrival is still just one sample among 51, not the whole window.
+        feed(&mut playout, 50..51, |_| 70);
+        assert_eq!(playout.buffer_ms(), 20);
+    }
+
+    #[test]
+    fn the_floor_holds_on_a_perfect_link() {
+        let mut playout = Playout::new(100, 150, 100);
+        feed(&mut playout, 0..100, |_| 0);
+        assert_eq!(playout.buffer_ms(), 100);
+        // A turn lost and repaired by the next turn's datagram (a turn length late) is in time.
+        let repaired = 1_000 + 100 * 100 + 50 + 100;
+        assert!(repaired <= playout.due_ms(Turn(100)).unwrap());
+        // The jitter above the floor still counts, up to the cap.
+        feed(&mut playout, 100..200, |turn| u64::from(turn % 2) * 120);
+        assert_eq!(playout.buffer_ms(), 120);
+    }
+
+    #[test]
     fn off_means_on_arrival() {
-        let mut playout = Playout::new(0, 100);
+        let mut playout = Playout::new(0, 0, 100);
         feed(&mut playout, 0..10, |_| 0);
         assert_eq!(playout.due_ms(Turn(10)), None);
     }

@@ -166,6 +166,9 @@ impl Host {
         if extras.probe {
             peer.link.on_probe();
         }
+        if extras.gap {
+            peer.link.repair_now();
+        }
         if let Some(cost) = extras.cost_ms {
             peer.cost_ms = cost.min(TURN_COST_MAX_MS);
         }

@@ -135,7 +135,12 @@ impl Host {
     }
 
     fn new_peer(&self, now_ms: u64, from: Turn, next_seq: CommandSeq, pauses_used: u32) -> Peer {
-        let mut link = Link::new(now_ms, &self.config, self.config.ack_delay_ms);
+        let mut link = Link::new(
+            now_ms,
+            &self.config,
+            self.config.host_ack_delay_ms(),
+            self.config.client_ack_delay_ms(),
+        );
         // The client cannot send before our reply reaches it over the reliable stream.
         link.await_first_datagram(now_ms + u64::from(self.config.join_grace_ms));
         Peer {

@@ -86,6 +86,9 @@ pub(crate) struct UpExtras {
     pub(crate) playout_ms: Option<u32>,
     /// The client has not heard from the host lately: answer at once.
     pub(crate) probe: bool,
+    /// A turn is missing while a later one arrived (the quiet relay): resend what the client
+    /// has not acknowledged at once.
+    pub(crate) gap: bool,
 }
 
 /// The optional notices the host adds to its datagrams.
@@ -108,7 +111,8 @@ fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
         | u8::from(extras.cost_ms.is_some()) << 1
         | u8::from(extras.pause.is_some()) << 2
         | u8::from(extras.playout_ms.is_some()) << 3
-        | u8::from(extras.probe) << 4;
+        | u8::from(extras.probe) << 4
+        | u8::from(extras.gap) << 5;
     out.put_u8(flags);
     if let Some((turn, hash)) = extras.hash_report {
         put_varint(out, turn.0.into());
@@ -131,7 +135,7 @@ fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
 
 fn read_up_extras(reader: &mut Reader<'_>) -> Result<UpExtras, DecodeError> {
     let flags = reader.u8()?;
-    if flags & !0b1_1111 != 0 {
+    if flags & !0b11_1111 != 0 {
         return Err(DecodeError::Invalid("up flags"));
     }
     let hash_report =
@@ -149,7 +153,14 @@ fn read_up_extras(reader: &mut Reader<'_>) -> Result<UpExtras, DecodeError> {
         None
     };
     let playout_ms = if flags & 8 != 0 { Some(reader.varint_u32()?) } else { None };
-    Ok(UpExtras { hash_report, cost_ms, pause, playout_ms, probe: flags & 16 != 0 })
+    Ok(UpExtras {
+        hash_report,
+        cost_ms,
+        pause,
+        playout_ms,
+        probe: flags & 16 != 0,
+        gap: flags & 32 != 0,
+    })
 }
 
 fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {

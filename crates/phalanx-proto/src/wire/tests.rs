@@ -66,13 +66,15 @@ fn up_extras() -> impl Strategy<Value = UpExtras> {
         pause,
         prop::option::of(any::<u32>()),
         any::<bool>(),
+        any::<bool>(),
     )
-        .prop_map(|(hash, cost_ms, pause, playout_ms, probe)| UpExtras {
+        .prop_map(|(hash, cost_ms, pause, playout_ms, probe, gap)| UpExtras {
             hash_report: hash.map(|(turn, hash)| (Turn(turn), hash)),
             cost_ms,
             pause,
             playout_ms,
             probe,
+            gap,
         })
 }
 
