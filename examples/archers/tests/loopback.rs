@@ -18,7 +18,7 @@ use node::Node;
 const PLAYERS: usize = 3;
 /// How a client's `--json` line starts (the player comes first).
 const CLIENT_JSON: &str = "{\"player\":";
-const MATCH: [&str; 8] = ["--players", "3", "--units", "300", "--minutes", "0.1", "--seed", "5"];
+const MATCH: [&str; 8] = ["--players", "3", "--units", "300", "--minutes", "0.15", "--seed", "5"];
 
 #[test]
 fn host_and_three_client_processes_agree_over_loopback() {
@@ -96,7 +96,8 @@ fn agree_over(transport: &[&str], pin_flag: &str) {
     players.sort_unstable();
     assert_eq!(players, [0, 1, 2], "three distinct players");
     for line in &lines {
-        assert_eq!(line["turns"], 60, "{line}");
+        let turn_ms = u64::from(archers::net::demo_session().turn_length_ms);
+        assert_eq!(line["turns"], 9_000 / turn_ms, "{line}");
         assert_eq!(line["ended"], "finished", "the host ends the match: {line}");
         assert_eq!(line["desyncs"], serde_json::json!([]), "{line}");
         assert_eq!(line["final_state_hash"], lines[0]["final_state_hash"]);

@@ -115,9 +115,9 @@ pub(crate) struct NetworkArgs {
     /// Cut player 3 off for S seconds at 0:20 (0: never; needs 4 players or more).
     #[arg(long = "partition", value_name = "S", default_value_t = 2)]
     pub(crate) partition_s: u64,
-    /// The transport: QUIC, or raw UDP with a Noise handshake (a preview; no ACK-only
-    /// packets).
-    #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Quic)]
+    /// The transport: raw UDP with a Noise handshake (the default: no packet phalanx did not
+    /// ask for), or QUIC (quinn adds its own ACK-only packets).
+    #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Udp)]
     pub(crate) transport: TransportArg,
 }
 
@@ -193,8 +193,8 @@ pub(crate) struct HostArgs {
         help_heading = "Real sockets"
     )]
     pub(crate) bind: SocketAddr,
-    /// The transport: QUIC, or raw UDP with a Noise handshake (clients then pin the
-    /// host's static key with --udp-key).
+    /// The transport: QUIC (clients pin its certificate with --fingerprint), or raw UDP with
+    /// a Noise handshake (clients pin the host's static key with --udp-key).
     #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Quic,
           help_heading = "Real sockets")]
     pub(crate) transport: TransportArg,

@@ -1,4 +1,4 @@
-//! `archers simulate` (the default): the whole match over real QUIC under phalanx-sim's
+//! `archers simulate` (the default): the whole match over a real transport under phalanx-sim's
 //! simulated network, in named steps — configure the simulation, run it with a progress bar,
 //! measure the report into a [`Summary`], write the replay and the HTML report, print the
 //! summary (and its JSON line), and judge the run.
@@ -82,7 +82,11 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
             args.desync_player
         )),
     );
-    eprintln!("simulating over real QUIC under phalanx-sim…");
+    let transport = match config.transport {
+        phalanx::Transport::Udp => "raw UDP (Noise)",
+        _ => "real QUIC",
+    };
+    eprintln!("simulating over {transport} under phalanx-sim…");
     let observer = Arc::new(Observer::new((config.turns / 24).max(1), config.turns - 1));
     let started = Instant::now();
     let report = match play(args, &config, &observer) {
@@ -226,8 +230,11 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     config.limit_ms = (game.minutes * 60_000.0) as u64 * 3 + 60_000;
     let mut markers = Vec::new();
     if let Some(at_s) = args.rejoin_at {
-        // A snapshot every 10 s: the returning process restores the latest one.
-        config.session.snapshot_interval_turns = 100;
+        // A snapshot about every 10 s (on a check turn): the returning process restores the
+        // latest one.
+        let session = &mut config.session;
+        let sync = session.sync_interval_turns.max(1);
+        session.snapshot_interval_turns = (10_000 / session.turn_length_ms).div_ceil(sync) * sync;
         config.timeline.push(Step::CrashClient {
             at_ms: at_s * 1_000,
             player: PlayerId(1),
@@ -361,13 +368,13 @@ impl Summary {
             line("longest stall total", format!("{} (worst player)", self.play.stall_words())),
             line(
                 "wire per player",
-                format!("{up:.2} kbit/s up, {down:.2} kbit/s down (QUIC + UDP/IP)"),
+                format!("{up:.2} kbit/s up, {down:.2} kbit/s down (transport + UDP/IP)"),
             ),
             line("28.8 kbit/s modem share", format!("{:.0} %", (up + down) / 28.8 * 100.0)),
             line(
                 "app bytes per turn",
                 format!(
-                    "{:.1} up, {:.1} down (phalanx, before QUIC)",
+                    "{:.1} up, {:.1} down (phalanx, before the transport)",
                     self.app_bytes_per_turn_up, self.app_bytes_per_turn_down
                 ),
             ),
