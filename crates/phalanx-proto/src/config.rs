@@ -31,6 +31,12 @@ pub struct SessionConfig {
     /// Added to the worst smoothed round trip when choosing the command delay (raise it to
     /// trade latency for fewer commands missing their stamped turn).
     pub pace_margin_ms: u32,
+    /// How far the round trip may exceed what the command delay covers before the host raises
+    /// the delay (0, the default: not at all). A round trip that brushes the limit for a few
+    /// turns then costs a few commands a turn, instead of a turn of latency on every command
+    /// for `pace_settle_turns`. The quiet relay's playout buffer of a turn length brings the
+    /// demo's round trip within 10–20 ms of two turns. 0..=`turn_length_ms` / 2.
+    pub pace_tolerance_ms: u32,
     /// Turns a lower pace must be wanted before the host lowers it (by one step).
     pub pace_settle_turns: u32,
     /// Every this many turns each player reports a state hash and the host compares them;
@@ -117,13 +123,14 @@ pub struct SessionConfig {
     /// The buffer in force is [`ClientStats::playout_ms`](crate::ClientStats::playout_ms);
     /// speed control adds it to the round trip it covers. 0..=1000.
     pub playout_max_ms: u32,
-    /// The shortest playout buffer (a local setting; 0, the default: the buffer follows the
-    /// jitter alone). A buffer of one turn length hides a single lost turn: its copy rides in
-    /// the next turn's datagram (`redundant_turns` ≥ 1), which arrives a turn length later,
-    /// in time. The price is that much more of the round trip for speed control to cover (the
-    /// command delay may rise a step). The quiet relay's setting (see `heartbeat_ms`).
+    /// Added to the playout buffer the jitter calls for, up to `playout_max_ms` (a local
+    /// setting; 0, the default: the buffer covers the jitter alone). A turn length hides a
+    /// single lost turn: its copy rides in the next turn's datagram (`redundant_turns` ≥ 1),
+    /// which arrives a turn length plus its own jitter later, in time. The price is that much
+    /// more of the round trip for speed control to cover (the command delay may rise a step;
+    /// see `pace_tolerance_ms`). The quiet relay's setting (see `heartbeat_ms`).
     /// 0..=`playout_max_ms`.
-    pub playout_min_ms: u32,
+    pub playout_extra_ms: u32,
     /// The quiet relay, for links where every datagram counts (0, the default: off). When
     /// set, a client with nothing to say stays silent and sends a heartbeat — its
     /// acknowledgements, the turn it executes, a state hash report, its turn cost and playout
@@ -195,6 +202,7 @@ impl Default for SessionConfig {
             command_delay_max_turns: 8,
             adaptive_pace: true,
             pace_margin_ms: 0,
+            pace_tolerance_ms: 0,
             pace_settle_turns: 30,
             sync_interval_turns: 10,
             desync_reference: DesyncReference::Majority,
@@ -219,7 +227,7 @@ impl Default for SessionConfig {
             probe_interval_ms: 50,
             idle_timeout_ms: 3_000,
             playout_max_ms: 80,
-            playout_min_ms: 0,
+            playout_extra_ms: 0,
             heartbeat_ms: 0,
             join_grace_ms: 10_000,
             misbehaviour_max: 32,
@@ -382,6 +390,12 @@ impl SessionConfig {
             self.command_delay_max_turns.into(),
         )?;
         check("pace_margin_ms", self.pace_margin_ms.into(), 0, 10_000)?;
+        check(
+            "pace_tolerance_ms",
+            self.pace_tolerance_ms.into(),
+            0,
+            (self.turn_length_ms / 2).into(),
+        )?;
         check("pace_settle_turns", self.pace_settle_turns.into(), 1, 100_000)?;
         check("sync_interval_turns", self.sync_interval_turns.into(), 0, 1_000_000)?;
         check("stall_notice_ms", self.stall_notice_ms.into(), 0, 600_000)?;
@@ -444,7 +458,7 @@ impl SessionConfig {
             u64::from(self.keep_alive_ms) + 1,
             600_000,
         )?;
-        check("playout_min_ms", self.playout_min_ms.into(), 0, self.playout_max_ms.into())?;
+        check("playout_extra_ms", self.playout_extra_ms.into(), 0, self.playout_max_ms.into())?;
         if self.heartbeat_ms != 0 {
             check(
                 "heartbeat_ms",
@@ -553,9 +567,9 @@ mod tests {
 
     #[test]
     fn the_quiet_relay_is_checked() {
-        let quiet = |heartbeat_ms, playout_min_ms| SessionConfig {
+        let quiet = |heartbeat_ms, playout_extra_ms| SessionConfig {
             heartbeat_ms,
-            playout_min_ms,
+            playout_extra_ms,
             ..SessionConfig::default()
         };
         assert_eq!(quiet(500, 80).validate(), Ok(()));
@@ -569,10 +583,10 @@ mod tests {
             quiet(20, 0).validate(),
             Err(ConfigError::OutOfRange { field: "heartbeat_ms", .. })
         ));
-        // The floor of the playout buffer is at most its cap.
+        // What is added to the playout buffer is at most its cap.
         assert!(matches!(
             quiet(500, 81).validate(),
-            Err(ConfigError::OutOfRange { field: "playout_min_ms", .. })
+            Err(ConfigError::OutOfRange { field: "playout_extra_ms", .. })
         ));
     }
 

@@ -36,6 +36,7 @@ pub(crate) struct PaceControl {
     ceiling_ms: u32,
     delay_max: u32,
     margin_ms: u32,
+    tolerance_ms: u32,
     settle_turns: u32,
     adaptive: bool,
 }
@@ -52,6 +53,7 @@ impl PaceControl {
             ceiling_ms: config.turn_length_max_ms,
             delay_max: config.command_delay_max_turns,
             margin_ms: config.pace_margin_ms,
+            tolerance_ms: config.pace_tolerance_ms,
             settle_turns: config.pace_settle_turns,
             adaptive: config.adaptive_pace,
         }
@@ -74,17 +76,19 @@ impl PaceControl {
     }
 
     /// Called once per sealed turn with the current measurements; returns the new pace when
-    /// it changes. Rises at once, by one delay step or a quarter of the turn length per turn;
+    /// it changes. Rises at once — when the need exceeds what the pace covers by more than
+    /// `pace_tolerance_ms` — by one delay step or a quarter of the turn length per turn;
     /// falls only after the lower target held for `settle_turns`, by one step.
     pub(crate) fn on_turn(&mut self, need_ms: u64, cost_ms: u32) -> Option<Pace> {
         if !self.adaptive {
             return None;
         }
         let target = self.target(need_ms, cost_ms);
+        let tolerated = self.target(need_ms.saturating_sub(self.tolerance_ms.into()), cost_ms);
         let current = self.current;
         let mut next = current;
-        let raise_delay = target.command_delay_turns > current.command_delay_turns;
-        let raise_length = target.turn_length_ms > current.turn_length_ms;
+        let raise_delay = tolerated.command_delay_turns > current.command_delay_turns;
+        let raise_length = tolerated.turn_length_ms > current.turn_length_ms;
         if raise_delay || raise_length {
             self.lower_for_turns = 0;
             if raise_delay {
@@ -92,9 +96,11 @@ impl PaceControl {
             }
             if raise_length {
                 let step = (current.turn_length_ms / 4).max(1);
-                next.turn_length_ms = (current.turn_length_ms + step).min(target.turn_length_ms);
+                next.turn_length_ms = (current.turn_length_ms + step).min(tolerated.turn_length_ms);
             }
-        } else if target != current {
+        } else if target.command_delay_turns < current.command_delay_turns
+            || target.turn_length_ms < current.turn_length_ms
+        {
             self.lower_for_turns += 1;
             if self.lower_for_turns >= self.settle_turns {
                 self.lower_for_turns = 0;
@@ -149,6 +155,29 @@ mod tests {
         assert!(pace.turn_length_ms > config.turn_length_ms);
         let slow = control.target(0, 400);
         assert_eq!(slow.turn_length_ms, 500);
+    }
+
+    #[test]
+    fn a_tolerance_lets_the_need_brush_the_limit() {
+        let config = SessionConfig { pace_tolerance_ms: 20, ..SessionConfig::default() };
+        let mut control = PaceControl::new(&config);
+        // 2 turns of 100 ms cover a need below 200 ms; 215 is within the tolerance.
+        for _ in 0..100 {
+            assert_eq!(control.on_turn(215, 0), None);
+        }
+        // Past it: one step up at once.
+        let raised = control.on_turn(221, 0).expect("raised");
+        assert_eq!(raised.command_delay_turns, 3);
+        // Back within the tolerance (above 200): no lowering, however long.
+        for _ in 0..100 {
+            assert_eq!(control.on_turn(210, 0), None);
+        }
+        // Below 200 for the settling time: one step down.
+        let settle = config.pace_settle_turns;
+        for _ in 0..settle - 1 {
+            assert_eq!(control.on_turn(150, 0), None);
+        }
+        assert_eq!(control.on_turn(150, 0).map(|p| p.command_delay_turns), Some(2));
     }
 
     #[test]

@@ -74,7 +74,7 @@ impl Client {
             command_delay_turns: accept.command_delay_turns,
         };
         self.playout =
-            Playout::new(config.playout_min_ms, config.playout_max_ms, accept.turn_length_ms);
+            Playout::new(config.playout_extra_ms, config.playout_max_ms, accept.turn_length_ms);
         self.config = config;
         self.buffered.resize(self.config.turns_ahead_max as usize, None);
         // (The host acknowledges our commands in the next bundle it sends: up to a turn.)

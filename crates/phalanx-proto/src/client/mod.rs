@@ -267,7 +267,7 @@ impl Client {
         }
         .encode();
         let playout =
-            Playout::new(config.playout_min_ms, config.playout_max_ms, config.turn_length_ms);
+            Playout::new(config.playout_extra_ms, config.playout_max_ms, config.turn_length_ms);
         let client = Client {
             limits: Limits::new(&config),
             config,

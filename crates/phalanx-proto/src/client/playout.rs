@@ -41,8 +41,8 @@ const SHIFT_SAMPLES: u32 = 3;
 pub(crate) struct Playout {
     /// The longest buffer (0: turns execute on arrival).
     max_ms: u64,
-    /// The shortest buffer (at most `max_ms`).
-    min_ms: u64,
+    /// Added to the buffer the jitter calls for (at most `max_ms`).
+    extra_ms: u64,
     /// The turn length the offsets are measured against.
     length_ms: u64,
     /// Offsets are `arrival − (turn − anchor) × length_ms`, to stay small.
@@ -57,11 +57,11 @@ pub(crate) struct Playout {
 }
 
 impl Playout {
-    /// A schedule whose buffer stays within `min_ms..=max_ms` (`max_ms` 0: off).
-    pub(crate) fn new(min_ms: u32, max_ms: u32, turn_length_ms: u32) -> Playout {
+    /// A schedule whose buffer is the jitter's plus `extra_ms`, at most `max_ms` (0: off).
+    pub(crate) fn new(extra_ms: u32, max_ms: u32, turn_length_ms: u32) -> Playout {
         Playout {
             max_ms: max_ms.into(),
-            min_ms: min_ms.min(max_ms).into(),
+            extra_ms: extra_ms.min(max_ms).into(),
             length_ms: turn_length_ms.max(1).into(),
             anchor: None,
             offsets: SortedWindow::new(WINDOW),
@@ -115,7 +115,7 @@ impl Playout {
             return;
         };
         self.base = base;
-        let spread = ((high - base).max(0) as u64).clamp(self.min_ms, self.max_ms);
+        let spread = ((high - base).max(0) as u64 + self.extra_ms).min(self.max_ms);
         let samples = self.offsets.sorted().len();
         self.buffer_ms = if samples < SAMPLES_MIN { spread.max(self.buffer_ms) } else { spread };
     }
@@ -243,16 +243,25 @@ mod tests {
     }
 
     #[test]
-    fn the_floor_holds_on_a_perfect_link() {
+    fn a_turn_length_more_hides_a_lost_turn() {
         let mut playout = Playout::new(100, 150, 100);
         feed(&mut playout, 0..100, |_| 0);
         assert_eq!(playout.buffer_ms(), 100);
-        // A turn lost and repaired by the next turn's datagram (a turn length late) is in time.
-        let repaired = 1_000 + 100 * 100 + 50 + 100;
-        assert!(repaired <= playout.due_ms(Turn(100)).unwrap());
-        // The jitter above the floor still counts, up to the cap.
-        feed(&mut playout, 100..200, |turn| u64::from(turn % 2) * 120);
-        assert_eq!(playout.buffer_ms(), 120);
+        // 0..=20 ms of jitter: the buffer is its spread (95th percentile) plus the extra.
+        feed(&mut playout, 100..200, |turn| u64::from(turn * 13 % 21));
+        let buffer = playout.buffer_ms();
+        assert!((118..=120).contains(&buffer), "buffer {buffer}");
+        // Turn 200 lost: its copy rides in turn 201's datagram, a turn length later, with
+        // that datagram's own jitter (up to the 95th percentile). It is in time.
+        let repaired = 1_000 + 100 * 201 + 50 + (buffer - 100);
+        assert!(repaired <= playout.due_ms(Turn(200)).unwrap());
+        // Without the extra it would be a turn late.
+        let mut bare = Playout::new(0, 150, 100);
+        feed(&mut bare, 100..200, |turn| u64::from(turn * 13 % 21));
+        assert!(repaired > bare.due_ms(Turn(200)).unwrap() + 80);
+        // Up to the cap.
+        feed(&mut playout, 200..300, |turn| u64::from(turn % 2) * 120);
+        assert_eq!(playout.buffer_ms(), 150);
     }
 
     #[test]
