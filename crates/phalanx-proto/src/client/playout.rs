@@ -13,8 +13,10 @@
 //! buffer shrinks when the jitter does.
 //!
 //! The offsets step up when the host stops sealing for a while (a stall waiting for a player, a
-//! pause): once [`SHIFT_SAMPLES`] turns in a row arrive later than any buffer would cover, the
-//! older offsets are forgotten. They are forgotten too when the pace changes (the offsets are
+//! pause): once [`SHIFT_SAMPLES`] turns in a row arrive more than a quarter turn past their due
+//! time, the older offsets are forgotten (even a stall shorter than the buffer's cap: until
+//! then every turn would execute late, and the commands stamped from them would miss their
+//! turns). They are forgotten too when the pace changes (the offsets are
 //! measured against one turn length); the buffer then holds its last size until the window
 //! refills.
 //!
@@ -49,7 +51,7 @@ pub(crate) struct Playout {
     anchor: Option<Turn>,
     /// The offsets of the most recent first arrivals.
     offsets: SortedWindow<i64>,
-    /// Turns in a row that arrived past `base + max_ms + length_ms / 2`.
+    /// Turns in a row that arrived a quarter turn past their due time.
     late_in_a_row: u32,
     /// The current base and buffer.
     base: i64,
@@ -90,7 +92,9 @@ impl Playout {
         let offset = self.offset(anchor, turn, now_ms);
         if !self.offsets.is_empty() {
             let step = (self.max_ms + self.length_ms / 2) as i64;
-            if offset > self.base + step {
+            // Past its due time by a quarter turn: the schedule no longer fits the host's.
+            let late = (self.buffer_ms + self.length_ms / 4) as i64;
+            if offset > self.base + late {
                 self.late_in_a_row += 1;
             } else {
                 self.late_in_a_row = 0;
@@ -203,6 +207,25 @@ mod tests {
         let due = playout.due_ms(Turn(60)).unwrap();
         assert_eq!(due, 1_000 + 6_000 + 50 + 2_000, "the schedule follows the host");
         assert_eq!(playout.buffer_ms(), 0);
+    }
+
+    #[test]
+    fn a_short_stall_moves_the_schedule_too() {
+        let mut playout = Playout::new(150, 165, 150);
+        for turn in 0..50 {
+            playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50);
+        }
+        assert_eq!(playout.buffer_ms(), 150);
+        // The host stopped for 230 ms, less than the cap plus half a turn: the turns after it
+        // arrive 80 ms past their due time. After three, the schedule follows.
+        for turn in 50..50 + SHIFT_SAMPLES {
+            let arrival = 1_000 + 150 * u64::from(turn) + 50 + 230;
+            assert!(arrival > playout.due_ms(Turn(turn)).unwrap());
+            playout.on_arrival(Turn(turn), arrival);
+        }
+        let next = 50 + SHIFT_SAMPLES;
+        let arrival = 1_000 + 150 * u64::from(next) + 50 + 230;
+        assert_eq!(playout.due_ms(Turn(next)), Some(arrival + 150));
     }
 
     #[test]
