@@ -25,6 +25,10 @@ pub(crate) const HOST_STREAM_WINDOW: u32 = JOIN_BYTES_MAX as u32 * 4;
 /// its own limit, so a peer holds at most this much in a stream's buffer.)
 pub(crate) const UPLOAD_STREAM_WINDOW: u32 = 64 * 1024;
 
+/// The largest datagram quinn carries at QUIC's initial 1200-byte MTU (phalanx's default
+/// `datagram_bytes_max`).
+pub(crate) const DATAGRAM_BYTES_AT_INITIAL_MTU: u16 = 1_162;
+
 /// Which end a transport config is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum End {
@@ -73,6 +77,13 @@ pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<Transpo
     ack.max_ack_delay(Some(Duration::from_millis(u64::from(session.turn_length_ms) * 2)));
     ack.reordering_threshold(VarInt::from_u32(0));
     transport.ack_frequency_config(Some(ack));
+    // No path MTU probes (1.3–1.45 kB each at the start and every 600 s on real sockets)
+    // while every datagram fits the MTU QUIC guarantees from the handshake on: they would be
+    // the largest packets of a modem-sized session. A session with larger datagrams keeps
+    // discovery, which its datagrams need.
+    if session.datagram_bytes_max <= DATAGRAM_BYTES_AT_INITIAL_MTU {
+        transport.mtu_discovery_config(None);
+    }
     Arc::new(transport)
 }
 
@@ -135,5 +146,48 @@ impl quinn::congestion::Controller for FixedWindow {
 
     fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::{client_tls, HostIdentity, HostVerification};
+
+    /// Path MTU probes a client sends in its first second over loopback with `transport`.
+    async fn probes_in_a_second(transport: Arc<TransportConfig>) -> u64 {
+        let identity = HostIdentity::generate_self_signed("host").unwrap();
+        let tls = identity.server_tls().unwrap();
+        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).unwrap();
+        let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+        server.transport_config(transport.clone());
+        let host = quinn::Endpoint::server(server, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = host.local_addr().unwrap();
+        let accept = tokio::spawn(async move { host.accept().await.unwrap().await.unwrap() });
+        let verification = HostVerification::Pinned(identity.fingerprint());
+        let tls = client_tls(&verification, &Default::default()).unwrap();
+        let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+        let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+        config.transport_config(transport);
+        let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+        client.set_default_client_config(config);
+        let conn = client.connect(addr, "host").unwrap().await.unwrap();
+        let _host_side = accept.await.unwrap();
+        for _ in 0..10 {
+            conn.send_datagram(bytes::Bytes::from_static(b"turn")).unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        conn.stats().path.sent_plpmtud_probes
+    }
+
+    /// At the default datagram size quinn sends no MTU probe; with discovery on (quinn's
+    /// default) it does, over the same loopback socket.
+    #[tokio::test]
+    async fn no_mtu_probes_at_the_default_datagram_size() {
+        let session = SessionConfig::default();
+        assert_eq!(probes_in_a_second(transport_config(&session, End::Client)).await, 0);
+        let mut probing = TransportConfig::default();
+        probing.datagram_receive_buffer_size(Some(64 * 1024));
+        assert!(probes_in_a_second(Arc::new(probing)).await > 0, "the control probes");
     }
 }
