@@ -145,6 +145,11 @@ pub struct Sample {
     pub wire_datagrams: (u64, u64),
     /// phalanx's own bytes sent and received by the player's client.
     pub app_bytes: (u64, u64),
+    /// phalanx's own datagrams the player's client sent and received (the rest of
+    /// `wire_datagrams` are the transport's own packets — QUIC's ACK-only packets, handshakes,
+    /// the UDP transport's reliable-message segments — and, downstream, datagrams lost on the
+    /// way).
+    pub app_datagrams: (u64, u64),
     /// Time its game waited for turns beyond their length.
     pub stall_ms: u64,
     /// The pace in force: turn length.

@@ -73,6 +73,7 @@ impl Sampler {
             wire_bytes: (up.1, down.1),
             wire_datagrams: (up.0, down.0),
             app_bytes: (stats.link.bytes_sent, stats.link.bytes_received),
+            app_datagrams: (stats.link.datagrams_sent, stats.link.datagrams_received),
             stall_ms: stats.stall_ms,
             turn_length_ms: stats.turn_length_ms,
             command_delay_turns: stats.command_delay_turns,

@@ -1,6 +1,7 @@
 //! The self-contained HTML report: the run's figures as embedded JSON, drawn into SVG by a
 //! small inline script (no network, no external files). Plots: every command's latency,
-//! stalls, wire bandwidth per player up and down, the pace over time, and the battlefield as
+//! stalls, wire bandwidth per player up and down, where the bytes go (phalanx's payload,
+//! headers, the transport's own packets), the pace over time, and the battlefield as
 //! an animation of snapshots. The script marks `<body data-rendered="yes">` when it has drawn
 //! everything, or sets `data-error` with the message if it failed.
 
@@ -52,6 +53,42 @@ fn rates(samples: &[Sample], pick: impl Fn(&Sample) -> f64) -> Vec<[f64; 2]> {
 
 fn wire_kbps(bytes: u64, datagrams: u64) -> f64 {
     (bytes + UDP_IP_BYTES * datagrams) as f64 * 8.0 / 1e3
+}
+
+/// The mean over players of their per-interval rates (as many intervals as the shortest
+/// player's; the samples fall on the same simulated seconds).
+fn mean_rates(players: &[PlayerReport], pick: impl Fn(&Sample) -> f64) -> Vec<[f64; 2]> {
+    let each: Vec<Vec<[f64; 2]>> = players.iter().map(|p| rates(&p.samples, &pick)).collect();
+    let intervals = each.iter().map(Vec::len).min().unwrap_or(0);
+    (0..intervals)
+        .map(|i| {
+            let sum: f64 = each.iter().map(|rates| rates[i][1]).sum();
+            [each[0][i][0], round2(sum / each.len() as f64)]
+        })
+        .collect()
+}
+
+/// Where each player's bytes go, up + down, mean over players: phalanx's payload and the
+/// headers around it (kbit/s), and phalanx's datagrams against the transport's own packets
+/// (per second).
+fn split(players: &[PlayerReport]) -> Value {
+    let payload = |x: &Sample| (x.app_bytes.0 + x.app_bytes.1) as f64 * 8.0 / 1e3;
+    let wire = |x: &Sample| {
+        wire_kbps(x.wire_bytes.0, x.wire_datagrams.0)
+            + wire_kbps(x.wire_bytes.1, x.wire_datagrams.1)
+    };
+    let ours = |x: &Sample| (x.app_datagrams.0 + x.app_datagrams.1) as f64;
+    let all = |x: &Sample| (x.wire_datagrams.0 + x.wire_datagrams.1) as f64;
+    json!({
+        "payload": mean_rates(players, payload),
+        "headers": mean_rates(players, |x| wire(x) - payload(x)),
+        "ours": mean_rates(players, ours),
+        // (The two counts are read a moment apart: an interval's rate is never below zero.)
+        "transport": mean_rates(players, |x| all(x) - ours(x))
+            .into_iter()
+            .map(|[at, rate]| [at, rate.max(0.0)])
+            .collect::<Vec<_>>(),
+    })
 }
 
 /// The data the page's script draws.
@@ -115,6 +152,7 @@ pub fn data(input: &ReportInput<'_>) -> Value {
         "stall": stall,
         "up": up,
         "down": down,
+        "split": split(input.players),
         "turn_length": turn_length,
         "delay": delay,
         "frames": frames,
@@ -182,11 +220,20 @@ const BODY: &str = r#"<div class="legend" id="legend"></div>
 <p class="note">Share of each second a player's game waited for a turn beyond its length (%).</p>
 <svg class="plot" id="plot-stall" viewBox="0 0 900 220"></svg>
 <h2>Wire bandwidth per player, upstream</h2>
-<p class="note">kbit/s sent by each player: QUIC datagrams plus 28 B of UDP/IP each.</p>
+<p class="note">kbit/s sent by each player: the transport's datagrams plus 28 B of UDP/IP each.</p>
 <svg class="plot" id="plot-up" viewBox="0 0 900 220"></svg>
 <h2>Wire bandwidth per player, downstream</h2>
 <p class="note">kbit/s the host sent each player.</p>
 <svg class="plot" id="plot-down" viewBox="0 0 900 220"></svg>
+<h2>Where the bytes go</h2>
+<p class="note">Mean per player, up + down, kbit/s: phalanx's payload (blue) and the headers
+around it (red: UDP/IP and the transport's, per datagram; downstream also datagrams lost on
+the way).</p>
+<svg class="plot" id="plot-split" viewBox="0 0 900 200"></svg>
+<p class="note">Mean per player, up + down, datagrams a second: phalanx's (blue) and the
+transport's own (red: QUIC's ACK-only packets and handshake, the UDP transport's
+reliable-message segments; downstream also phalanx's datagrams lost on the way).</p>
+<svg class="plot" id="plot-packets" viewBox="0 0 900 200"></svg>
 <h2>Pace</h2>
 <p class="note">Speed control: the turn length and the command delay the host set, over time.</p>
 <svg class="plot" id="plot-turn" viewBox="0 0 900 180"></svg>
@@ -282,6 +329,10 @@ try {
   chart('plot-stall', perPlayer(D.stall, false), '% waiting', xMax, D.markers);
   chart('plot-up', perPlayer(D.up, false), 'kbit/s', xMax, D.markers);
   chart('plot-down', perPlayer(D.down, false), 'kbit/s', xMax, D.markers);
+  chart('plot-split', [{points: D.split.payload, color: COLORS[0]},
+    {points: D.split.headers, color: COLORS[1]}], 'kbit/s', xMax, D.markers);
+  chart('plot-packets', [{points: D.split.ours, color: COLORS[0]},
+    {points: D.split.transport, color: COLORS[1]}], 'datagrams/s', xMax, D.markers);
   chart('plot-turn', [{points: D.turn_length, color: '#333', step: true}], 'turn ms', xMax, D.markers);
   chart('plot-delay', [{points: D.delay, color: '#333', step: true}], 'delay, turns', xMax, D.markers);
 

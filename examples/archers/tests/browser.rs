@@ -112,6 +112,14 @@ fn report_renders_its_plots_in_headless_chromium() {
         // One line per player, and the axes' labels.
         assert_eq!(svg(&dom, id).matches("<path").count(), 6, "#{id}");
     }
+    for id in ["plot-split", "plot-packets"] {
+        // Two lines (payload and headers; phalanx's datagrams and the transport's), each a
+        // vertex a sample.
+        let plot = svg(&dom, id);
+        assert_eq!(plot.matches("<path").count(), 2, "#{id}");
+        let vertices = plot.matches('L').count();
+        assert!(vertices as f64 >= seconds, "#{id}: {vertices} points for {seconds} s");
+    }
     for id in ["plot-turn", "plot-delay"] {
         let plot = svg(&dom, id);
         assert_eq!(plot.matches("<path").count(), 1, "#{id}");
