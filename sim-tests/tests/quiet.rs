@@ -53,16 +53,7 @@ fn run(config: SimConfig) -> Result<SimReport, String> {
     let turns = config.turns as usize;
     let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
     report.check_agreement()?;
-    for player in &report.players {
-        if player.hashes.len() != turns || player.ended.is_some() {
-            return Err(format!(
-                "{} played {} of {turns} turns and ended {:?}",
-                player.name(),
-                player.hashes.len(),
-                player.ended
-            ));
-        }
-    }
+    report.check_everyone_played(turns)?;
     report.check_exactly_once(SETTLE_TURNS)?;
     Ok(report)
 }

@@ -67,16 +67,7 @@ fn check(config: SimConfig) -> Result<SimReport, String> {
         let seats: Vec<String> = report.players.iter().map(|player| player.name()).collect();
         return Err(format!("{event} at {at} ms (seats: {seats:?})"));
     }
-    for player in &report.players {
-        if player.hashes.len() != turns || player.ended.is_some() {
-            return Err(format!(
-                "{} played {} of {turns} turns and ended {:?}",
-                player.name(),
-                player.hashes.len(),
-                player.ended
-            ));
-        }
-    }
+    report.check_everyone_played(turns)?;
     report.check_exactly_once(SETTLE_TURNS)?;
     Ok(report)
 }

@@ -205,6 +205,22 @@ impl SimReport {
         Ok(())
     }
 
+    /// Every player executed all `turns` turns and its session did not end early (nobody was
+    /// dropped, timed out or removed).
+    pub fn check_everyone_played(&self, turns: usize) -> Result<(), String> {
+        for player in &self.players {
+            if player.hashes.len() != turns || player.ended.is_some() {
+                return Err(format!(
+                    "{} played {} of {turns} turns and ended {:?}",
+                    player.name(),
+                    player.hashes.len(),
+                    player.ended
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// S2, exactly once: no game executed a command twice or one never submitted, and every
     /// game that played on executed every submitted command. A command stamped for turn `t`
     /// is owed by every game that executed turn `t + settle_turns` (a command that reached
