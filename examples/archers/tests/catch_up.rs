@@ -37,8 +37,7 @@ fn a_crashed_player_rejoins_through_a_snapshot_and_spectators_agree() {
     assert_eq!(json["hashes_agree"], true, "{json}");
     assert_eq!(json["removed"], json!([]), "a rejoin is not a removal: {json}");
     assert_eq!(json["unfinished"], json!([]), "{json}");
-    let turn_ms = archers::net::demo_session().turn_length_ms;
-    let turns = 30_000 / u64::from(turn_ms);
+    let turns = common::turns_in(30_000);
     assert_eq!(json["turns"], turns, "{json}");
 
     let rejoins = json["rejoins"].as_array().expect("a rejoins list");
@@ -49,7 +48,7 @@ fn a_crashed_player_rejoins_through_a_snapshot_and_spectators_agree() {
     let number = |field: &str| back[field].as_u64().unwrap_or_else(|| panic!("{field}: {back}"));
     // Crashed at 0:12 and back after its restart at 0:17, from a snapshot (one about every
     // 10 s, on a check turn) taken before the crash.
-    let every = 10_000u64.div_ceil(10 * u64::from(turn_ms)) * 10;
+    let every = common::turns_in(10_000).div_ceil(10) * 10;
     assert!(number("left_turn") >= every && number("back_turn") > number("left_turn"), "{back}");
     assert_eq!(number("snapshot_turn") % every, 0, "{back}");
     assert!(number("snapshot_turn") < number("back_turn"), "{back}");

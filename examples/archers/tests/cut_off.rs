@@ -71,7 +71,7 @@ fn a_client_cut_off_past_the_idle_timeout_is_told_it_was_removed_and_rejoins() {
     let ended = gone["ended"].as_str().expect("how it ended");
     assert!(ended == "host_lost" || ended == "removed", "{gone}");
     let turns = gone["turns"].as_u64().expect("turns");
-    let match_turns = 24_000 / u64::from(archers::net::demo_session().turn_length_ms);
+    let match_turns = common::turns_in(24_000);
     assert!(turns > 0 && turns < match_turns, "{gone}");
     // Its figures were read after its last turn, before the session ended.
     assert_eq!(gone["measured_at_turn"].as_u64(), Some(turns - 1), "{gone}");

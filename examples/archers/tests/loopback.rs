@@ -96,8 +96,7 @@ fn agree_over(transport: &[&str], pin_flag: &str) {
     players.sort_unstable();
     assert_eq!(players, [0, 1, 2], "three distinct players");
     for line in &lines {
-        let turn_ms = u64::from(archers::net::demo_session().turn_length_ms);
-        assert_eq!(line["turns"], 9_000 / turn_ms, "{line}");
+        assert_eq!(line["turns"], common::turns_in(9_000), "{line}");
         assert_eq!(line["ended"], "finished", "the host ends the match: {line}");
         assert_eq!(line["desyncs"], serde_json::json!([]), "{line}");
         assert_eq!(line["final_state_hash"], lines[0]["final_state_hash"]);

@@ -36,7 +36,7 @@ fn a_player_cut_off_past_the_idle_timeout_is_reported_as_removed_not_as_a_disagr
     assert_eq!(json["unfinished"], json!([]), "every player that stayed played on: {json}");
     let turns = json["turns"].as_u64().expect("turns");
     let turn_ms = u64::from(archers::net::demo_session().turn_length_ms);
-    assert_eq!(turns, 30_000 / turn_ms, "{json}");
+    assert_eq!(turns, common::turns_in(30_000), "{json}");
 
     let removed = json["removed"].as_array().expect("a removed list");
     assert_eq!(removed.len(), 1, "exactly the cut-off player: {json}");
@@ -47,7 +47,7 @@ fn a_player_cut_off_past_the_idle_timeout_is_reported_as_removed_not_as_a_disagr
     let turn = gone["turn"].as_u64().expect("the turn it left at");
     let executed = gone["turns_executed"].as_u64().expect("turns it executed");
     // Cut off at 0:20 of a 30 s match: it played a good part, and left after its last turn.
-    assert!(executed >= 15_000 / turn_ms && executed <= turn && turn < turns, "{gone}");
+    assert!(executed >= common::turns_in(15_000) && executed <= turn && turn < turns, "{gone}");
 
     // Its own figures, measured up to the cut (0:20) or later: not the zeros of stats that
     // could no longer be read once its session was over.

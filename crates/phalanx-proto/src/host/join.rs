@@ -134,17 +134,20 @@ impl Host {
         }
     }
 
+    /// The link to a newly seated player or spectator: our acks and theirs held back as the
+    /// session says, and the join grace before the idle timeout applies (the client cannot
+    /// send before our reply reaches it over the reliable stream).
+    pub(super) fn new_link(&self, now_ms: u64) -> Link {
+        let config = &self.config;
+        let mut link =
+            Link::new(now_ms, config, config.host_ack_delay_ms(), config.client_ack_delay_ms());
+        link.await_first_datagram(now_ms + u64::from(config.join_grace_ms));
+        link
+    }
+
     fn new_peer(&self, now_ms: u64, from: Turn, next_seq: CommandSeq, pauses_used: u32) -> Peer {
-        let mut link = Link::new(
-            now_ms,
-            &self.config,
-            self.config.host_ack_delay_ms(),
-            self.config.client_ack_delay_ms(),
-        );
-        // The client cannot send before our reply reaches it over the reliable stream.
-        link.await_first_datagram(now_ms + u64::from(self.config.join_grace_ms));
         Peer {
-            link,
+            link: self.new_link(now_ms),
             turn_ack: from,
             next_exec: from,
             send_next: from,

@@ -114,15 +114,8 @@ impl Host {
         if self.spectators.slots[index].take().is_some() {
             self.push_event(HostEvent::SpectatorLeft(id, SpectatorGone::Replaced));
         }
-        let mut link = Link::new(
-            now_ms,
-            &self.config,
-            self.config.host_ack_delay_ms(),
-            self.config.client_ack_delay_ms(),
-        );
-        link.await_first_datagram(now_ms + u64::from(self.config.join_grace_ms));
         let watcher = Watcher {
-            link,
+            link: self.new_link(now_ms),
             turn_ack: start,
             send_next: start,
             hash_acked: None,

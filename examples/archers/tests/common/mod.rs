@@ -1,6 +1,13 @@
-//! What the demo's tests share: reading the `--json` summary the demo prints as its last line.
+//! What the demo's tests share: reading the `--json` summary the demo prints as its last line,
+//! and a match's length in turns of the demo session.
 
 use serde_json::Value;
+
+/// The turns a match of `ms` plays at the demo session's turn length (as `--minutes` counts).
+#[allow(dead_code, reason = "not every test binary counts turns")]
+pub(crate) fn turns_in(ms: u64) -> u64 {
+    ms / u64::from(archers::net::demo_session().turn_length_ms)
+}
 
 /// The JSON object on `line`, or a panic quoting the line.
 pub(crate) fn json(line: &str) -> Value {
