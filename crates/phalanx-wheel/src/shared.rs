@@ -58,6 +58,7 @@ macro_rules! wheel_api {
             /// out, after every entry already due at this tick. A deadline before `now` is
             /// refused with [`InsertError::DeadlineElapsed`](crate::InsertError::DeadlineElapsed)
             /// and nothing is stored.
+            #[inline]
             pub fn insert(
                 &mut self,
                 deadline: u64,
@@ -85,6 +86,7 @@ macro_rules! wheel_api {
             /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer
             /// counts as newly started: it takes a fresh start sequence. O(1): the timer is
             /// filed afresh and its old place left as a tombstone.
+            #[inline]
             pub fn reset(
                 &mut self,
                 handle: $crate::TimerHandle,

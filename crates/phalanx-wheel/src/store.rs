@@ -214,9 +214,19 @@ impl<T> Store<T> {
     /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
     #[inline(always)]
     pub(crate) fn cancel(&mut self, index: u32) -> T {
-        let deadline = self.is_small().then(|| self.deadline(index));
+        if self.is_small() {
+            return self.cancel_small(index);
+        }
+        self.release(index).1
+    }
+
+    /// [`Store::cancel`] while the slab is small: keeps `earliest` up to date. Out of line,
+    /// so that a large wheel's cancel stays small enough to inline into its caller's loop.
+    #[inline(never)]
+    fn cancel_small(&mut self, index: u32) -> T {
+        let deadline = self.deadline(index);
         let (_, value) = self.release(index);
-        if deadline == Some(self.earliest) {
+        if deadline == self.earliest {
             self.refresh_earliest();
         }
         value
