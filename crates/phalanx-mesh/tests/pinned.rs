@@ -66,18 +66,18 @@ fn seeded_runs_are_unchanged() {
         ),
         (
             "partitioned",
-            0x902ce5fbb25b6d1a,
-            vec![0x4cc3b34f17d60afc, 0x4cc3b34f17d60afc, 0xb8c29339aae960d2, 0x4cc3b34f17d60afc],
+            0x82704d814695f9d6,
+            vec![0xc0e4247f5c100c17, 0xc0e4247f5c100c17, 0xa37d8463b98fd430, 0xc0e4247f5c100c17],
         ),
         (
             "listen",
-            0x47eac24ab0f485a9,
-            vec![0x6e619980e05a12e2, 0xef7ab64138d53227, 0x6e619980e05a12e2, 0x2f323e0945ff4a5a],
+            0xb3f3e9089a3965ce,
+            vec![0x5f3558d34b0b7e90, 0xac959305c005e02d, 0x5f3558d34b0b7e90, 0xf5b0f1e4ed66ed6c],
         ),
         (
             "dropped",
-            0x6c3482eb29769a34,
-            vec![0x88a49fc22ef1a5ac, 0x2e552bd091262856, 0x2e552bd091262856],
+            0xfdc077702b12c9ef,
+            vec![0x73e1ed38be237aa6, 0xfaa6061802b40197, 0xfaa6061802b40197],
         ),
     ];
     let actual = scenarios();

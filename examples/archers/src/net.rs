@@ -53,18 +53,23 @@ impl Match {
 /// a client acknowledges turns in a heartbeat every 500 ms instead of every turn and sends its
 /// commands at once (and once more); the host never repeats a turn on its own (each turn's
 /// datagram carries the two before it that are not acknowledged); the playout buffer is a
-/// turn more than the jitter calls for, up to 165 ms, so a single lost turn arrives in time;
-/// speed control tolerates a round trip up to 20 ms past what two turns cover rather than
-/// raising the command delay to three (450 ms). On the default network over UDP, seeds
-/// 1–10: about 6.4 kbit/s per player, against 16.6 with the session's defaults, and less
-/// stall.
+/// turn more than the jitter calls for, up to 170 ms (a turn plus the network's 20 ms of
+/// jitter), so a single lost turn's copy arrives in time, and a command submitted as a turn
+/// executes still reaches the host within two turns at 100 ms RTT; speed control tolerates a
+/// round trip up to 20 ms past what two turns cover rather than raising the command delay to
+/// three (450 ms). The window is 20 turns (3 s) rather than 16: acknowledgements come a
+/// heartbeat apart, and the window counts from the oldest turn not acknowledged, so 16 turns
+/// would stall everyone for a moment near the end of a 2 s outage. On the default network
+/// over UDP, seeds 1–10: about 6.4 kbit/s per player, against 16.6 with the session's
+/// defaults, and less stall.
 pub fn tune(session: &mut SessionConfig) {
     session.turn_length_ms = 150;
     session.heartbeat_ms = 500;
     session.playout_extra_ms = 150;
-    session.playout_max_ms = 165;
+    session.playout_max_ms = 170;
     session.pace_tolerance_ms = 20;
     session.repeat_loss_permille = 1_000;
+    session.turns_ahead_max = 20;
 }
 
 /// The demo's session before a match is folded in: the default with [`tune`] applied. Its

@@ -102,12 +102,18 @@ fn a_client_cut_off_past_the_idle_timeout_is_told_it_was_removed_and_rejoins() {
 
     // Told as it happened, by the client that stayed and by the host.
     let told = |stderr: &str, text: &str| assert!(stderr.contains(text), "{text:?} in:\n{stderr}");
-    told(&stays_stderr, &format!("the host is waiting for player(s) [{player}]"));
     told(&stays_stderr, &format!("player {player} left the match"));
-    told(&stays_stderr, "the wait is over");
     told(&stays_stderr, &format!("player {player} rejoined"));
-    told(&host_stderr, &format!("waiting for player(s) [{player}]"));
     told(&host_stderr, &format!("player {player} timed out"));
-    told(&host_stderr, "the wait is over after");
     told(&host_stderr, &format!("player {player} rejoined"));
+    // The demo's window (20 turns of 150 ms) is as long as the idle timeout, so whether the
+    // host stops to wait before the removal depends on when the cut player's last heartbeat
+    // came. A wait that was told is told over too, to the players and by the host.
+    let waiting = format!("the host is waiting for player(s) [{player}]");
+    if stays_stderr.contains(&waiting) {
+        told(&stays_stderr, "the wait is over");
+    }
+    if host_stderr.contains(&format!("waiting for player(s) [{player}]")) {
+        told(&host_stderr, "the wait is over after");
+    }
 }

@@ -12,6 +12,13 @@
 //! [`ClientStats::playout_late`](crate::ClientStats::playout_late)). The window slides, so the
 //! buffer shrinks when the jitter does.
 //!
+//! The schedule moves later only when it must, since every millisecond it moves later is added
+//! to the latency of the commands in flight: the base follows a rise of the fastest offset only
+//! beyond a margin of a thirty-second of a turn (the minimum of a window is noisy: the fastest
+//! turn leaving it must not move every later turn); the buffer grows with that margin to
+//! spare (twice that while the window fills) and shrinks only when a full window calls for
+//! more than twice that margin less. The schedule moves earlier at once.
+//!
 //! The offsets step up when the host stops sealing for a while (a stall waiting for a player, a
 //! pause): once [`SHIFT_SAMPLES`] turns in a row arrive more than a quarter turn past their due
 //! time, the older offsets are forgotten (even a stall shorter than the buffer's cap: until
@@ -31,9 +38,6 @@ use crate::window::SortedWindow;
 
 /// Turns whose offsets the schedule keeps: about 6 s of 100 ms turns.
 const WINDOW: usize = 64;
-
-/// Offsets needed before the buffer is sized from the window alone.
-const SAMPLES_MIN: usize = 8;
 
 /// Consecutive turns later than any buffer would cover that mark a step in the offsets.
 const SHIFT_SAMPLES: u32 = 3;
@@ -112,16 +116,43 @@ impl Playout {
         self.resize();
     }
 
-    /// Recomputes the base and the buffer from the window.
+    /// Recomputes the base and the buffer from the window. Either moves the schedule later
+    /// only when it must: the base when the fastest offset rises by more than
+    /// [`settle_ms`](Self::settle_ms) (or the window restarted), the buffer when the jitter
+    /// grows. Every millisecond the schedule moves later is added to the latency of the
+    /// commands submitted before it moved, so it must not creep up with the window's noise:
+    /// the buffer grows with that margin to spare (twice that while the window fills), and it
+    /// shrinks only when a full window calls for less, by more than twice that margin.
     fn resize(&mut self) {
-        let (Some(base), Some(high)) = (self.offsets.percentile(0), self.offsets.percentile(95))
+        let samples = self.offsets.sorted().len();
+        let full = samples >= WINDOW;
+        let (Some(low), Some(high)) = (self.offsets.percentile(0), self.offsets.percentile(95))
         else {
             return;
         };
-        self.base = base;
-        let spread = ((high - base).max(0) as u64 + self.extra_ms).min(self.max_ms);
-        let samples = self.offsets.sorted().len();
-        self.buffer_ms = if samples < SAMPLES_MIN { spread.max(self.buffer_ms) } else { spread };
+        let settle = self.settle_ms();
+        if samples == 1 || low < self.base || low > self.base + settle as i64 {
+            self.base = low;
+        }
+        let spread = ((high - low).max(0) as u64 + self.extra_ms).min(self.max_ms);
+        if spread > self.buffer_ms {
+            // The 95th percentile creeps up, a little at a time (more so while the window
+            // fills): a margin now saves moving the schedule again at the next step.
+            let margin = match (samples, full) {
+                (1, _) => 0,
+                (_, true) => settle,
+                (_, false) => 2 * settle,
+            };
+            self.buffer_ms = (spread + margin).min(self.max_ms);
+        } else if full && spread + 2 * settle < self.buffer_ms {
+            self.buffer_ms = spread;
+        }
+    }
+
+    /// How far the fastest offset or the buffer may drift below their values in force
+    /// before the schedule follows: a thirty-second of a turn, at least 2 ms.
+    fn settle_ms(&self) -> u64 {
+        (self.length_ms / 32).max(2)
     }
 
     /// The pace changed: turns from `turn` on last `turn_length_ms`. The schedule goes on from
@@ -178,8 +209,9 @@ mod tests {
         let mut playout = Playout::new(0, 80, 100);
         // 0..=40 ms, spread evenly.
         feed(&mut playout, 0..100, |turn| u64::from(turn * 7 % 41));
+        // The 95th percentile, and at most twice the margin (3 ms at 100 ms turns) to spare.
         let buffer = playout.buffer_ms();
-        assert!((36..=40).contains(&buffer), "buffer {buffer}");
+        assert!((36..=40 + 2 * 3).contains(&buffer), "buffer {buffer}");
         // Every turn of the window arrives by its due time but the few above p95.
         let late = (36..100).filter(|&t| {
             1_000 + 100 * u64::from(t) + 50 + u64::from(t * 7 % 41)
@@ -242,7 +274,9 @@ mod tests {
         let mut playout = Playout::new(0, 80, 100);
         feed(&mut playout, 0..50, |turn| u64::from(turn % 3) * 10);
         let buffer = playout.buffer_ms();
-        assert_eq!(buffer, 20);
+        // The jitter's 20 ms and, while the window fills, twice the margin (3 ms at 100 ms
+        // turns).
+        assert_eq!(buffer, 26);
         let due = playout.due_ms(Turn(50)).unwrap();
         playout.on_pace(Turn(50), 125);
         // The schedule goes on: turn 50 keeps its time, later turns come at the new length.
@@ -262,7 +296,7 @@ mod tests {
         assert_eq!(playout.due_ms(Turn(55)), due);
         // One late arrival is still just one sample among 51, not the whole window.
         feed(&mut playout, 50..51, |_| 70);
-        assert_eq!(playout.buffer_ms(), 20);
+        assert_eq!(playout.buffer_ms(), 26);
     }
 
     #[test]
@@ -285,6 +319,43 @@ mod tests {
         // Up to the cap.
         feed(&mut playout, 200..300, |turn| u64::from(turn % 2) * 120);
         assert_eq!(playout.buffer_ms(), 150);
+    }
+
+    #[test]
+    fn the_schedule_does_not_creep_later_with_the_windows_noise() {
+        let mut playout = Playout::new(0, 80, 100);
+        // The fastest offset of the window is 0 ms of jitter once, then never below 1 ms.
+        feed(&mut playout, 0..1, |_| 0);
+        feed(&mut playout, 1..WINDOW as u32, |turn| 1 + u64::from(turn % 5));
+        let due = playout.due_ms(Turn(200)).unwrap();
+        let buffer = playout.buffer_ms();
+        // The 0 ms sample leaves the window: the fastest offset is 1 ms later, within the
+        // margin; nothing moves.
+        feed(&mut playout, WINDOW as u32..2 * WINDOW as u32, |turn| 1 + u64::from(turn % 5));
+        assert_eq!(playout.due_ms(Turn(200)), Some(due));
+        assert_eq!(playout.buffer_ms(), buffer);
+        // The path gets 10 ms slower for a whole window: beyond the margin, so it follows.
+        let later = 2 * WINDOW as u32..3 * WINDOW as u32;
+        feed(&mut playout, later, |turn| 11 + u64::from(turn % 5));
+        // (The fastest offset in force: the due time without the buffer.)
+        let fastest = |playout: &Playout| playout.due_ms(Turn(200)).unwrap() - playout.buffer_ms();
+        assert_eq!(fastest(&playout), due - buffer + 11);
+    }
+
+    #[test]
+    fn the_buffer_shrinks_only_on_a_full_window() {
+        let mut playout = Playout::new(0, 80, 100);
+        // 0..=20 ms of jitter while the window fills: the buffer grows with the margin.
+        feed(&mut playout, 0..10, |turn| u64::from(turn * 13 % 21));
+        // It covers all 20 ms, and the margin (twice 3 ms at 100 ms turns) absorbed steps.
+        let early = playout.buffer_ms();
+        assert!((20..=26).contains(&early), "buffer {early}");
+        // Calm turns do not shrink it while the window fills (few samples say little)...
+        feed(&mut playout, 10..WINDOW as u32 - 1, |_| 0);
+        assert_eq!(playout.buffer_ms(), early);
+        // ...then a full window does, to what it calls for: 0 once the jitter has left it.
+        feed(&mut playout, WINDOW as u32 - 1..WINDOW as u32 + 10, |_| 0);
+        assert_eq!(playout.buffer_ms(), 0);
     }
 
     #[test]
