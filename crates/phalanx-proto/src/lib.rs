@@ -61,6 +61,8 @@ mod events;
 mod host;
 mod link;
 mod pace;
+#[cfg(test)]
+mod quiet_tests;
 mod recovery;
 mod replay;
 mod rng;
