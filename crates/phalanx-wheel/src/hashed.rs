@@ -15,8 +15,8 @@
 //! (`insert`, `cancel`, `reset`, `get`, `deadline`, `poll`, `drain`, …) are generated from one
 //! definition in `shared.rs`.
 
+use crate::nodes::{NodeStore, Ref};
 use crate::shared::wheel_api;
-use crate::store::{Ref, Store};
 use crate::SlotCountError;
 
 /// The largest table [`HashedWheel::new`] accepts: 2^24 slots (16 Mi lists, 128 MiB of heads).
@@ -24,8 +24,9 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 
 /// A hashed timing wheel (Scheme 6) for many timers in local time.
 ///
-/// Start, cancel and reset are O(1) (cancel amortized: see the crate docs on lazy
-/// cancellation). Advancing one tick costs O(1) to skip an empty slot (a bitmap scan finds the
+/// Start and cancel are O(1) (start amortized: see the crate docs on lazy cancellation);
+/// reset is O(1) plus the newer entries of the timer's slot, which it walks to move the
+/// timer's entry. Advancing one tick costs O(1) to skip an empty slot (a bitmap scan finds the
 /// next occupied one) plus the length of each occupied slot visited. While the wheel has never
 /// held more than 16 timers it knows its earliest deadline exactly, so a poll with nothing due
 /// and `next_deadline` cost about a heap's peek.
@@ -49,7 +50,7 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 /// assert_eq!(wheel.now(), 1_000);
 /// ```
 pub struct HashedWheel<T> {
-    store: Store<T>,
+    store: NodeStore<T>,
     mask: u64,
     slot_count: usize,
     now: u64,
@@ -69,7 +70,7 @@ impl<T> HashedWheel<T> {
             return Err(SlotCountError { requested: slot_count, max: HASHED_SLOTS_MAX });
         }
         Ok(HashedWheel {
-            store: Store::new(slot_count, true, false),
+            store: NodeStore::new(slot_count),
             mask: slot_count as u64 - 1,
             slot_count,
             now,

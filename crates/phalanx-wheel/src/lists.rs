@@ -1,24 +1,17 @@
-//! The slot lists and the ready queue: singly linked lists of *links* that all live in one
-//! pool with a free list, so no list allocates on its own (a table of 2^16 slots costs a `u32`
-//! a slot for stacks, two for queues, not a vector each), and once the pool is warm nothing
-//! allocates at all.
+//! The hierarchical wheel's slot lists and ready queue: singly linked lists of *links* that
+//! all live in one pool with a free list, so no list allocates on its own (two `u32`s a slot,
+//! not a vector each), and once the pool is warm nothing allocates at all. (The hashed wheel
+//! keeps its timers in lists of its own: `nodes.rs`.)
 //!
 //! A link is 16 bytes: a timer's deadline, its slab index and the next link. A link keeps its
 //! pool index from the moment a timer is filed until it fires or is swept as a tombstone —
 //! cascades, collection into the ready queue and sweeps relink it in place — so the slab can
 //! name the one link that is a timer's live one (see `store.rs`).
 //!
-//! Slot lists come in two kinds, chosen per wheel by measurement:
-//! - *queues* (the hierarchical wheel): a new link goes at the tail; taking a list out in
-//!   order is free, which suits cascades of long lists;
-//! - *stacks* (the hashed wheel): a new link goes in front, so filing a timer writes its own
-//!   link and the slot's head and reads no other link (the tail link is a cache miss in a big
-//!   table: start at 1e6 went from 24 to 14 ns); the list holds its links newest first, and
-//!   taking it out in order (into the ready queue, or collecting the due ones) reverses the
-//!   chain first. Its slots hold few links each, so that pass is short.
-//!
-//! A stack can also give up its head at once (`drop_if_head`): the store uses it to free a
-//! tombstone that heads its slot's stack instead of leaving it for a visit or a sweep.
+//! Slot lists are *queues*: a new link goes at the tail, so a list holds its links in start
+//! order and taking it out in order is free, which suits cascades of long lists. (Stacks,
+//! which the hashed wheel uses, were measured here and cost more than they saved: reversing
+//! long cascades.)
 //!
 //! Each slot list has one bit in an occupancy bitmap, set while it holds any link, so a wheel
 //! can jump over empty slots with `trailing_zeros`. The ready queue is a queue, without a bit.
@@ -59,31 +52,23 @@ pub(crate) struct Lists {
     free: u32,
     /// Each slot list's first link.
     heads: Vec<u32>,
-    /// Each slot list's last link, for queues; empty for stacks, which never read their tail
-    /// (so a hashed wheel's table is 4 bytes a slot).
+    /// Each slot list's last link.
     tails: Vec<u32>,
-    /// Whether slot lists are stacks (else queues).
-    stacks: bool,
     occupied: Vec<u64>,
     ready: List,
 }
 
 impl Lists {
-    /// `list_count` slot lists, stacks if `stacks`, else queues.
-    pub(crate) fn new(list_count: usize, stacks: bool) -> Self {
+    /// `list_count` slot lists.
+    pub(crate) fn new(list_count: usize) -> Self {
         Lists {
             pool: Vec::new(),
             free: NIL,
             heads: vec![NIL; list_count],
-            tails: if stacks { Vec::new() } else { vec![NIL; list_count] },
-            stacks,
+            tails: vec![NIL; list_count],
             occupied: vec![0; list_count.div_ceil(64)],
             ready: List::EMPTY,
         }
-    }
-
-    pub(crate) fn list_count(&self) -> usize {
-        self.heads.len()
     }
 
     /// Words in the occupancy bitmap.
@@ -127,20 +112,17 @@ impl Lists {
         Ref { link, deadline, index }
     }
 
-    /// Slot list `list`'s ends (a stack's tail reads as `NIL`).
+    /// Slot list `list`'s ends.
     #[inline(always)]
     fn get(&self, list: u32) -> List {
-        let tail = self.tails.get(list as usize).copied().unwrap_or(NIL);
-        List { head: self.heads[list as usize], tail }
+        List { head: self.heads[list as usize], tail: self.tails[list as usize] }
     }
 
-    /// Sets slot list `list`'s ends (a stack keeps only its head).
+    /// Sets slot list `list`'s ends.
     #[inline(always)]
     fn set(&mut self, list: u32, ends: List) {
         self.heads[list as usize] = ends.head;
-        if !self.stacks {
-            self.tails[list as usize] = ends.tail;
-        }
+        self.tails[list as usize] = ends.tail;
     }
 
     #[inline]
@@ -167,13 +149,9 @@ impl Lists {
         was_empty
     }
 
-    /// Adds an unlinked link to slot list `list`: in front of a stack, at the tail of a queue.
+    /// Appends an unlinked link to slot list `list`.
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, link: u32) {
-        if self.stacks {
-            self.push_front(list, link);
-            return;
-        }
         let head = &mut self.heads[list as usize];
         let was_empty = *head == NIL;
         {
@@ -190,37 +168,6 @@ impl Lists {
         }
     }
 
-    /// Adds an unlinked link in front of slot list `list`, a stack: reads no other link and
-    /// sets the list's bit unconditionally (no branch on whether it was empty).
-    #[inline(always)]
-    pub(crate) fn push_front(&mut self, list: u32, link: u32) {
-        debug_assert!(self.stacks);
-        let head = &mut self.heads[list as usize];
-        self.pool[link as usize].next = *head;
-        *head = link;
-        self.occupied[list as usize / 64] |= 1 << (list % 64);
-    }
-
-    /// Stacks only (else nothing): if `link` heads the stack its deadline hashes to (the
-    /// hashed wheel's slot `deadline mod list_count`), pops and frees it. For a tombstone,
-    /// which would otherwise wait for its slot's visit or a sweep.
-    #[inline]
-    pub(crate) fn drop_if_head(&mut self, link: u32) {
-        if !self.stacks {
-            return;
-        }
-        let Link { deadline, next, .. } = self.pool[link as usize];
-        let list = (deadline & (self.heads.len() as u64 - 1)) as u32;
-        let head = &mut self.heads[list as usize];
-        if *head == link {
-            *head = next;
-            if next == NIL {
-                self.clear_bit(list);
-            }
-            self.free_link(link);
-        }
-    }
-
     /// Takes slot list `list` out (its bit cleared) as a chain in the order its links were
     /// pushed, oldest first: `(first, last)`, or `NIL`s when empty.
     #[inline]
@@ -228,18 +175,7 @@ impl Lists {
         let taken = self.get(list);
         self.set(list, List::EMPTY);
         self.clear_bit(list);
-        if !self.stacks {
-            return (taken.head, taken.tail);
-        }
-        let newest = taken.head;
-        let (mut cursor, mut reversed) = (newest, NIL);
-        while cursor != NIL {
-            let next = self.pool[cursor as usize].next;
-            self.pool[cursor as usize].next = reversed;
-            reversed = cursor;
-            cursor = next;
-        }
-        (reversed, newest)
+        (taken.head, taken.tail)
     }
 
     /// Appends an unlinked link to the ready queue.
@@ -275,7 +211,7 @@ impl Lists {
         self.chain(self.ready.head)
     }
 
-    /// The links of slot list `list` (newest first in a stack).
+    /// The links of slot list `list`, in order.
     pub(crate) fn refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
         self.chain(self.heads[list as usize])
     }
@@ -327,85 +263,6 @@ impl Lists {
         Some(Ref { link, deadline, index })
     }
 
-    /// Moves the live links (as `live` says) with `deadline == tick` from slot list `list` to
-    /// the ready queue, which must be empty, in start order; frees the other links due at
-    /// `tick` or before it (tombstones) and keeps the rest, in order. Returns how many were
-    /// freed. Checking liveness here, while the chain is walked, lets the loads of the
-    /// timers' entries overlap with it, and tombstones never reach the ready queue.
-    pub(crate) fn collect_due(
-        &mut self,
-        list: u32,
-        tick: u64,
-        mut live: impl FnMut(Ref) -> bool,
-    ) -> usize {
-        debug_assert!(self.ready_is_empty());
-        if !self.stacks {
-            return self.collect_due_queue(list, tick, live);
-        }
-        let mut cursor = std::mem::replace(&mut self.heads[list as usize], NIL);
-        self.clear_bit(list);
-        // A stack holds its links newest first, so one pass suffices: prepending the due ones
-        // puts them oldest first, appending the kept ones keeps them newest first.
-        let (mut due, mut kept) = (List::EMPTY, List::EMPTY);
-        let mut dropped = 0;
-        while cursor != NIL {
-            let link = cursor;
-            let Link { deadline, index, next } = self.pool[link as usize];
-            cursor = next;
-            if deadline == tick && live(Ref { link, deadline, index }) {
-                self.pool[link as usize].next = due.head;
-                if due.head == NIL {
-                    due.tail = link;
-                }
-                due.head = link;
-            } else if deadline <= tick {
-                self.free_link(link);
-                dropped += 1;
-            } else {
-                self.pool[link as usize].next = NIL;
-                Self::append(&mut self.pool, &mut kept, link);
-            }
-        }
-        self.ready = due;
-        if kept.head != NIL {
-            self.heads[list as usize] = kept.head;
-            self.occupied[list as usize / 64] |= 1 << (list % 64);
-        }
-        dropped
-    }
-
-    /// [`Lists::collect_due`] for a queue, which holds its links oldest first.
-    fn collect_due_queue(
-        &mut self,
-        list: u32,
-        tick: u64,
-        mut live: impl FnMut(Ref) -> bool,
-    ) -> usize {
-        let (mut cursor, _) = self.take_in_order(list);
-        let mut kept = List::EMPTY;
-        let mut dropped = 0;
-        while cursor != NIL {
-            let link = cursor;
-            let slot = &mut self.pool[link as usize];
-            let Link { deadline, index, next } = *slot;
-            slot.next = NIL;
-            cursor = next;
-            if deadline == tick && live(Ref { link, deadline, index }) {
-                Self::append(&mut self.pool, &mut self.ready, link);
-            } else if deadline <= tick {
-                self.free_link(link);
-                dropped += 1;
-            } else {
-                Self::append(&mut self.pool, &mut kept, link);
-            }
-        }
-        if kept.head != NIL {
-            self.set(list, kept);
-            self.occupied[list as usize / 64] |= 1 << (list % 64);
-        }
-        dropped
-    }
-
     /// Keeps only the links of every list (the ready queue too) for which `keep` holds, in
     /// order, freeing the others; returns how many were freed.
     pub(crate) fn retain_all(&mut self, mut keep: impl FnMut(Ref) -> bool) -> usize {
@@ -453,26 +310,5 @@ impl Lists {
     #[inline]
     pub(crate) fn occupied_word(&self, word: usize) -> u64 {
         self.occupied[word]
-    }
-
-    /// The first occupied slot list in `from..limit`, if any.
-    #[inline]
-    pub(crate) fn next_occupied(&self, from: usize, limit: usize) -> Option<usize> {
-        if from >= limit {
-            return None;
-        }
-        let mut word = from / 64;
-        let mut bits = self.occupied[word] & (!0u64 << (from % 64));
-        loop {
-            if bits != 0 {
-                let found = word * 64 + bits.trailing_zeros() as usize;
-                return (found < limit).then_some(found);
-            }
-            word += 1;
-            if word * 64 >= limit {
-                return None;
-            }
-            bits = self.occupied[word];
-        }
     }
 }

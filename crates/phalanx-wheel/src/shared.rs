@@ -44,10 +44,12 @@ macro_rules! wheel_api {
                 self.store.len() == 0
             }
 
-            /// Makes room for `additional` more timers without allocating later: slab entries
-            /// (16 bytes each for a 4-byte value, plus an 8-byte start sequence in the
-            /// hierarchical wheel) and list links (16 bytes) for the timers and the tombstones
-            /// their cancellations may leave (up to four links a timer).
+            /// Makes room for `additional` more timers without allocating later, and for the
+            /// tombstones their cancellations may leave (up to three a timer). A hierarchical
+            /// wheel: slab entries (16 bytes each for a 4-byte value, plus an 8-byte start
+            /// sequence) and list links (16 bytes, up to four a timer); a hashed wheel: its
+            /// entries, which are the list nodes (24 bytes for a 4-byte value, up to four a
+            /// timer).
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
             }
@@ -75,8 +77,8 @@ macro_rules! wheel_api {
 
             /// Stops a timer and returns its value, or `None` if the handle is stale (the timer
             /// already fired or was cancelled). A stale handle never touches another timer.
-            /// O(1): the timer's entry is freed at once, and its place in the slot list is left
-            /// as a tombstone to be dropped when the slot is next visited.
+            /// O(1): the timer ends at once, and its place in the slot list is left as a
+            /// tombstone to be dropped when the slot is next visited.
             #[inline]
             pub fn cancel(&mut self, handle: $crate::TimerHandle) -> Option<T> {
                 let index = self.store.resolve(handle)?;
@@ -84,8 +86,9 @@ macro_rules! wheel_api {
             }
 
             /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer
-            /// counts as newly started: it takes a fresh start sequence. O(1): the timer is
-            /// filed afresh and its old place left as a tombstone.
+            /// counts as newly started: it takes a fresh start sequence. A hierarchical
+            /// wheel files the timer afresh and leaves its old place as a tombstone, O(1); a
+            /// hashed wheel moves the timer's entry, which walks its old slot's newer entries.
             #[inline]
             pub fn reset(
                 &mut self,

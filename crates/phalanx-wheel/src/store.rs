@@ -1,6 +1,7 @@
-//! The entry store both wheels share: a slab of timer entries with a free list, and the slot
-//! lists of links to entries (`lists.rs`). (The public methods the wheels share on top of it
-//! are in `shared.rs`.)
+//! The hierarchical wheel's entry store: a slab of timer entries with a free list, and the
+//! slot lists of links to entries (`lists.rs`). (The hashed wheel keeps its timers in slab
+//! entries that are themselves the list nodes: `nodes.rs`. The public methods the wheels share
+//! on top of either store are in `shared.rs`.)
 //!
 //! Everything is addressed by `u32` indices so a handle stays small and `Copy`.
 //!
@@ -16,14 +17,8 @@
 //! `reset` leaves the old link as a tombstone too and files a new one. So a cancel touches one
 //! 16-byte entry (for a 4-byte value: generation, live link, value or next free entry), where
 //! unlinking from a doubly linked list touched three scattered nodes. The start sequence lives
-//! in an array of its own, kept only by the hierarchical wheel (for `pending` and snapshots):
-//! nothing else reads it, the lists alone keep the firing order.
-//!
-//! In a hashed wheel's stacks one tombstone is cheap to drop at once: when the old link heads
-//! its slot's stack, a `reset` (in a slab of at most `EAGER_MAX` entries) or a `cancel` (in a
-//! small slab, a connection's handful) pops and frees it, and the new link of a reset reuses
-//! it. That costs two dependent loads (the link's deadline, then its slot's head), so a cancel
-//! in a larger slab leaves the tombstone: measured, it more than doubled the cancel benchmark.
+//! in an array of its own (for `pending` and snapshots): nothing else reads it, the lists
+//! alone keep the firing order.
 //!
 //! Tombstones are not counted as they are made (a cancel touches nothing else): they are the
 //! links in use beyond one per live timer. Before a start or reset takes a link, if every link
@@ -46,13 +41,6 @@ use crate::{Expired, TimerHandle};
 
 /// The most entries a slab may have held for [`Store::small_min`] to scan it.
 const SMALL_SLAB: usize = 16;
-
-/// The most entries a slab may have held for a reset to drop the timer's old link at once
-/// when it heads its slot's stack (a hashed wheel's): cheap while the lists are in cache, the
-/// new link reuses it at once, and the pool does not fill with tombstones to sweep. (A cancel
-/// does so only in a small slab: in the cancel benchmark's 1,000 timers over 2^16 slots the
-/// two extra dependent loads took a cancel from 2.3 to 6.0 ns.)
-const EAGER_MAX: usize = 4096;
 
 /// How many tombstones per slab entry are allowed before a sweep (when the pool is full).
 const SWEEP_RATIO: usize = 3;
@@ -93,11 +81,9 @@ fn is_live<T>(entries: &[Entry<T>], r: Ref) -> bool {
 /// Slab + slot lists (with their occupancy bitmap and the ready queue).
 pub(crate) struct Store<T> {
     entries: Vec<Entry<T>>,
-    /// Per slab entry: the timer's start sequence (meaningless while vacant). Kept only when
-    /// `keep_seqs` (the hierarchical wheel lists and snapshots them; the hashed wheel never
-    /// reads one, its lists alone keep the order).
+    /// Per slab entry: the timer's start sequence (meaningless while vacant), for `pending`
+    /// and snapshots.
     seqs: Vec<u64>,
-    keep_seqs: bool,
     free_head: u32,
     len: usize,
     lists: Lists,
@@ -108,16 +94,14 @@ pub(crate) struct Store<T> {
 }
 
 impl<T> Store<T> {
-    /// A store with `list_count` slot lists, stacks if `stacks`, else queues (see `lists.rs`);
-    /// it keeps start sequences if `keep_seqs`.
-    pub(crate) fn new(list_count: usize, stacks: bool, keep_seqs: bool) -> Self {
+    /// A store with `list_count` slot lists (queues: see `lists.rs`).
+    pub(crate) fn new(list_count: usize) -> Self {
         Store {
             entries: Vec::new(),
             seqs: Vec::new(),
-            keep_seqs,
             free_head: NIL,
             len: 0,
-            lists: Lists::new(list_count, stacks),
+            lists: Lists::new(list_count),
             next_seq: 0,
             earliest: u64::MAX,
         }
@@ -132,9 +116,7 @@ impl<T> Store<T> {
         let vacant = self.entries.len() - self.len;
         if additional > vacant {
             self.entries.reserve(additional - vacant);
-            if self.keep_seqs {
-                self.seqs.reserve(additional - vacant);
-            }
+            self.seqs.reserve(additional - vacant);
         }
         // Lists hold a link per live timer and per tombstone (see `make_room`).
         let entries = self.entries.len().max(self.len + additional);
@@ -169,15 +151,11 @@ impl<T> Store<T> {
             entry.slot = Slot::Occupied(value);
             entry.link = r.link;
             let generation = entry.generation;
-            if self.keep_seqs {
-                self.seqs[index as usize] = seq;
-            }
+            self.seqs[index as usize] = seq;
             generation
         } else {
             self.entries.push(Entry { generation: 0, link: r.link, slot: Slot::Occupied(value) });
-            if self.keep_seqs {
-                self.seqs.push(seq);
-            }
+            self.seqs.push(seq);
             0
         };
         self.len += 1;
@@ -240,7 +218,6 @@ impl<T> Store<T> {
         let link = self.entries[index as usize].link;
         let deadline = self.lists.deadline(link);
         let (_, value) = self.release(index);
-        self.lists.drop_if_head(link);
         if deadline == self.earliest {
             self.refresh_earliest();
         }
@@ -267,16 +244,9 @@ impl<T> Store<T> {
         let seq = self.take_seq();
         let old = self.is_small().then(|| self.deadline(index));
         self.make_room();
-        if self.entries.len() <= EAGER_MAX {
-            // The old link stops being live as the entry names the new one: drop it now if
-            // that is free (the new link then reuses it).
-            self.lists.drop_if_head(self.entries[index as usize].link);
-        }
         let r = self.lists.alloc(deadline, index);
         self.entries[index as usize].link = r.link;
-        if self.keep_seqs {
-            self.seqs[index as usize] = seq;
-        }
+        self.seqs[index as usize] = seq;
         if old == Some(self.earliest) {
             self.refresh_earliest();
         } else {
@@ -346,12 +316,6 @@ impl<T> Store<T> {
         self.lists.push(list, r.link);
     }
 
-    /// Pushes a link in front of slot list `list` (stacks only: the hashed wheel).
-    #[inline(always)]
-    pub(crate) fn push_front(&mut self, list: u32, r: Ref) {
-        self.lists.push_front(list, r.link);
-    }
-
     /// Appends a link to the ready queue.
     #[inline(always)]
     pub(crate) fn push_ready(&mut self, r: Ref) {
@@ -402,18 +366,6 @@ impl<T> Store<T> {
         self.lists.unlink_next(cursor)
     }
 
-    /// Moves the live links due at `tick` from slot list `list` to the (empty) ready queue, in
-    /// order, and drops the tombstones due at `tick` and every link due before it (tombstones
-    /// too: a live entry is never left behind its tick). Keeps the rest. Whether any live
-    /// link was moved.
-    #[inline]
-    pub(crate) fn collect_due(&mut self, list: u32, tick: u64) -> bool {
-        debug_assert!(self.lists.ready_is_empty());
-        let entries = &self.entries;
-        self.lists.collect_due(list, tick, |r| is_live(entries, r));
-        !self.lists.ready_is_empty()
-    }
-
     /// The live links of slot list `list`.
     pub(crate) fn live_refs(&self, list: u32) -> impl Iterator<Item = Ref> + '_ {
         self.lists.refs(list).filter(|&r| is_live(&self.entries, r))
@@ -423,12 +375,6 @@ impl<T> Store<T> {
     #[inline]
     pub(crate) fn occupied_word(&self, word: usize) -> u64 {
         self.lists.occupied_word(word)
-    }
-
-    /// The first occupied slot list in `from..limit`, if any.
-    #[inline]
-    pub(crate) fn next_occupied(&self, from: usize, limit: usize) -> Option<usize> {
-        self.lists.next_occupied(from, limit)
     }
 
     /// The live entries as `(index, live link)`.
@@ -454,20 +400,6 @@ impl<T> Store<T> {
             .collect();
         live.sort_unstable();
         live
-    }
-
-    /// The smallest deadline of any live timer not in the ready queue, by walking every slot
-    /// list (O(n)).
-    pub(crate) fn min_deadline(&self) -> Option<u64> {
-        let mut best: Option<u64> = None;
-        let mut slot = 0;
-        while let Some(found) = self.next_occupied(slot, self.lists.list_count()) {
-            for r in self.live_refs(found as u32) {
-                best = Some(best.map_or(r.deadline, |b| b.min(r.deadline)));
-            }
-            slot = found + 1;
-        }
-        best
     }
 }
 
@@ -502,7 +434,7 @@ mod snapshot {
             free: &[u32],
             next_seq: u64,
         ) -> Self {
-            let mut store = Store::new(list_count, false, true);
+            let mut store = Store::new(list_count);
             let vacant = |&generation| Entry {
                 generation,
                 link: NIL,
@@ -531,33 +463,5 @@ mod snapshot {
             self.earliest = self.earliest.min(deadline);
             r
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A hashed wheel's resets drop the old link at once when it heads its slot's stack, so
-    /// re-arming timers (as a connection does) keeps the pool at one link a timer.
-    #[test]
-    fn resets_reuse_the_old_link_when_it_heads_its_stack() {
-        let mut store = Store::new(1024, true, false);
-        let timers: Vec<u32> = (0..100)
-            .map(|i| {
-                let (r, handle) = store.alloc(i * 7, i as u32).expect("room");
-                store.push_front((r.deadline & 1023) as u32, r);
-                handle.index
-            })
-            .collect();
-        for round in 0..50 {
-            for &index in &timers {
-                let r = store.renew(index, 1_000 + u64::from(index) * 3 + round);
-                store.push_front((r.deadline & 1023) as u32, r);
-            }
-        }
-        // Every old link headed its stack: the deadlines of a round fall in distinct slots.
-        assert_eq!(store.lists.pool_len(), timers.len());
-        assert_eq!(store.len(), timers.len());
     }
 }

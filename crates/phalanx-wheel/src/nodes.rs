@@ -1,0 +1,595 @@
+//! The hashed wheel's store: slab entries that are themselves the list nodes.
+//!
+//! A timer is one 24-byte *node* (for a 4-byte value): its deadline, the next node of the
+//! list it is in, its generation and its value. Walking a slot's stack reads each timer's
+//! deadline, liveness and value in one cache line, where a separate link and slab entry cost
+//! two dependent misses a timer. A node's index is its handle's index, so a node never moves
+//! between indices while its timer is pending.
+//!
+//! Each node is in exactly one list: a slot's stack (newest first), the ready queue, or the
+//! free list. A node is *live* while it holds a value.
+//!
+//! # Lazy cancellation
+//!
+//! Cancelling a timer takes its value and bumps its generation at once (so `len` and handles
+//! are exact), and leaves the node in its slot's stack as a *tombstone*. A tombstone is freed
+//! when its slot is next visited (every tombstone of the visited slot, whatever its deadline)
+//! or when the ready queue reaches it, or in a sweep, and only then can its index be reused.
+//! In a small store (one that never held more than `SMALL` timers: a connection's handful)
+//! a cancel unlinks the node at once instead, so a small store never holds a tombstone.
+//!
+//! `reset` must keep the node (the handle names it), so it unlinks the node from its list,
+//! walking the stack from the slot's head to find the node before it: O(1) plus the newer
+//! nodes of its slot (tombstones included), or of the ready queue for a timer already due.
+//!
+//! Tombstones are not counted as they are made: they are the nodes in use beyond the live
+//! ones. Before a start takes a new node, if the free list is empty and tombstones outnumber
+//! `SWEEP_RATIO` times the most timers ever held plus a slack, every list is swept instead of
+//! growing the slab. So the slab stays within `(1 + SWEEP_RATIO)` times that peak plus the
+//! slack, and a start costs O(1) amortized.
+//!
+//! # Order
+//!
+//! A slot's stack holds its live nodes newest first (a start or reset pushes its node in
+//! front), so taking the due ones out, prepending each, puts them oldest first: start order.
+//! The hashed wheel keeps no start sequences.
+
+use crate::store::{ENTRIES_MAX, NIL};
+use crate::{Expired, TimerHandle};
+
+/// The most timers a store may have held for it to keep its earliest deadline exactly and
+/// unlink a cancelled node at once.
+const SMALL: usize = 16;
+
+/// How many tombstones per timer of the peak are allowed before a sweep (when no node is
+/// free).
+const SWEEP_RATIO: usize = 3;
+
+/// Tombstones allowed beyond `SWEEP_RATIO` per timer before a sweep. Small in debug builds
+/// so that the tests sweep often, mid-drain included.
+const SWEEP_SLACK: usize = if cfg!(debug_assertions) { 2 } else { 64 };
+
+/// A timer's node: all of it in one place.
+struct Node<T> {
+    deadline: u64,
+    /// The next node of the list this one is in (slot stack, ready queue or free list).
+    next: u32,
+    /// Bumped every time the node's timer fires or is cancelled, so handles to it go stale.
+    generation: u32,
+    /// The timer's value; `None` for a tombstone or a free node.
+    value: Option<T>,
+}
+
+/// A filed-to-be timer as a wheel sees it: its node and deadline.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ref {
+    pub(crate) index: u32,
+    pub(crate) deadline: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Queue {
+    head: u32,
+    tail: u32,
+}
+
+impl Queue {
+    const EMPTY: Queue = Queue { head: NIL, tail: NIL };
+}
+
+pub(crate) struct NodeStore<T> {
+    nodes: Vec<Node<T>>,
+    /// The free list's first node.
+    free: u32,
+    /// Live timers.
+    len: usize,
+    /// The most live timers ever held at once.
+    peak: usize,
+    /// Each slot's stack: its newest node.
+    heads: Vec<u32>,
+    /// One bit a slot, set while its stack holds any node.
+    occupied: Vec<u64>,
+    ready: Queue,
+    /// While the store is small: the earliest deadline of any live timer (`u64::MAX` when
+    /// there is none).
+    earliest: u64,
+}
+
+impl<T> NodeStore<T> {
+    /// A store with `slot_count` (a power of two) slot stacks.
+    pub(crate) fn new(slot_count: usize) -> Self {
+        NodeStore {
+            nodes: Vec::new(),
+            free: NIL,
+            len: 0,
+            peak: 0,
+            heads: vec![NIL; slot_count],
+            occupied: vec![0; slot_count.div_ceil(64)],
+            ready: Queue::EMPTY,
+            earliest: u64::MAX,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Makes room for `additional` more timers, and the tombstones they may leave, without
+    /// allocating.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        let peak = self.peak.max(self.len + additional);
+        let total = peak * (1 + SWEEP_RATIO) + self.sweep_slack() + 1;
+        self.nodes.reserve(total.saturating_sub(self.nodes.len()));
+    }
+
+    fn sweep_slack(&self) -> usize {
+        SWEEP_SLACK + self.occupied.len()
+    }
+
+    /// The slot a deadline hashes to.
+    #[inline(always)]
+    fn slot_of(&self, deadline: u64) -> u32 {
+        (deadline & (self.heads.len() as u64 - 1)) as u32
+    }
+
+    /// Stores a new timer, in no list yet: its reference and handle, or `None` when the slab
+    /// is full.
+    #[inline(always)]
+    pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
+        let full = self.nodes.len() >= ENTRIES_MAX;
+        if self.free == NIL && (full || self.nodes.len() - self.len > SWEEP_RATIO * self.peak) {
+            self.make_room()?;
+        }
+        let (index, generation) = if self.free != NIL {
+            let index = self.free;
+            let node = &mut self.nodes[index as usize];
+            self.free = node.next;
+            node.deadline = deadline;
+            node.next = NIL;
+            node.value = Some(value);
+            (index, node.generation)
+        } else {
+            self.nodes.push(Node { deadline, next: NIL, generation: 0, value: Some(value) });
+            ((self.nodes.len() - 1) as u32, 0)
+        };
+        self.len += 1;
+        self.peak = self.peak.max(self.len);
+        self.earliest = self.earliest.min(deadline);
+        Some((Ref { index, deadline }, TimerHandle { index, generation }))
+    }
+
+    /// Called with no free node and many tombstones, or a slab that cannot grow: sweeps if
+    /// tombstones are too many, and checks that the slab may grow (else `None`).
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self) -> Option<()> {
+        let tombstones = self.nodes.len() - self.len;
+        let full = self.nodes.len() >= ENTRIES_MAX;
+        if (full && tombstones > 0) || tombstones > SWEEP_RATIO * self.peak + self.sweep_slack() {
+            let dropped = self.sweep();
+            debug_assert_eq!(dropped, tombstones);
+        }
+        (self.free != NIL || self.nodes.len() < ENTRIES_MAX).then_some(())
+    }
+
+    /// The index behind a handle, if the handle still names a live timer.
+    #[inline]
+    pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
+        let node = self.nodes.get(handle.index as usize)?;
+        (node.generation == handle.generation && node.value.is_some()).then_some(handle.index)
+    }
+
+    pub(crate) fn deadline(&self, index: u32) -> u64 {
+        self.nodes[index as usize].deadline
+    }
+
+    pub(crate) fn value(&self, index: u32) -> &T {
+        self.nodes[index as usize].value.as_ref().expect("a resolved node is live")
+    }
+
+    pub(crate) fn value_mut(&mut self, index: u32) -> &mut T {
+        self.nodes[index as usize].value.as_mut().expect("a resolved node is live")
+    }
+
+    /// Whether the store is small enough to keep `earliest` and unlink at once.
+    #[inline(always)]
+    fn is_small(&self) -> bool {
+        self.peak <= SMALL
+    }
+
+    /// Takes a live node's value and bumps its generation; the node stays where it is.
+    #[inline(always)]
+    fn kill(&mut self, index: u32) -> (TimerHandle, T) {
+        let node = &mut self.nodes[index as usize];
+        let handle = TimerHandle { index, generation: node.generation };
+        node.generation = node.generation.wrapping_add(1);
+        self.len -= 1;
+        (handle, node.value.take().expect("killed a dead node"))
+    }
+
+    #[inline(always)]
+    fn free_node(&mut self, index: u32) {
+        self.nodes[index as usize].next = self.free;
+        self.free = index;
+    }
+
+    /// Cancels a live timer: leaves its node as a tombstone (in a small store, unlinks and
+    /// frees it).
+    #[inline(always)]
+    pub(crate) fn cancel(&mut self, index: u32) -> T {
+        if self.is_small() {
+            return self.cancel_small(index);
+        }
+        self.kill(index).1
+    }
+
+    /// [`NodeStore::cancel`] in a small store: unlinks and frees the node at once and keeps
+    /// `earliest` up to date. Out of line, so that a large store's cancel inlines.
+    #[inline(never)]
+    fn cancel_small(&mut self, index: u32) -> T {
+        let deadline = self.nodes[index as usize].deadline;
+        let (_, value) = self.kill(index);
+        self.unlink(index);
+        self.free_node(index);
+        if deadline == self.earliest {
+            self.refresh_earliest();
+        }
+        value
+    }
+
+    /// Recomputes `earliest` (small stores only: a scan of the slab).
+    #[cold]
+    #[inline(never)]
+    fn refresh_earliest(&mut self) {
+        let live = self.nodes.iter().filter(|node| node.value.is_some());
+        self.earliest = live.map(|node| node.deadline).min().unwrap_or(u64::MAX);
+    }
+
+    /// Re-arms a live timer to `deadline`: unlinks its node from its list and returns it, to
+    /// be filed again (it counts as newly started).
+    pub(crate) fn renew(&mut self, index: u32, deadline: u64) -> Ref {
+        let old = self.nodes[index as usize].deadline;
+        self.unlink(index);
+        self.nodes[index as usize].deadline = deadline;
+        if self.is_small() {
+            if old == self.earliest {
+                self.refresh_earliest();
+            } else {
+                self.earliest = self.earliest.min(deadline);
+            }
+        }
+        Ref { index, deadline }
+    }
+
+    /// Unlinks a node from the list it is in: its deadline's slot stack, or else the ready
+    /// queue.
+    fn unlink(&mut self, index: u32) {
+        let slot = self.slot_of(self.nodes[index as usize].deadline);
+        let mut before = NIL;
+        let mut cursor = self.heads[slot as usize];
+        while cursor != NIL && cursor != index {
+            before = cursor;
+            cursor = self.nodes[cursor as usize].next;
+        }
+        let next = self.nodes[index as usize].next;
+        if cursor == index {
+            if before == NIL {
+                self.heads[slot as usize] = next;
+                if next == NIL {
+                    self.clear_bit(slot);
+                }
+            } else {
+                self.nodes[before as usize].next = next;
+            }
+        } else {
+            self.unlink_ready(index);
+        }
+        self.nodes[index as usize].next = NIL;
+    }
+
+    /// Unlinks a node from the ready queue.
+    #[cold]
+    fn unlink_ready(&mut self, index: u32) {
+        let mut before = NIL;
+        let mut cursor = self.ready.head;
+        while cursor != index {
+            assert!(cursor != NIL, "a live node is in its slot's stack or the ready queue");
+            before = cursor;
+            cursor = self.nodes[cursor as usize].next;
+        }
+        let next = self.nodes[index as usize].next;
+        if before == NIL {
+            self.ready.head = next;
+        } else {
+            self.nodes[before as usize].next = next;
+        }
+        if self.ready.tail == index {
+            self.ready.tail = before;
+        }
+    }
+
+    #[inline(always)]
+    fn clear_bit(&mut self, slot: u32) {
+        self.occupied[slot as usize / 64] &= !(1 << (slot % 64));
+    }
+
+    /// Pushes an unlinked node in front of slot `slot`'s stack.
+    #[inline(always)]
+    pub(crate) fn push_front(&mut self, slot: u32, r: Ref) {
+        let head = &mut self.heads[slot as usize];
+        self.nodes[r.index as usize].next = *head;
+        *head = r.index;
+        self.occupied[slot as usize / 64] |= 1 << (slot % 64);
+    }
+
+    /// Appends an unlinked node to the ready queue.
+    #[inline(always)]
+    pub(crate) fn push_ready(&mut self, r: Ref) {
+        if self.ready.head == NIL {
+            self.ready.head = r.index;
+        } else {
+            self.nodes[self.ready.tail as usize].next = r.index;
+        }
+        self.ready.tail = r.index;
+    }
+
+    /// Hands out the next live timer of the ready queue, freeing tombstones on the way.
+    #[inline]
+    pub(crate) fn pop_ready(&mut self) -> Option<Expired<T>> {
+        while self.ready.head != NIL {
+            let index = self.ready.head;
+            let node = &mut self.nodes[index as usize];
+            let (deadline, next) = (node.deadline, node.next);
+            self.ready.head = next;
+            let live = node.value.is_some();
+            let expired = live.then(|| self.kill(index));
+            self.free_node(index);
+            if let Some((handle, value)) = expired {
+                if deadline == self.earliest && self.is_small() {
+                    self.refresh_earliest();
+                }
+                return Some(Expired { handle, deadline, value });
+            }
+        }
+        None
+    }
+
+    /// Whether the ready queue is empty (of live nodes and tombstones alike).
+    #[inline(always)]
+    pub(crate) fn ready_is_empty(&self) -> bool {
+        self.ready.head == NIL
+    }
+
+    /// Whether the ready queue holds a live node.
+    pub(crate) fn ready_has_live(&self) -> bool {
+        self.chain(self.ready.head).any(|r| self.nodes[r.index as usize].value.is_some())
+    }
+
+    /// The nodes of a chain from `cursor`, in order.
+    fn chain(&self, mut cursor: u32) -> impl Iterator<Item = Ref> + '_ {
+        std::iter::from_fn(move || {
+            (cursor != NIL).then(|| {
+                let index = cursor;
+                let node = &self.nodes[index as usize];
+                cursor = node.next;
+                Ref { index, deadline: node.deadline }
+            })
+        })
+    }
+
+    /// Moves the live nodes due at `tick` from slot `slot`'s stack to the (empty) ready queue,
+    /// oldest first, frees every tombstone of the stack and keeps the rest, newest first.
+    /// Whether any live node was moved.
+    #[inline]
+    pub(crate) fn collect_due(&mut self, slot: u32, tick: u64) -> bool {
+        debug_assert!(self.ready_is_empty());
+        let mut cursor = std::mem::replace(&mut self.heads[slot as usize], NIL);
+        self.clear_bit(slot);
+        // The stack holds its nodes newest first: prepending the due ones puts them oldest
+        // first, appending the kept ones keeps them newest first.
+        let (mut due, mut kept) = (Queue::EMPTY, Queue::EMPTY);
+        while cursor != NIL {
+            let index = cursor;
+            let node = &mut self.nodes[index as usize];
+            cursor = node.next;
+            if node.value.is_none() {
+                node.next = self.free;
+                self.free = index;
+            } else if node.deadline == tick {
+                node.next = due.head;
+                if due.head == NIL {
+                    due.tail = index;
+                }
+                due.head = index;
+            } else {
+                debug_assert!(node.deadline > tick, "a live timer was left behind its tick");
+                node.next = NIL;
+                if kept.head == NIL {
+                    kept.head = index;
+                } else {
+                    self.nodes[kept.tail as usize].next = index;
+                }
+                kept.tail = index;
+            }
+        }
+        self.ready = due;
+        if kept.head != NIL {
+            self.heads[slot as usize] = kept.head;
+            self.occupied[slot as usize / 64] |= 1 << (slot % 64);
+        }
+        due.head != NIL
+    }
+
+    /// Frees every tombstone of every stack and the ready queue, keeping the order of the
+    /// live nodes; how many were freed.
+    #[cold]
+    #[inline(never)]
+    fn sweep(&mut self) -> usize {
+        let mut dropped = 0;
+        for word in 0..self.occupied.len() {
+            let mut bits = self.occupied[word];
+            while bits != 0 {
+                let slot = (word * 64) as u32 + bits.trailing_zeros();
+                bits &= bits - 1;
+                let mut kept = Queue { head: self.heads[slot as usize], tail: NIL };
+                dropped += self.retain_live(&mut kept);
+                self.heads[slot as usize] = kept.head;
+                if kept.head == NIL {
+                    self.clear_bit(slot);
+                }
+            }
+        }
+        let mut ready = self.ready;
+        dropped += self.retain_live(&mut ready);
+        self.ready = ready;
+        dropped
+    }
+
+    /// Keeps the live nodes of the chain from `list.head`, in order, freeing the others.
+    fn retain_live(&mut self, list: &mut Queue) -> usize {
+        let mut cursor = list.head;
+        *list = Queue::EMPTY;
+        let mut dropped = 0;
+        while cursor != NIL {
+            let index = cursor;
+            let node = &mut self.nodes[index as usize];
+            cursor = node.next;
+            node.next = NIL;
+            if node.value.is_none() {
+                self.free_node(index);
+                dropped += 1;
+            } else {
+                if list.head == NIL {
+                    list.head = index;
+                } else {
+                    self.nodes[list.tail as usize].next = index;
+                }
+                list.tail = index;
+            }
+        }
+        dropped
+    }
+
+    /// The live nodes of slot `slot`'s stack, newest first.
+    pub(crate) fn live_refs(&self, slot: u32) -> impl Iterator<Item = Ref> + '_ {
+        let live = |r: &Ref| self.nodes[r.index as usize].value.is_some();
+        self.chain(self.heads[slot as usize]).filter(live)
+    }
+
+    /// The first occupied slot in `from..limit`, if any.
+    #[inline]
+    pub(crate) fn next_occupied(&self, from: usize, limit: usize) -> Option<usize> {
+        if from >= limit {
+            return None;
+        }
+        let mut word = from / 64;
+        let mut bits = self.occupied[word] & (!0u64 << (from % 64));
+        loop {
+            if bits != 0 {
+                let found = word * 64 + bits.trailing_zeros() as usize;
+                return (found < limit).then_some(found);
+            }
+            word += 1;
+            if word * 64 >= limit {
+                return None;
+            }
+            bits = self.occupied[word];
+        }
+    }
+
+    /// When the store is small, the earliest deadline of any live timer (`Some(None)` when
+    /// there is none); `None` when the store is too large for that to be kept.
+    #[inline]
+    pub(crate) fn small_min(&self) -> Option<Option<u64>> {
+        self.is_small().then(|| (self.len > 0).then_some(self.earliest))
+    }
+
+    /// The smallest deadline of any live timer not in the ready queue, by walking every
+    /// stack (O(n)).
+    pub(crate) fn min_deadline(&self) -> Option<u64> {
+        let mut best: Option<u64> = None;
+        let mut slot = 0;
+        while let Some(found) = self.next_occupied(slot, self.heads.len()) {
+            for r in self.live_refs(found as u32) {
+                best = Some(best.map_or(r.deadline, |b| b.min(r.deadline)));
+            }
+            slot = found + 1;
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Resets move a timer's node rather than leaving a tombstone, so re-arming timers (as a
+    /// connection does) keeps the slab at one node a timer.
+    #[test]
+    fn resets_keep_one_node_a_timer() {
+        let mut store = NodeStore::new(1024);
+        let timers: Vec<u32> = (0..100)
+            .map(|i| {
+                let (r, handle) = store.alloc(i * 7, i as u32).expect("room");
+                store.push_front(store.slot_of(r.deadline), r);
+                handle.index
+            })
+            .collect();
+        for round in 0..50 {
+            for &index in &timers {
+                let r = store.renew(index, 1_000 + u64::from(index) * 3 + round);
+                store.push_front(store.slot_of(r.deadline), r);
+            }
+        }
+        assert_eq!(store.nodes.len(), timers.len());
+        assert_eq!(store.len(), timers.len());
+    }
+
+    /// A tombstone's node is reused only after its slot is visited or swept.
+    #[test]
+    fn tombstones_are_reused_after_their_slot_is_visited() {
+        let mut store = NodeStore::new(64);
+        let handles: Vec<TimerHandle> = (0..40)
+            .map(|i| {
+                let (r, handle) = store.alloc(100 + i, i as u32).expect("room");
+                store.push_front(store.slot_of(r.deadline), r);
+                handle
+            })
+            .collect();
+        let victim = store.resolve(handles[20]).expect("live");
+        assert_eq!(store.cancel(victim), 20);
+        assert_eq!(store.len(), 39);
+        assert!(store.resolve(handles[20]).is_none());
+        // Not free yet: a new timer takes a new node.
+        let (r, handle) = store.alloc(200, 99).expect("room");
+        store.push_front(store.slot_of(r.deadline), r);
+        assert_ne!(handle.index, victim);
+        // Visiting the victim's slot frees it.
+        assert!(!store.collect_due(store.slot_of(120), 119));
+        let (_, handle) = store.alloc(300, 98).expect("room");
+        assert_eq!(handle.index, victim);
+        assert_ne!(handle, handles[20]);
+    }
+
+    /// Resetting or cancelling a timer that is already due (in the ready queue, not yet
+    /// handed out) unlinks it from the ready queue, in a small wheel and a large one alike.
+    #[test]
+    fn due_timers_can_be_reset_and_cancelled() {
+        for count in [5_u32, 40] {
+            let mut wheel = crate::HashedWheel::new(0, 8).expect("power of two");
+            let handles: Vec<TimerHandle> =
+                (0..count).map(|i| wheel.insert(10, i).expect("future")).collect();
+            assert_eq!(wheel.poll(10).map(|expired| expired.value), Some(0));
+            // Now every other timer is in the ready queue.
+            wheel.reset(handles[count as usize - 1], 12).expect("pending");
+            assert_eq!(wheel.cancel(handles[2]), Some(2));
+            wheel.reset(handles[1], 11).expect("pending");
+            let fired: Vec<u32> = wheel.drain(20).map(|expired| expired.value).collect();
+            let mut expected: Vec<u32> = (3..count - 1).collect();
+            expected.extend([1, count - 1]);
+            assert_eq!(fired, expected, "{count} timers");
+            assert!(wheel.is_empty());
+        }
+    }
+}
