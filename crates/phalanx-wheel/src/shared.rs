@@ -48,7 +48,7 @@ macro_rules! wheel_api {
             /// tombstones their cancellations may leave (up to three a timer). A hierarchical
             /// wheel: slab entries (16 bytes each for a 4-byte value, plus an 8-byte start
             /// sequence) and list links (16 bytes, up to four a timer); a hashed wheel: its
-            /// entries, which are the list nodes (24 bytes for a 4-byte value, up to four a
+            /// entries, which are the list nodes (20 bytes for a 4-byte value, up to four a
             /// timer).
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
