@@ -102,7 +102,7 @@ pub struct HierarchicalWheel<T> {
 impl<T> HierarchicalWheel<T> {
     /// An empty wheel whose clock reads `now`.
     pub fn new(now: u64) -> Self {
-        HierarchicalWheel { store: Store::new(LEVELS * SLOTS), now, horizon: u64::MAX }
+        HierarchicalWheel { store: Store::new(LEVELS * SLOTS, false, true), now, horizon: u64::MAX }
     }
 
     /// Files a reference (`deadline >= now`) in the list its deadline belongs in.
