@@ -17,15 +17,12 @@
 //!   taking it out in order (into the ready queue, or collecting the due ones) reverses the
 //!   chain first. Its slots hold few links each, so that pass is short.
 //!
-//! A stack can also give up its head at once (`drop_if_head`): the store uses it to free a
-//! tombstone that heads its slot's stack instead of leaving it for a visit or a sweep.
-//!
 //! Since the hashed wheel keeps its timers in nodes of its own (`nodes.rs`), only the
-//! hierarchical wheel uses these lists, as queues; stacks are exercised by a test alone.
-//! They stay: taking them out (the flag and its branches) was measured to slow the
+//! hierarchical wheel uses these lists, as queues: the stack mode is unused and untested.
+//! It stays for now: taking it out (the flag and its branches) was measured to slow the
 //! hierarchical wheel's burst by about 8 % (7.6 -> 8.4 ns a timer at 1e5, in three
 //! same-process runs; its hot loops compiled to the same instructions, so most likely code
-//! layout). Revisit with the next change to this file.
+//! layout). Remove it with the next change to this file, measured again.
 //!
 //! Each slot list has one bit in an occupancy bitmap, set while it holds any link, so a wheel
 //! can jump over empty slots with `trailing_zeros`. The ready queue is a queue, without a bit.
@@ -202,26 +199,6 @@ impl Lists {
         self.pool[link as usize].next = *head;
         *head = link;
         self.occupied[list as usize / 64] |= 1 << (list % 64);
-    }
-
-    /// Stacks only (else nothing): if `link` heads the stack its deadline hashes to (the
-    /// hashed wheel's slot `deadline mod list_count`), pops and frees it. For a tombstone,
-    /// which would otherwise wait for its slot's visit or a sweep.
-    #[inline]
-    pub(crate) fn drop_if_head(&mut self, link: u32) {
-        if !self.stacks {
-            return;
-        }
-        let Link { deadline, next, .. } = self.pool[link as usize];
-        let list = (deadline & (self.heads.len() as u64 - 1)) as u32;
-        let head = &mut self.heads[list as usize];
-        if *head == link {
-            *head = next;
-            if next == NIL {
-                self.clear_bit(list);
-            }
-            self.free_link(link);
-        }
     }
 
     /// Takes slot list `list` out (its bit cleared) as a chain in the order its links were

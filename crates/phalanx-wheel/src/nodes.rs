@@ -89,6 +89,17 @@ struct Queue {
 
 impl Queue {
     const EMPTY: Queue = Queue { head: NIL, tail: NIL };
+
+    /// Appends node `index` (whose `next` is already `NIL`) to the queue.
+    #[inline(always)]
+    fn append<T>(&mut self, nodes: &mut [Node<T>], index: u32) {
+        if self.head == NIL {
+            self.head = index;
+        } else {
+            nodes[self.tail as usize].next = index;
+        }
+        self.tail = index;
+    }
 }
 
 pub(crate) struct NodeStore<T> {
@@ -345,12 +356,7 @@ impl<T> NodeStore<T> {
     /// Appends an unlinked node to the ready queue.
     #[inline(always)]
     pub(crate) fn push_ready(&mut self, r: Ref) {
-        if self.ready.head == NIL {
-            self.ready.head = r.index;
-        } else {
-            self.nodes[self.ready.tail as usize].next = r.index;
-        }
-        self.ready.tail = r.index;
+        self.ready.append(&mut self.nodes, r.index);
     }
 
     /// Hands out the next live timer of the ready queue, freeing tombstones on the way.
@@ -424,12 +430,7 @@ impl<T> NodeStore<T> {
             } else {
                 debug_assert!(node.deadline() > tick, "a live timer was left behind its tick");
                 node.next = NIL;
-                if kept.head == NIL {
-                    kept.head = index;
-                } else {
-                    self.nodes[kept.tail as usize].next = index;
-                }
-                kept.tail = index;
+                kept.append(&mut self.nodes, index);
             }
         }
         self.ready = due;
@@ -479,12 +480,7 @@ impl<T> NodeStore<T> {
                 self.free_node(index);
                 dropped += 1;
             } else {
-                if list.head == NIL {
-                    list.head = index;
-                } else {
-                    self.nodes[list.tail as usize].next = index;
-                }
-                list.tail = index;
+                list.append(&mut self.nodes, index);
             }
         }
         dropped

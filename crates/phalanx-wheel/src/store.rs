@@ -21,12 +21,6 @@
 //! in an array of its own, kept only by the hierarchical wheel (for `pending` and snapshots):
 //! nothing else reads it, the lists alone keep the firing order.
 //!
-//! In stacks (the hashed wheel's, before `nodes.rs`) one tombstone is cheap to drop at once: when the old link heads
-//! its slot's stack, a `reset` (in a slab of at most `EAGER_MAX` entries) or a `cancel` (in a
-//! small slab, a connection's handful) pops and frees it, and the new link of a reset reuses
-//! it. That costs two dependent loads (the link's deadline, then its slot's head), so a cancel
-//! in a larger slab leaves the tombstone: measured, it more than doubled the cancel benchmark.
-//!
 //! Tombstones are not counted as they are made (a cancel touches nothing else): they are the
 //! links in use beyond one per live timer. Before a start or reset takes a link, if every link
 //! of the pool is in use and tombstones outnumber three times the slab's entries (the most
@@ -48,13 +42,6 @@ use crate::{Expired, TimerHandle};
 
 /// The most entries a slab may have held for [`Store::small_min`] to scan it.
 const SMALL_SLAB: usize = 16;
-
-/// The most entries a slab may have held for a reset to drop the timer's old link at once
-/// when it heads its slot's stack (a hashed wheel's): cheap while the lists are in cache, the
-/// new link reuses it at once, and the pool does not fill with tombstones to sweep. (A cancel
-/// does so only in a small slab: in the cancel benchmark's 1,000 timers over 2^16 slots the
-/// two extra dependent loads took a cancel from 2.3 to 6.0 ns.)
-const EAGER_MAX: usize = 4096;
 
 /// How many tombstones per slab entry are allowed before a sweep (when the pool is full).
 const SWEEP_RATIO: usize = 3;
@@ -239,10 +226,8 @@ impl<T> Store<T> {
     /// so that a large wheel's cancel stays small enough to inline into its caller's loop.
     #[inline(never)]
     fn cancel_small(&mut self, index: u32) -> T {
-        let link = self.entries[index as usize].link;
-        let deadline = self.lists.deadline(link);
+        let deadline = self.deadline(index);
         let (_, value) = self.release(index);
-        self.lists.drop_if_head(link);
         if deadline == self.earliest {
             self.refresh_earliest();
         }
@@ -269,11 +254,6 @@ impl<T> Store<T> {
         let seq = self.take_seq();
         let old = self.is_small().then(|| self.deadline(index));
         self.make_room();
-        if self.entries.len() <= EAGER_MAX {
-            // The old link stops being live as the entry names the new one: drop it now if
-            // that is free (the new link then reuses it).
-            self.lists.drop_if_head(self.entries[index as usize].link);
-        }
         let r = self.lists.alloc(deadline, index);
         self.entries[index as usize].link = r.link;
         if self.keep_seqs {
@@ -346,13 +326,6 @@ impl<T> Store<T> {
     #[inline(always)]
     pub(crate) fn push(&mut self, list: u32, r: Ref) {
         self.lists.push(list, r.link);
-    }
-
-    /// Pushes a link in front of slot list `list` (stacks only; no wheel uses a store with
-    /// stacks any more, the hashed wheel keeps its own nodes: see `nodes.rs`).
-    #[cfg(test)]
-    pub(crate) fn push_front(&mut self, list: u32, r: Ref) {
-        self.lists.push_front(list, r.link);
     }
 
     /// Appends a link to the ready queue.
@@ -502,33 +475,5 @@ mod snapshot {
             self.earliest = self.earliest.min(deadline);
             r
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A hashed wheel's resets drop the old link at once when it heads its slot's stack, so
-    /// re-arming timers (as a connection does) keeps the pool at one link a timer.
-    #[test]
-    fn resets_reuse_the_old_link_when_it_heads_its_stack() {
-        let mut store = Store::new(1024, true, false);
-        let timers: Vec<u32> = (0..100)
-            .map(|i| {
-                let (r, handle) = store.alloc(i * 7, i as u32).expect("room");
-                store.push_front((r.deadline & 1023) as u32, r);
-                handle.index
-            })
-            .collect();
-        for round in 0..50 {
-            for &index in &timers {
-                let r = store.renew(index, 1_000 + u64::from(index) * 3 + round);
-                store.push_front((r.deadline & 1023) as u32, r);
-            }
-        }
-        // Every old link headed its stack: the deadlines of a round fall in distinct slots.
-        assert_eq!(store.lists.pool_len(), timers.len());
-        assert_eq!(store.len(), timers.len());
     }
 }
