@@ -116,13 +116,10 @@ impl Playout {
         self.resize();
     }
 
-    /// Recomputes the base and the buffer from the window. Either moves the schedule later
-    /// only when it must: the base when the fastest offset rises by more than
-    /// [`settle_ms`](Self::settle_ms) (or the window restarted), the buffer when the jitter
-    /// grows. Every millisecond the schedule moves later is added to the latency of the
-    /// commands submitted before it moved, so it must not creep up with the window's noise:
-    /// the buffer grows with that margin to spare (twice that while the window fills), and it
-    /// shrinks only when a full window calls for less, by more than twice that margin.
+    /// Recomputes the base and the buffer from the window, moving the schedule later only
+    /// when it must (see the module docs): the base when the fastest offset rises by more
+    /// than [`settle_ms`](Self::settle_ms) or the window restarted, the buffer when the jitter
+    /// grows.
     fn resize(&mut self) {
         let samples = self.offsets.sorted().len();
         let full = samples >= WINDOW;
@@ -149,8 +146,9 @@ impl Playout {
         }
     }
 
-    /// How far the fastest offset or the buffer may drift below their values in force
-    /// before the schedule follows: a thirty-second of a turn, at least 2 ms.
+    /// How far the fastest offset may rise above the base in force before the base follows,
+    /// and the margin the buffer grows with (twice that while the window fills, and twice
+    /// that it must be above the need to shrink): a thirty-second of a turn, at least 2 ms.
     fn settle_ms(&self) -> u64 {
         (self.length_ms / 32).max(2)
     }
