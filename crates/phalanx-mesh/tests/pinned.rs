@@ -66,18 +66,18 @@ fn seeded_runs_are_unchanged() {
         ),
         (
             "partitioned",
-            0x82704d814695f9d6,
-            vec![0xc0e4247f5c100c17, 0xc0e4247f5c100c17, 0xa37d8463b98fd430, 0xc0e4247f5c100c17],
+            0x241592bf76121c77,
+            vec![0x6b5f96d7e496cca5, 0x6b5f96d7e496cca5, 0x59170f3be8088c16, 0x6b5f96d7e496cca5],
         ),
         (
             "listen",
-            0xb3f3e9089a3965ce,
-            vec![0x5f3558d34b0b7e90, 0xac959305c005e02d, 0x5f3558d34b0b7e90, 0xf5b0f1e4ed66ed6c],
+            0x729a9216b92ed935,
+            vec![0x3723b1a3e30b0baf, 0x8236e8df016b1186, 0x3723b1a3e30b0baf, 0x7bad979703183537],
         ),
         (
             "dropped",
-            0xfdc077702b12c9ef,
-            vec![0x73e1ed38be237aa6, 0xfaa6061802b40197, 0xfaa6061802b40197],
+            0xbdc4ad1cd4a11b15,
+            vec![0xf94134170d871c6c, 0xf9065756d7237278, 0xf9065756d7237278],
         ),
     ];
     let actual = scenarios();

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use crate::wire::{
     decode_down, decode_up, put_up_command, put_up_header, put_varint, Limits, UpExtras,
 };
-use crate::{Client, Host, Joined, PlayerId, SessionConfig, Turn};
+use crate::{Client, ClientEvent, Host, Joined, PlayerId, SessionConfig, Ticket, Turn};
 
 /// One-way latency of every link, both ways.
 const LATENCY_MS: u64 = 20;
@@ -78,6 +78,12 @@ struct Net {
     ups: Vec<UpSent>,
     /// Per client: when each turn executed.
     executed: Vec<BTreeMap<Turn, u64>>,
+    /// When player 0 submits a command, if it does, and the ticket it got.
+    submit_at: Option<u64>,
+    ticket: Option<Ticket>,
+    /// The turn player 0's command executed in, and whether it was told the command was late.
+    command_executed: Option<Turn>,
+    told_late: bool,
 }
 
 impl Net {
@@ -109,6 +115,10 @@ impl Net {
             downs: Vec::new(),
             ups: Vec::new(),
             executed: vec![BTreeMap::new(); tokens.len()],
+            submit_at: None,
+            ticket: None,
+            command_executed: None,
+            told_late: false,
         }
     }
 
@@ -117,7 +127,8 @@ impl Net {
             self.step();
             let queued = self.queue.keys().next().map(|&(at, _)| at);
             let timers = self.clients.iter().map(Client::poll_timeout);
-            let next = timers.chain([self.host.poll_timeout(), queued]).flatten().min();
+            let submit = self.submit_at.filter(|&at| at > self.now);
+            let next = timers.chain([self.host.poll_timeout(), queued, submit]).flatten().min();
             self.now = next.unwrap_or(until_ms + 1).max(self.now + 1);
         }
     }
@@ -148,6 +159,15 @@ impl Net {
             client.handle_timeout(now);
             while let Some(bundle) = client.next_turn(now) {
                 self.executed[index].insert(bundle.turn, now);
+                if index == 0 && !bundle.records.is_empty() {
+                    self.command_executed = Some(bundle.turn);
+                }
+            }
+            if index == 0 && self.submit_at == Some(now) {
+                self.ticket = Some(client.submit(now, b"order").expect("a command fits"));
+            }
+            while let Some(event) = client.poll_event() {
+                self.told_late |= matches!(event, ClientEvent::CommandLate { .. });
             }
             let mut out = Vec::new();
             while client.poll_transmit(now, &mut buf) {
@@ -315,4 +335,46 @@ fn without_the_gap_flag_the_missing_turn_waits_for_the_retransmit_timer() {
         // The later turns' datagrams found T still missing: the gap was reported only once.
         assert_eq!(slow.ups.iter().filter(|up| up.gap).count(), 1, "lost {lost}: reported once");
     }
+}
+
+/// An outage's repair does not move the playout schedule. Player 0 loses eight datagrams in
+/// a row (800 ms); T + 8's opens the gap and the repair brings T to T + 7 one round trip later,
+/// each up to 800 ms late. They are resends, not news of the path: T + 8 executes with them,
+/// and every later turn at the same moment as on player 1, whose link is the same and lost
+/// nothing. (Counted as offsets, the burst had moved the schedule later: the late turns in a
+/// row looked like the host stopping, and the copies riding with T + 8 grew the buffer.)
+#[test]
+fn an_outages_repair_leaves_the_playout_schedule_alone() {
+    let lost = 8;
+    let (net, opened) = run_with_gap(lost, false);
+    let repaired = opened + 2 * LATENCY_MS;
+    assert_eq!(net.executed_ms(0, Turn(T.0 + lost)), repaired, "T + {lost} with the repair");
+    for turn in (T.0 + lost + 1..T.0 + lost + 10).map(Turn) {
+        let (ours, theirs) = (net.executed_ms(0, turn), net.executed_ms(1, turn));
+        assert_eq!(ours, theirs, "{turn:?}: executed at {ours} on player 0, {theirs} on player 1");
+    }
+}
+
+/// A command submitted while the game waits for the repair is stamped from the playout
+/// schedule, not from the turn the game is stuck on. Player 0 loses eight datagrams; 10 ms
+/// after the gap opens it submits a command. The turns after T are sealed already, so a stamp
+/// counted from T would miss its turn and execute later than its ticket says; counted from
+/// the schedule (T + 9 is next on it) it reaches the host in time and executes in the turn its
+/// ticket names, with no `CommandLate`. (Counted from T, it was stamped T and executed two
+/// turns after T + 9.)
+#[test]
+fn a_command_submitted_while_behind_the_schedule_keeps_its_ticket() {
+    let lost = 8;
+    let opened = run_with_gap(lost, false).1;
+    let submit_at = opened + 10;
+    let mut net = Net::new(lost, false);
+    net.submit_at = Some(submit_at);
+    net.run_until(END_MS);
+    let ticket = net.ticket.expect("the command was submitted");
+    assert!(net.executed_ms(0, T) > submit_at, "submitted at {submit_at}, while T was missing");
+    let delay = net.clients[0].pace().command_delay_turns;
+    let from_schedule = Turn(T.0 + lost + 1 - 1 + delay);
+    assert_eq!(ticket.turn, from_schedule, "stamped from T + 9, delay {delay}, opened {opened}");
+    assert_eq!(net.command_executed, Some(ticket.turn), "executed where the ticket says");
+    assert!(!net.told_late, "no CommandLate");
 }

@@ -142,10 +142,11 @@ impl Client {
     }
 
     /// Buffers the bundles of a datagram from `first_turn` on; stale, future and duplicate
-    /// ones are dropped and counted. A turn's first arrival feeds the playout schedule.
+    /// ones are dropped and counted. The newest turn's first arrival feeds the playout schedule.
     fn store_bundles(&mut self, now_ms: u64, first_turn: Turn, bundles: Vec<Vec<Record>>) {
         let window = self.buffered.len();
         let Some(link) = self.link.as_deref_mut() else { return };
+        let count = bundles.len();
         for (offset, records) in bundles.into_iter().enumerate() {
             let Some(turn) = first_turn.checked_add(offset as u32) else {
                 break;
@@ -168,7 +169,10 @@ impl Client {
             if self.playout.due_ms(turn).is_some_and(|due| due < now_ms) {
                 self.stats.playout_late += 1;
             }
-            self.playout.on_arrival(turn, now_ms);
+            if offset + 1 == count {
+                // The datagram's own turn: the others it carries are copies (see playout).
+                self.playout.on_arrival(turn, now_ms);
+            }
         }
         let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
         self.stats.bundles_buffered_high_water = self.stats.bundles_buffered_high_water.max(held);

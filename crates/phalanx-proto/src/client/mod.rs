@@ -376,7 +376,8 @@ impl Client {
     }
 
     /// Submits a command for our player. It is stamped for the turn after the one the game is
-    /// executing plus the command delay; the returned ticket names it. Refused, with nothing
+    /// executing plus the command delay (counted from the playout schedule's turn when the
+    /// game is behind it); the returned ticket names it. Refused, with nothing
     /// queued, when too large, over the stamped turn's budget, or when not running.
     pub fn submit(&mut self, now_ms: u64, payload: &[u8]) -> Result<Ticket, SubmitError> {
         if !matches!(self.state, State::Running(_)) {
@@ -389,7 +390,7 @@ impl Client {
         if payload.len() > max {
             return Err(SubmitError::TooLarge { len: payload.len(), max });
         }
-        let stamped = stamp(self.next_exec, self.pace.command_delay_turns);
+        let stamped = stamp(self.stamp_from(now_ms), self.pace.command_delay_turns);
         // The stamped turn, or with `overflow_turns_max` the first later one with room.
         let turn = (0..=self.config.overflow_turns_max)
             .filter_map(|later| stamped.checked_add(later))
@@ -406,6 +407,19 @@ impl Client {
         self.stats.commands_unacked_high_water =
             self.stats.commands_unacked_high_water.max(self.unacked.len());
         Ok(Ticket { seq, turn })
+    }
+
+    /// The turn a command submitted now counts its delay from: the next to execute, or,
+    /// when the game is behind its playout schedule (catching up after an outage, or stalled
+    /// on a late turn), the next on the schedule — the turns between may be sealed already,
+    /// and a command stamped for one would miss it. Never past the turn after the newest one
+    /// held: in a pause the schedule runs on while the host seals nothing.
+    fn stamp_from(&self, now_ms: u64) -> Turn {
+        let held = self.buffered.iter().rposition(Option::is_some).map_or(0, |last| last + 1);
+        let newest = self.next_exec.saturating_add(held as u32);
+        self.playout
+            .turn_after(now_ms)
+            .map_or(self.next_exec, |turn| turn.clamp(self.next_exec, newest))
     }
 
     /// When the next turn is due on the playout schedule, in the caller's clock (`None`

@@ -4,7 +4,9 @@
 //!
 //! The host seals a turn every turn length, so a turn's *offset* — its first arrival minus
 //! `turn × length` — is constant on a perfect link: one-way latency plus a fixed clock
-//! difference. Jitter spreads the offsets. The schedule keeps the offsets of the last
+//! difference. Jitter spreads the offsets. Only the newest turn of a datagram gives one: the
+//! older turns it carries are copies or resends, late by their own loss (after an outage, by
+//! the whole outage), not by the path. The schedule keeps the offsets of the last
 //! [`WINDOW`] turns and plays turn `t` at `base + t × length + buffer`, where `base` is their
 //! minimum (the fastest path) and `buffer` their 95th percentile above it, capped at
 //! `playout_max_ms`. Every turn that arrives within the buffer executes exactly one turn length
@@ -87,7 +89,7 @@ impl Playout {
         at_ms as i64 - turns * self.length_ms as i64
     }
 
-    /// Turn `turn` arrived for the first time at `now_ms`.
+    /// Turn `turn` arrived for the first time at `now_ms`, the newest turn of its datagram.
     pub(crate) fn on_arrival(&mut self, turn: Turn, now_ms: u64) {
         if self.max_ms == 0 {
             return;
@@ -180,6 +182,16 @@ impl Playout {
         let turns = i64::from(turn.0) - i64::from(anchor.0);
         let due = self.base + turns * self.length_ms as i64 + self.buffer_ms as i64;
         Some(due.max(0) as u64)
+    }
+
+    /// The first turn whose time on the schedule is after `now_ms`: the turn a game on
+    /// schedule executes next (`None`: no schedule yet, or the buffer is off).
+    pub(crate) fn turn_after(&self, now_ms: u64) -> Option<Turn> {
+        let anchor = self.anchor?;
+        let since = now_ms as i64 - (self.base + self.buffer_ms as i64);
+        let turns = since.div_euclid(self.length_ms as i64) + 1;
+        let turn = (i64::from(anchor.0) + turns).clamp(0, i64::from(u32::MAX));
+        Some(Turn(turn as u32))
     }
 }
 
