@@ -136,12 +136,12 @@ pub struct SessionConfig {
     /// acknowledgements, the turn it executes, a state hash report, its turn cost and playout
     /// buffer — this often, instead of acknowledging every turn within `ack_delay_ms`. It still
     /// sends at once new commands (repeated a sixteenth of a turn later), pause requests,
-    /// answers to a probe, and an acknowledgement when a turn is missing while a later one
-    /// arrived (a gap), which has the host resend what is missing at once. Keep-alives on
-    /// both ends go at this period instead of `keep_alive_ms`, and the host's retransmit timer
-    /// allows for it. Acks lag up to a heartbeat, so a window (`turns_ahead_max`) a heartbeat
-    /// longer than an outage rides it out without the others waiting. A session setting: host
-    /// and clients must agree. 0 or 50..=`idle_timeout_ms` / 4.
+    /// answers to a probe, and an ack when a turn is missing while a later one arrived or is
+    /// overdue (a round trip before its playout time): the host resends what is missing at
+    /// once. Keep-alives on both ends go at this period instead of `keep_alive_ms`, and the
+    /// host's retransmit timer allows for it. Acks lag up to a heartbeat, so a window
+    /// (`turns_ahead_max`) a heartbeat longer than an outage rides it out without the others
+    /// waiting. A session setting: host and clients must agree. 0 or 50..=`idle_timeout_ms` / 4.
     pub heartbeat_ms: u32,
     /// How long the host waits for a newly seated player's first datagram. A client cannot
     /// send any before the join reply reaches it, and on a lossy link the reliable stream's

@@ -1,8 +1,13 @@
-//! The quiet relay's gap path, pinned (`SessionConfig::heartbeat_ms`). A host and two quiet
+//! The quiet relay's repair paths, pinned (`SessionConfig::heartbeat_ms`). A host and two quiet
 //! clients on 20 ms links run step by step on a virtual clock, and player 0 loses the first
-//! datagrams to bring it turns T, T + 1... in a row. Each datagram repeats the
-//! `redundant_turns` (2) turns before its newest, so T is lost for good only when three are:
-//! T's, T + 1's and T + 2's; T + 3's then opens a gap (T missing, T + 1 held). Decoding what
+//! datagrams to bring it turns T, T + 1... in a row.
+//!
+//! Without an outage, the client reports each missing turn as it becomes overdue on its
+//! playout schedule, and the host resends it at once. In an outage (everything to and from
+//! player 0 lost until the first datagram after the losses) those reports are lost too. Each
+//! datagram repeats the `redundant_turns` (2) turns before its newest, so T is lost for good
+//! only when three are: T's, T + 1's and T + 2's; T + 3's then opens a gap (T missing, T + 1
+//! held). Decoding what
 //! each side sends (the wire module is crate-private, hence a unit test) shows the client
 //! acknowledging at once with the gap flag, the host resending from T at once, and the missing
 //! turns executing one round trip after the gap opened. The control run clears the gap flag
@@ -36,6 +41,8 @@ struct DownSent {
     by_timer: bool,
     /// The link's retransmissions so far, this one included.
     retransmits: u64,
+    /// Dropped as part of the outage, not as one of the losses.
+    in_outage: bool,
 }
 
 impl DownSent {
@@ -49,12 +56,14 @@ impl DownSent {
     }
 }
 
-/// A datagram a client sent: when, who, what it acknowledged, and the gap flag.
+/// A datagram a client sent: when, who, what it acknowledged, the gap flag, and whether the
+/// outage dropped it.
 struct UpSent {
     at: u64,
     client: usize,
     turn_ack: Turn,
     gap: bool,
+    dropped: bool,
 }
 
 enum Dest {
@@ -74,6 +83,12 @@ struct Net {
     lost: u32,
     /// The control: the gap flag is cleared from every datagram before the host reads it.
     clear_gap: bool,
+    /// Whether the losses are an outage: from the first lost datagram until the first after
+    /// the losses reaches player 0 (`healed_at`), everything to and from it is lost too — its
+    /// heartbeats, its overdue reports, the host's retransmissions.
+    outage: bool,
+    outage_from: Option<u64>,
+    healed_at: Option<u64>,
     downs: Vec<DownSent>,
     ups: Vec<UpSent>,
     /// Per client: when each turn executed.
@@ -112,6 +127,9 @@ impl Net {
             sent: 0,
             lost,
             clear_gap,
+            outage: true,
+            outage_from: None,
+            healed_at: None,
             downs: Vec::new(),
             ups: Vec::new(),
             executed: vec![BTreeMap::new(); tokens.len()],
@@ -199,11 +217,22 @@ impl Net {
             dropped: false,
             by_timer: retransmits > before.map_or(0, |d| d.retransmits),
             retransmits,
+            in_outage: false,
         };
         let newest = sent.newest();
         let lost = newest.is_some_and(|newest| T <= newest && newest.since(T) < self.lost);
         let again = self.downs.iter().any(|d| d.client == client && d.newest() == newest);
         sent.dropped = client == 0 && lost && !again;
+        if sent.dropped {
+            self.outage_from.get_or_insert(self.now);
+        } else if client == 0 && self.in_outage() {
+            let after = newest.is_some_and(|newest| T <= newest && newest.since(T) >= self.lost);
+            if after {
+                self.healed_at = Some(self.now + LATENCY_MS);
+            } else {
+                (sent.dropped, sent.in_outage) = (true, true);
+            }
+        }
         if !sent.dropped {
             self.enqueue(Dest::Client(client), bytes);
         }
@@ -213,8 +242,18 @@ impl Net {
     fn send_up(&mut self, client: usize, bytes: Vec<u8>) {
         let up = decode_up(&bytes, &self.limits).expect("the clients' datagrams decode");
         let (turn_ack, gap) = (up.turn_ack, up.extras.gap);
-        self.ups.push(UpSent { at: self.now, client, turn_ack, gap });
+        let dropped = client == 0 && self.in_outage();
+        self.ups.push(UpSent { at: self.now, client, turn_ack, gap, dropped });
+        if dropped {
+            return;
+        }
         self.enqueue(Dest::Host(PlayerId(client as u8)), bytes);
+    }
+
+    /// Whether player 0 is in the outage now.
+    fn in_outage(&self) -> bool {
+        let started = self.outage && self.outage_from.is_some_and(|from| from <= self.now);
+        started && self.healed_at.is_none_or(|healed| self.now < healed)
     }
 
     /// The same Up datagram with the gap flag cleared (the control run).
@@ -248,7 +287,7 @@ impl Net {
 fn run(lost: u32, clear_gap: bool) -> Net {
     let mut net = Net::new(lost, clear_gap);
     net.run_until(END_MS);
-    let dropped: Vec<&DownSent> = net.downs.iter().filter(|d| d.dropped).collect();
+    let dropped: Vec<&DownSent> = net.downs.iter().filter(|d| d.dropped && !d.in_outage).collect();
     assert_eq!(dropped.len(), lost as usize, "exactly {lost} datagrams lost");
     for (index, down) in dropped.iter().enumerate() {
         assert_eq!(down.newest(), Some(Turn(T.0 + index as u32)), "lost in a row");
@@ -266,13 +305,44 @@ fn run_with_gap(lost: u32, clear_gap: bool) -> (Net, u64) {
     (net, opened)
 }
 
-/// Two losses in a row open no gap: T + 2's datagram still carries T, and the client keeps
-/// quiet (no gap flag all run). Why the gap tests below lose three datagrams or four.
+/// Two losses in a row in an outage open no gap: T + 2's datagram still carries T, and the
+/// client's report that T is overdue is lost with the rest. Why the gap tests below lose three
+/// datagrams or four.
 #[test]
 fn two_losses_in_a_row_are_covered_by_the_redundant_copies() {
     let net = run(2, false);
     assert_eq!(net.arrived_ms(T), net.arrived_ms(Turn(T.0 + 2)), "T came with T + 2");
-    assert!(net.ups.iter().all(|up| !up.gap), "no gap reported");
+    assert!(net.ups.iter().any(|up| up.gap && up.dropped), "T was reported overdue");
+    assert!(net.ups.iter().all(|up| !up.gap || up.dropped), "no report reached the host");
+}
+
+/// Two losses in a row that are no outage: the client reports each missing turn as it is
+/// overdue (on this jitter-free link, the moment it should have arrived), the host resends it
+/// at once, and it arrives one round trip later — not with the datagram after next, whose
+/// copy is the last.
+#[test]
+fn an_overdue_turn_is_reported_and_resent_at_once() {
+    let mut net = Net::new(2, false);
+    net.outage = false;
+    net.run_until(END_MS);
+    for turn in [T, Turn(T.0 + 1)] {
+        let on_time = net.executed_ms(1, turn);
+        let report = net.ups.iter().find(|up| up.client == 0 && up.gap && up.turn_ack == turn);
+        let report = report.unwrap_or_else(|| panic!("{turn:?} was reported"));
+        assert_eq!(report.at, on_time, "{turn:?}: reported when it should have arrived");
+        let resent = net.downs.iter().find(|down| down.client == 0 && down.at == report.at + 20);
+        let resent = resent.unwrap_or_else(|| panic!("{turn:?}: resent as the report arrived"));
+        assert!(resent.carries(turn) && !resent.by_timer, "{turn:?}: resent by the report");
+        let repaired = report.at + 2 * LATENCY_MS;
+        assert_eq!(net.arrived_ms(turn), repaired, "{turn:?}: a round trip after the report");
+    }
+    // T executes as it arrives. T + 1 too, or a little after: T's late arrival, as the newest
+    // turn of the host's resend, widened the buffer (the window holds 30 turns: its 95th
+    // percentile is its second-latest).
+    assert_eq!(net.executed_ms(0, T), net.arrived_ms(T));
+    let next = Turn(T.0 + 1);
+    let copy = net.arrived_ms(Turn(T.0 + 2));
+    assert!(net.executed_ms(0, next) < copy, "T + 1 before its copy could have come ({copy})");
 }
 
 /// The gap path with one turn missing (three datagrams lost: T) and with two (four lost: T and
@@ -333,7 +403,9 @@ fn without_the_gap_flag_the_missing_turn_waits_for_the_retransmit_timer() {
         assert!(waited >= HEARTBEAT_MS.max(rto), "lost {lost}: T after {waited} ms, RTO {rto}");
         assert_eq!(slow.executed_ms(0, T), slow.arrived_ms(T), "lost {lost}: executed then");
         // The later turns' datagrams found T still missing: the gap was reported only once.
-        assert_eq!(slow.ups.iter().filter(|up| up.gap).count(), 1, "lost {lost}: reported once");
+        // (Its report that T was overdue went out in the outage and was lost.)
+        let reports = slow.ups.iter().filter(|up| up.gap && !up.dropped).count();
+        assert_eq!(reports, 1, "lost {lost}: reported once");
     }
 }
 

@@ -40,8 +40,13 @@ impl Client {
         let Some(link) = self.live_link() else { return };
         link.handle_timeout(now_ms);
         if link.is_timed_out() {
-            self.end(EndReason::HostLost);
+            return self.end(EndReason::HostLost);
         }
+        if let Some((missing, _)) = self.overdue().filter(|&(_, at)| at <= now_ms) {
+            self.overdue_reported = Some(missing);
+            self.report_gap_now();
+        }
+        self.schedule_next_turn(now_ms);
     }
 
     /// Handles a datagram from the host. Bad input is dropped and counted; never panics.
@@ -113,15 +118,38 @@ impl Client {
     }
 
     /// Arms the link's turn timer for the next turn's time on the playout schedule, when it
-    /// has arrived and its time is still to come.
+    /// has arrived and its time is still to come, or for the first missing turn's
+    /// [`overdue`](Self::overdue) time if that is sooner.
     pub(super) fn schedule_next_turn(&mut self, now_ms: u64) {
         let due = match self.buffered.front() {
             Some(Some(_)) => self.playout.due_ms(self.next_exec).filter(|&due| due > now_ms),
             _ => None,
         };
+        let overdue = self.overdue().map(|(_, at)| at).filter(|&at| at > now_ms);
+        let deadline = match (due, overdue) {
+            (Some(due), Some(overdue)) => Some(due.min(overdue)),
+            (due, overdue) => due.or(overdue),
+        };
         if let Some(link) = self.link.as_deref_mut() {
-            link.set_turn_deadline(due);
+            link.set_turn_deadline(deadline);
         }
+    }
+
+    /// The quiet relay: the first missing turn, not yet reported, and when it is overdue —
+    /// the last moment a request for it gets it there by its time on the playout schedule,
+    /// one smoothed round trip ahead. A turn lost twice in a row (its datagram and the next,
+    /// which carried its copy) then comes a round trip after that, not with the third
+    /// datagram a turn later.
+    fn overdue(&self) -> Option<(Turn, u64)> {
+        if !self.config.is_quiet() {
+            return None;
+        }
+        let missing = self.turn_ack();
+        if self.gap_reported == Some(missing) || self.overdue_reported == Some(missing) {
+            return None;
+        }
+        let round_trip = self.link.as_deref()?.smoothed_rtt_ms()?;
+        Some((missing, self.playout.overdue_ms(missing, round_trip)?))
     }
 
     /// The quiet relay: when a turn is missing while a later one is held, acknowledge at once
@@ -135,6 +163,13 @@ impl Client {
             return;
         }
         self.gap_reported = Some(missing);
+        self.report_gap_now();
+    }
+
+    /// Acknowledges at once with the gap flag, naming the first missing turn. A report that
+    /// the turn is overdue does not stand for the gap's: in an outage both are lost, and the
+    /// gap's, as a later turn arrives, is the one that ends it.
+    fn report_gap_now(&mut self) {
         self.gap_due = true;
         if let Some(link) = self.link.as_deref_mut() {
             link.ack_now();

@@ -202,6 +202,8 @@ pub struct Client {
     /// datagram carries the gap flag.
     gap_reported: Option<Turn>,
     gap_due: bool,
+    /// The quiet relay: the missing turn last reported as overdue (see `Client::overdue`).
+    overdue_reported: Option<Turn>,
     /// After a rejoin through a snapshot: the state the game restores before the turns after
     /// it ([`take_restore`](Self::take_restore)).
     restore: Option<Snapshot>,
@@ -296,6 +298,7 @@ impl Client {
             farewell: false,
             gap_reported: None,
             gap_due: false,
+            overdue_reported: None,
             restore: None,
             snapshot_wanted: None,
             uploads: VecDeque::new(),

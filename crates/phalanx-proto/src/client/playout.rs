@@ -184,6 +184,20 @@ impl Playout {
         Some(due.max(0) as u64)
     }
 
+    /// When `turn` is overdue, too late for its copy in a later datagram: the latest moment a
+    /// request for it, `round_trip_ms` ahead of its due time, still gets it there, but not
+    /// before it could arrive on the window's slow path (`None`: no schedule, or the buffer is
+    /// off).
+    pub(crate) fn overdue_ms(&self, turn: Turn, round_trip_ms: u64) -> Option<u64> {
+        let due = self.due_ms(turn)?;
+        let spread = match (self.offsets.percentile(0), self.offsets.percentile(95)) {
+            (Some(low), Some(high)) => (high - low).max(0) as u64,
+            _ => 0,
+        };
+        let slowest = due.saturating_sub(self.buffer_ms) + spread;
+        Some(due.saturating_sub(round_trip_ms + spread).max(slowest))
+    }
+
     /// The first turn whose time on the schedule is after `now_ms`: the turn a game on
     /// schedule executes next (`None`: no schedule yet, or the buffer is off).
     pub(crate) fn turn_after(&self, now_ms: u64) -> Option<Turn> {
