@@ -67,7 +67,8 @@
 //! counts nothing; when a start or reset needs a new list link (a hashed wheel: a new entry),
 //! none is free and tombstones outnumber three times the most timers the wheel ever held,
 //! every list is swept instead of allocating, so memory stays within a constant factor of
-//! that peak. [`reserve`](HashedWheel::reserve) makes room for the tombstones too.
+//! that peak. [`reserve`](HierarchicalWheel::reserve) makes room for the tombstones too (a
+//! hashed wheel's, for a quarter of them).
 //!
 //! # Which one to use
 //!

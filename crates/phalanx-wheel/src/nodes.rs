@@ -45,6 +45,9 @@ const SMALL: usize = 16;
 /// free).
 const SWEEP_RATIO: usize = 3;
 
+/// [`NodeStore::reserve`] makes room for one tombstone per this many timers.
+const RESERVED_TOMBSTONES: usize = 4;
+
 /// Tombstones allowed beyond `SWEEP_RATIO` per timer before a sweep. Small in debug builds
 /// so that the tests sweep often, mid-drain included.
 const SWEEP_SLACK: usize = if cfg!(debug_assertions) { 2 } else { 64 };
@@ -140,11 +143,13 @@ impl<T> NodeStore<T> {
         self.len
     }
 
-    /// Makes room for `additional` more timers, and the tombstones they may leave, without
-    /// allocating.
+    /// Makes room for `additional` more timers, and tombstones for a quarter of the most
+    /// timers held, without allocating. More tombstones than that grow the slab, up to its
+    /// bound of `SWEEP_RATIO` a timer: reserving that bound up front would map four times the
+    /// memory the timers need, most of it never touched.
     pub(crate) fn reserve(&mut self, additional: usize) {
         let peak = self.peak.max(self.len + additional);
-        let total = peak * (1 + SWEEP_RATIO) + self.sweep_slack() + 1;
+        let total = peak + peak / RESERVED_TOMBSTONES + self.sweep_slack() + 1;
         self.nodes.reserve(total.saturating_sub(self.nodes.len()));
     }
 

@@ -44,12 +44,13 @@ macro_rules! wheel_api {
                 self.store.len() == 0
             }
 
-            /// Makes room for `additional` more timers without allocating later, and for the
-            /// tombstones their cancellations may leave (up to three a timer). A hierarchical
-            /// wheel: slab entries (16 bytes each for a 4-byte value, plus an 8-byte start
-            /// sequence) and list links (16 bytes, up to four a timer); a hashed wheel: its
-            /// entries, which are the list nodes (20 bytes for a 4-byte value, up to four a
-            /// timer).
+            /// Makes room for `additional` more timers without allocating later, and for
+            /// tombstones their cancellations may leave. A hierarchical wheel: slab entries (16
+            /// bytes each for a 4-byte value, plus an 8-byte start sequence) and list links (16
+            /// bytes, up to four a timer: room for every tombstone); a hashed wheel: its
+            /// entries, which are the list nodes (20 bytes for a 4-byte value), one a timer
+            /// plus one a tombstone for every four timers (more tombstones, up to three a
+            /// timer, grow the slab once).
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
             }
