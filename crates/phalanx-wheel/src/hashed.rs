@@ -69,7 +69,7 @@ const TOUCH_AHEAD: u64 = 32;
 
 /// The fewest timers for which [`HashedWheel::touch_ahead`] loads ahead: fewer nodes (24
 /// bytes each for a 4-byte value) stay in a core's cache.
-const TOUCH_MIN: usize = 1 << 12;
+const TOUCH_MIN: usize = 1 << 15;
 
 impl<T> HashedWheel<T> {
     /// A wheel whose clock reads `now`, with `slot_count` slots (a power of two, 1 to

@@ -416,6 +416,12 @@ impl<T> NodeStore<T> {
     /// Whether any live node was moved.
     #[inline]
     pub(crate) fn collect_due(&mut self, slot: u32, tick: u64) -> bool {
+        self.collect_due_inline(slot, tick)
+    }
+
+    /// [`NodeStore::collect_due`], inlined.
+    #[inline(always)]
+    fn collect_due_inline(&mut self, slot: u32, tick: u64) -> bool {
         debug_assert!(self.ready_is_empty());
         let mut cursor = std::mem::replace(&mut self.heads[slot as usize], NIL);
         self.clear_bit(slot);
@@ -449,11 +455,11 @@ impl<T> NodeStore<T> {
         due.head != NIL
     }
 
-    /// Loads the first two nodes of the stacks of the `count` slots from `first` on (wrapping
-    /// round the table), so that they are in cache when those slots are visited a few ticks
-    /// later. The loads are independent of each other, so their cache misses overlap. They
-    /// feed `touched`, which nothing reads, only so that they happen; no branch depends on
-    /// them (an empty slot loads node 0).
+    /// Loads the first node of the stacks of the `count` slots from `first` on (wrapping round
+    /// the table), so that they are in cache when those slots are visited a few ticks later.
+    /// The loads are independent of each other, so their cache misses overlap. They feed
+    /// `touched`, which nothing reads, only so that they happen; no branch depends on them (an
+    /// empty slot loads node 0). (Loading the second node of each stack too gained nothing.)
     #[inline]
     pub(crate) fn touch(&mut self, first: usize, count: usize) {
         let Some(node_zero) = self.nodes.first() else {
@@ -464,9 +470,7 @@ impl<T> NodeStore<T> {
         for slot in first..first + count {
             let head = self.heads[slot & mask];
             let head = if head == NIL { 0 } else { head };
-            let next = self.nodes[head as usize].next;
-            let second = if next == NIL { head } else { next };
-            sum = sum.wrapping_add(self.nodes[second as usize].generation);
+            sum = sum.wrapping_add(self.nodes[head as usize].next);
         }
         self.touched = self.touched.wrapping_add(sum);
     }
@@ -534,7 +538,7 @@ impl<T> NodeStore<T> {
     #[inline(always)]
     pub(crate) fn collect_due_if_occupied(&mut self, slot: u32, tick: u64) -> bool {
         let occupied = self.occupied[slot as usize / 64] & (1 << (slot % 64)) != 0;
-        occupied && self.collect_due(slot, tick)
+        occupied && self.collect_due_inline(slot, tick)
     }
 
     /// The first occupied slot in `from..limit`, if any.
