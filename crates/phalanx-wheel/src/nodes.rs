@@ -193,7 +193,10 @@ impl<T> NodeStore<T> {
         };
         self.len += 1;
         self.peak = self.peak.max(self.len);
-        self.earliest = self.earliest.min(deadline);
+        if self.is_small() {
+            // Kept only while small; once the store has outgrown that, nothing reads it.
+            self.earliest = self.earliest.min(deadline);
+        }
         Some((Ref { index, deadline }, TimerHandle { index, generation }))
     }
 
