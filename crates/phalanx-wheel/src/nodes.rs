@@ -639,6 +639,43 @@ mod tests {
         assert_ne!(handle, handles[20]);
     }
 
+    /// A wheel large enough to load slots ahead (`touch_ahead`), walked tick by tick and in
+    /// jumps, with cancellations on the way, hands out exactly the live timers in
+    /// `(deadline, start order)`.
+    #[test]
+    fn a_large_wheel_walked_tick_by_tick_fires_in_order() {
+        let slots = 1 << 12;
+        let mut wheel = crate::HashedWheel::new(0, slots).expect("power of two");
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let count = 40_000_u32;
+        let mut expected: Vec<(u64, u32)> = Vec::new();
+        let mut handles = Vec::new();
+        for id in 0..count {
+            // Mostly within a revolution, some several revolutions away.
+            let deadline = 1 + next() % (slots as u64 * if id % 8 == 0 { 5 } else { 1 });
+            handles.push(wheel.insert(deadline, id).expect("future"));
+            expected.push((deadline, id));
+        }
+        for id in (0..count).step_by(7) {
+            assert_eq!(wheel.cancel(handles[id as usize]), Some(id));
+        }
+        expected.retain(|&(_, id)| id % 7 != 0);
+        expected.sort_unstable();
+        let mut fired = Vec::new();
+        let mut now = 0;
+        while !wheel.is_empty() {
+            now += if now % 1_000 < 900 { 1 } else { 1 + next() % 40 };
+            fired.extend(wheel.drain(now).map(|expired| (expired.deadline, expired.value)));
+        }
+        assert_eq!(fired, expected);
+    }
+
     /// Resetting or cancelling a timer that is already due (in the ready queue, not yet
     /// handed out) unlinks it from the ready queue, in a small wheel and a large one alike.
     #[test]
