@@ -1,6 +1,6 @@
 //! The hashed wheel's store: slab entries that are themselves the list nodes.
 //!
-//! A timer is one 20-byte *node* (for a 4-byte value): its deadline, the next node of the
+//! A timer is one 24-byte *node* (for a `u32` value): its deadline, the next node of the
 //! list it is in, its generation and its value. Walking a slot's stack reads each timer's
 //! deadline, liveness and value in one cache line, where a separate link and slab entry cost
 //! two dependent misses a timer. A node's index is its handle's index, so a node never moves
@@ -54,8 +54,9 @@ const SWEEP_SLACK: usize = if cfg!(debug_assertions) { 2 } else { 64 };
 
 /// A timer's node: all of it in one place.
 struct Node<T> {
-    /// The deadline as two halves, so that the node is 4-byte aligned: 20 bytes for a 4-byte
-    /// value, not 24.
+    /// The deadline as two halves, so that the node is 4-byte aligned: 20 bytes for a value
+    /// whose `Option` fits in 4 (a small enum), where a `u64` field would round the node up
+    /// to 24. A `u32` value's `Option` takes 8: 24 bytes either way.
     deadline: [u32; 2],
     /// The next node of the list this one is in (slot stack, ready queue or free list).
     next: u32,
@@ -590,6 +591,18 @@ impl<T> NodeStore<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The node sizes the docs give.
+    #[test]
+    fn node_sizes() {
+        #[allow(dead_code)]
+        enum Small {
+            A,
+            B,
+        }
+        assert_eq!(std::mem::size_of::<Node<u32>>(), 24);
+        assert_eq!(std::mem::size_of::<Node<Small>>(), 20);
+    }
 
     /// Resets move a timer's node rather than leaving a tombstone, so re-arming timers (as a
     /// connection does) keeps the slab at one node a timer.

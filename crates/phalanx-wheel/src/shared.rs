@@ -48,7 +48,7 @@ macro_rules! wheel_api {
             /// tombstones their cancellations may leave. A hierarchical wheel: slab entries (16
             /// bytes each for a 4-byte value, plus an 8-byte start sequence) and list links (16
             /// bytes, up to four a timer: room for every tombstone); a hashed wheel: its
-            /// entries, which are the list nodes (20 bytes for a 4-byte value), one a timer
+            /// entries, which are the list nodes (24 bytes for a `u32` value), one a timer
             /// plus one a tombstone for every four timers (more tombstones, up to three a
             /// timer, grow the slab once).
             pub fn reserve(&mut self, additional: usize) {
