@@ -110,9 +110,9 @@ pub struct SessionConfig {
     /// While the peer has been silent for `keep_alive_ms` or more (a cut, a burst of loss),
     /// keep-alives go out every `probe_interval_ms` instead, whatever the retransmit backoff:
     /// the first one after the link heals reaches the peer within this plus the one-way
-    /// latency, so a cut shorter than `idle_timeout_ms − probe_interval_ms − one-way latency`
-    /// never drops a player. Costs nothing while the link works; during an outage, one small
-    /// datagram per interval into the void.
+    /// latency: a cut shorter than `idle_timeout_ms − probe_interval_ms −` one-way latency `−`
+    /// the time since the peer last heard us (up to a keep-alive or heartbeat, more after a
+    /// loss) never drops a player. Costs nothing while the link works.
     pub probe_interval_ms: u32,
     /// A peer silent this long is timed out (anchors: a dead peer detected in ≤ 3 s).
     pub idle_timeout_ms: u32,
