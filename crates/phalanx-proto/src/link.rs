@@ -38,6 +38,20 @@ enum Timer {
 
 const TIMERS: usize = 6;
 
+/// When a link sends new data a second time, a repeat delay after the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Repeat {
+    /// Never (`repeat_loss_permille` 1000).
+    Never,
+    /// While a loss was seen within the last `REPEAT_MEMORY_PACKETS` acknowledged packets and
+    /// the loss estimate is at least this (‰): the host's bundles, by `repeat_loss_permille`;
+    /// a client's commands at 0, any loss (rare, and a late one costs a whole turn).
+    AtLoss(u32),
+    /// Always, lossy or not: the quiet relay's client sends too few packets to notice a loss
+    /// in time, and a late command costs a turn.
+    Always,
+}
+
 /// New data is sent twice while a loss was seen within this many acknowledged packets
 /// (about the last 25 s of a 100 ms turn): a link that loses at all keeps its repeats.
 const REPEAT_MEMORY_PACKETS: u32 = 256;
@@ -151,10 +165,8 @@ pub(crate) struct Link {
     due: Due,
     /// Packets acknowledged since the last one declared lost (saturating).
     acked_since_loss: u32,
-    /// Repeats only while the loss estimate is at least this (‰; 1000: never).
-    repeat_loss_permille: u32,
-    /// Repeats new data whatever the loss (see [`Link::repeat_always`]).
-    repeat_always: bool,
+    /// When new data goes out twice.
+    repeat: Repeat,
     /// The idle timer fired: the connection is dead.
     timed_out: bool,
     ack_delay_ms: u64,
@@ -200,8 +212,10 @@ impl Link {
             ),
             due: Due::default(),
             acked_since_loss: REPEAT_MEMORY_PACKETS,
-            repeat_loss_permille: config.repeat_loss_permille,
-            repeat_always: false,
+            repeat: match config.repeat_loss_permille {
+                1_000.. => Repeat::Never,
+                permille => Repeat::AtLoss(permille),
+            },
             timed_out: false,
             ack_delay_ms: ack_delay_ms.into(),
             keep_alive_ms: config.keep_alive_period_ms().into(),
@@ -224,16 +238,9 @@ impl Link {
         link
     }
 
-    /// Repeats new data on any link that lost lately, whatever `repeat_loss_permille` says
-    /// (a client's commands: rare, and a late one costs a whole turn).
-    pub(crate) fn repeat_after_any_loss(&mut self) {
-        self.repeat_loss_permille = 0;
-    }
-
-    /// Repeats new data always, lossy or not: the quiet relay's client sends too few packets
-    /// to notice a loss in time, and a late command costs a turn.
-    pub(crate) fn repeat_always(&mut self) {
-        self.repeat_always = true;
+    /// Sets when new data goes out twice, whatever `repeat_loss_permille` says.
+    pub(crate) fn set_repeat(&mut self, repeat: Repeat) {
+        self.repeat = repeat;
     }
 
     /// Sends a packet at the next chance even if nothing else is due (a client's hello).
@@ -537,10 +544,14 @@ impl Link {
         }
         self.due = Due::default();
         if let Some(delay) = packet.repeat_after_ms {
-            let lossy = self.repeat_always
-                || self.acked_since_loss < REPEAT_MEMORY_PACKETS
-                    && self.stats.loss_permille >= self.repeat_loss_permille
-                    && self.repeat_loss_permille < 1_000;
+            let lossy = match self.repeat {
+                Repeat::Never => false,
+                Repeat::AtLoss(permille) => {
+                    self.acked_since_loss < REPEAT_MEMORY_PACKETS
+                        && self.stats.loss_permille >= permille
+                }
+                Repeat::Always => true,
+            };
             if lossy {
                 self.stats.repeats += 1;
                 self.arm(Timer::Repeat, now_ms + delay.max(1));
@@ -550,51 +561,5 @@ impl Link {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Sends 40 data packets, 1 ms apart, each acknowledged at once except every `lose_every`-th
-    /// (never acknowledged, so declared lost); returns how many repeats were armed.
-    fn repeats(repeat_loss_permille: u32, lose_every: u64) -> u64 {
-        let config = SessionConfig { repeat_loss_permille, ..SessionConfig::default() };
-        let mut link = Link::new(0, &config, 25, 25);
-        let mut missing = 0u64;
-        for pn in 0..40u64 {
-            let (sent, _) = link.next_packet(pn);
-            assert_eq!(sent, pn);
-            let sent = Sent {
-                pn,
-                len: 40,
-                carries_data: true,
-                redundant_bytes: 0,
-                repeat_after_ms: Some(25),
-            };
-            link.on_sent(pn, sent);
-            missing <<= 1;
-            if pn % lose_every == lose_every - 1 {
-                missing |= 1;
-                continue;
-            }
-            // Bit i of `missing` is packet `pn - 1 - i`; the frame's bits exclude `pn` itself.
-            let ack = AckFrame { largest: pn, missing: missing >> 1, delay_ms: 0 };
-            assert!(link.on_ack(pn, ack));
-        }
-        link.stats.repeats
-    }
-
-    #[test]
-    fn repeats_follow_the_loss_threshold() {
-        // No loss: never repeats, whatever the threshold.
-        assert_eq!(repeats(0, u64::MAX), 0);
-        // Any loss, threshold 0: repeats from the first detected loss on.
-        let eager = repeats(0, 10);
-        assert!(eager > 20, "eager repeats {eager}");
-        // A threshold above a 10 % link's estimate most of the time: fewer repeats.
-        let picky = repeats(150, 10);
-        assert!(picky < eager, "picky {picky} vs eager {eager}");
-        // 1000: off.
-        assert_eq!(repeats(1_000, 10), 0);
-        // A 1-in-3 link stays above 150 ‰: repeats nearly as often as eager.
-        assert!(repeats(150, 3) > 20);
-    }
-}
+#[path = "link_tests.rs"]
+mod tests;

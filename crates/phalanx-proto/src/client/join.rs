@@ -6,7 +6,7 @@ use bytes::Bytes;
 use crate::bundle::DesyncReport;
 use crate::bundle::TurnBundle;
 use crate::config::SessionConfig;
-use crate::link::Link;
+use crate::link::{Link, Repeat};
 use crate::pace::Pace;
 use crate::snapshot::{Snapshot, SnapshotError};
 use crate::types::{Joined, PlayerId, Turn};
@@ -88,11 +88,9 @@ impl Client {
         // join grace, and another join with our token could take it over.
         link.send_soon();
         // Commands are rare and late ones cost a whole turn of latency: repeat them on any
-        // link that lost lately, whatever the threshold for the host's bundles.
-        link.repeat_after_any_loss();
-        if self.config.is_quiet() {
-            link.repeat_always();
-        }
+        // link that lost lately (always under the quiet relay), whatever the threshold for
+        // the host's bundles.
+        link.set_repeat(if self.config.is_quiet() { Repeat::Always } else { Repeat::AtLoss(0) });
         self.link = Some(link);
         self.state = State::Running(match accept.joined {
             Joined::Player(player) => player,
