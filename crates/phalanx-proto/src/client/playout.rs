@@ -18,8 +18,9 @@
 //! to the latency of the commands in flight: the base follows a rise of the fastest offset only
 //! beyond a margin of a thirty-second of a turn (the minimum of a window is noisy: the fastest
 //! turn leaving it must not move every later turn); the buffer grows with that margin to
-//! spare (twice that while the window fills) and shrinks only when a full window calls for
-//! more than twice that margin less. The schedule moves earlier at once.
+//! spare (twice that while the window fills; to the cap when within the margin of it) and
+//! shrinks only when a full window calls for more than twice that margin less. The schedule
+//! moves earlier at once.
 //!
 //! The offsets step up when the host stops sealing for a while (a stall waiting for a player, a
 //! pause): once [`SHIFT_SAMPLES`] turns in a row arrive more than a quarter turn past their due
@@ -136,13 +137,15 @@ impl Playout {
         let spread = ((high - low).max(0) as u64 + self.extra_ms).min(self.max_ms);
         if spread > self.buffer_ms {
             // The 95th percentile creeps up, a little at a time (more so while the window
-            // fills): a margin now saves moving the schedule again at the next step.
+            // fills): a margin now saves moving the schedule again at the next step. Within
+            // a margin of the cap, the cap: a step that small is not worth another later.
             let margin = match (samples, full) {
                 (1, _) => 0,
                 (_, true) => settle,
                 (_, false) => 2 * settle,
             };
-            self.buffer_ms = (spread + margin).min(self.max_ms);
+            let grown = spread + margin;
+            self.buffer_ms = if grown + settle >= self.max_ms { self.max_ms } else { grown };
         } else if full && spread + 2 * settle < self.buffer_ms {
             self.buffer_ms = spread;
         }
@@ -245,6 +248,19 @@ mod tests {
         // The jitter stops: a window later the buffer is gone.
         feed(&mut playout, 100..100 + WINDOW as u32, |_| 0);
         assert_eq!(playout.buffer_ms(), 0);
+    }
+
+    #[test]
+    fn a_buffer_within_a_margin_of_its_cap_takes_the_cap() {
+        // 150 ms extra, 12 ms of jitter, 6 ms of margin while the window fills: 168 ms, within
+        // the 3 ms margin of the 170 ms cap, so the cap (not 168, and 170 at a later step).
+        let mut playout = Playout::new(150, 170, 100);
+        feed(&mut playout, 0..20, |turn| u64::from(turn % 2) * 12);
+        assert_eq!(playout.buffer_ms(), 170);
+        // 8 ms of jitter: 164 ms, further from the cap than the margin: as it is.
+        let mut playout = Playout::new(150, 170, 100);
+        feed(&mut playout, 0..20, |turn| u64::from(turn % 2) * 8);
+        assert_eq!(playout.buffer_ms(), 164);
     }
 
     #[test]
