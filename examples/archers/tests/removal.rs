@@ -59,8 +59,14 @@ fn a_player_cut_off_past_the_idle_timeout_is_reported_as_removed_not_as_a_disagr
     assert!(number("latency_ms_max") >= number("latency_ms_p95"), "{gone}");
     // (Its stall may be 0: the quiet relay's playout buffer hides a single lost turn.)
     assert!(gone["stall_ms"].is_u64(), "{gone}");
-    // The others waited for the removal, then played on; nothing else went missing.
-    assert!(number("survivors_waited_ms") > 2 * turn_ms, "{gone}");
+    // The others played on across the removal; nothing else went missing. How long they
+    // waited depends on the phase of the cut player's last heartbeat: the window (3 s) is the
+    // idle timeout, so they wait only for what the window's acks lag behind (0 to about a
+    // heartbeat; 187 ms on this seed, 332 before the overdue report moved the phase). Never
+    // more than the idle timeout, and a measured gap is at least a turn.
+    let waited = number("survivors_waited_ms");
+    let idle_ms = u64::from(archers::net::demo_session().idle_timeout_ms);
+    assert!(waited >= turn_ms && waited <= idle_ms, "waited {waited} ms: {gone}");
     let submitted = json["commands_submitted"].as_u64().unwrap();
     let executed_by_all = json["commands_executed"].as_u64().unwrap();
     assert_eq!(submitted, executed_by_all + number("commands_lost"), "{json}");
