@@ -490,17 +490,45 @@ impl<T> NodeStore<T> {
             while bits != 0 {
                 let slot = (word * 64) as u32 + bits.trailing_zeros();
                 bits &= bits - 1;
-                let mut kept = Queue { head: self.heads[slot as usize], tail: NIL };
-                dropped += self.retain_live(&mut kept);
-                self.heads[slot as usize] = kept.head;
-                if kept.head == NIL {
-                    self.clear_bit(slot);
-                }
+                dropped += self.sweep_stack(slot);
             }
         }
         let mut ready = self.ready;
         dropped += self.retain_live(&mut ready);
         self.ready = ready;
+        dropped
+    }
+
+    /// Frees the tombstones of slot `slot`'s stack, unlinking each from the live node before
+    /// it: a stack's live nodes are not written. How many were freed.
+    #[inline(always)]
+    fn sweep_stack(&mut self, slot: u32) -> usize {
+        let mut dropped = 0;
+        let mut head = self.heads[slot as usize];
+        while head != NIL && self.nodes[head as usize].value.is_none() {
+            let next = self.nodes[head as usize].next;
+            self.free_node(head);
+            dropped += 1;
+            head = next;
+        }
+        self.heads[slot as usize] = head;
+        if head == NIL {
+            self.clear_bit(slot);
+            return dropped;
+        }
+        let (mut before, mut cursor) = (head, self.nodes[head as usize].next);
+        while cursor != NIL {
+            let node = &self.nodes[cursor as usize];
+            let next = node.next;
+            if node.value.is_some() {
+                before = cursor;
+            } else {
+                self.nodes[before as usize].next = next;
+                self.free_node(cursor);
+                dropped += 1;
+            }
+            cursor = next;
+        }
         dropped
     }
 
