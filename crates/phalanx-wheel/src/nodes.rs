@@ -680,6 +680,60 @@ mod tests {
         assert_ne!(handle, handles[20]);
     }
 
+    /// A sweep frees every tombstone, at the head of a stack, behind live nodes or between
+    /// them, keeps each stack's live nodes newest first, and clears the bit of a stack it
+    /// empties.
+    #[test]
+    fn a_sweep_frees_tombstones_anywhere_in_a_stack() {
+        let mut store = NodeStore::new(8);
+        // Five timers in each of the 8 slots, started round-robin: slot s holds deadlines
+        // s + 8k, newest (largest) first.
+        let deadlines: Vec<u64> = (0..40).map(|i| 100 + i).collect();
+        let handles: Vec<TimerHandle> = deadlines
+            .iter()
+            .map(|&deadline| {
+                let (r, handle) = store.alloc(deadline, deadline as u32).expect("room");
+                store.push_front(store.slot_of(r.deadline), r);
+                handle
+            })
+            .collect();
+        // Slot 4 (deadlines 100, 108, ...) loses all; the others lose their newest, their
+        // oldest and a middle one, or only middle ones.
+        let cancelled = |deadline: u64| {
+            let k = (deadline - 100) / 8;
+            deadline % 8 == 4 || (deadline.is_multiple_of(2) && k != 1 && k != 3) || k == 2
+        };
+        let mut dropped = 0;
+        for (&deadline, &handle) in deadlines.iter().zip(&handles) {
+            if cancelled(deadline) {
+                assert_eq!(store.cancel(store.resolve(handle).expect("live")), deadline as u32);
+                dropped += 1;
+            }
+        }
+        assert_eq!(store.sweep(), dropped);
+        for slot in 0..8 {
+            let live: Vec<u64> = store.live_refs(slot).map(|r| r.deadline).collect();
+            let chain: Vec<u64> =
+                store.chain(store.heads[slot as usize]).map(|r| r.deadline).collect();
+            let mut expected: Vec<u64> = deadlines
+                .iter()
+                .copied()
+                .filter(|&d| store.slot_of(d) == slot && !cancelled(d))
+                .collect();
+            expected.reverse();
+            assert_eq!(chain, expected, "slot {slot} holds its live nodes alone, newest first");
+            assert_eq!(live, expected);
+            let occupied = store.next_occupied(slot as usize, slot as usize + 1).is_some();
+            assert_eq!(occupied, !expected.is_empty(), "slot {slot}'s bit");
+        }
+        // Every freed node is reused before the slab grows.
+        for i in 0..dropped {
+            let (_, handle) = store.alloc(200 + i as u64, 0).expect("room");
+            assert!((handle.index as usize) < deadlines.len());
+        }
+        assert_eq!(store.nodes.len(), deadlines.len());
+    }
+
     /// A wheel large enough to load slots ahead (`touch_ahead`), walked tick by tick and in
     /// jumps, with cancellations on the way, hands out exactly the live timers in
     /// `(deadline, start order)`.
