@@ -356,13 +356,23 @@ impl<T> NodeStore<T> {
         self.occupied[slot as usize / 64] &= !(1 << (slot % 64));
     }
 
+    #[inline(always)]
+    fn set_bit(&mut self, slot: u32) {
+        self.occupied[slot as usize / 64] |= 1 << (slot % 64);
+    }
+
+    #[inline(always)]
+    fn is_occupied(&self, slot: u32) -> bool {
+        self.occupied[slot as usize / 64] & (1 << (slot % 64)) != 0
+    }
+
     /// Pushes an unlinked node in front of slot `slot`'s stack.
     #[inline(always)]
     pub(crate) fn push_front(&mut self, slot: u32, r: Ref) {
         let head = &mut self.heads[slot as usize];
         self.nodes[r.index as usize].next = *head;
         *head = r.index;
-        self.occupied[slot as usize / 64] |= 1 << (slot % 64);
+        self.set_bit(slot);
     }
 
     /// Appends an unlinked node to the ready queue.
@@ -454,7 +464,7 @@ impl<T> NodeStore<T> {
         self.ready = due;
         if kept.head != NIL {
             self.heads[slot as usize] = kept.head;
-            self.occupied[slot as usize / 64] |= 1 << (slot % 64);
+            self.set_bit(slot);
         }
         due.head != NIL
     }
@@ -569,8 +579,7 @@ impl<T> NodeStore<T> {
     /// [`NodeStore::collect_due`] if slot `slot` is occupied; else `false`, changing nothing.
     #[inline(always)]
     pub(crate) fn collect_due_if_occupied(&mut self, slot: u32, tick: u64) -> bool {
-        let occupied = self.occupied[slot as usize / 64] & (1 << (slot % 64)) != 0;
-        occupied && self.collect_due_inline(slot, tick)
+        self.is_occupied(slot) && self.collect_due_inline(slot, tick)
     }
 
     /// The first occupied slot in `from..limit`, if any.

@@ -126,12 +126,8 @@ impl Client {
             _ => None,
         };
         let overdue = self.overdue().map(|(_, at)| at).filter(|&at| at > now_ms);
-        let deadline = match (due, overdue) {
-            (Some(due), Some(overdue)) => Some(due.min(overdue)),
-            (due, overdue) => due.or(overdue),
-        };
         if let Some(link) = self.link.as_deref_mut() {
-            link.set_turn_deadline(deadline);
+            link.set_turn_deadline([due, overdue].into_iter().flatten().min());
         }
     }
 

@@ -126,15 +126,14 @@ impl Playout {
     fn resize(&mut self) {
         let samples = self.offsets.sorted().len();
         let full = samples >= WINDOW;
-        let (Some(low), Some(high)) = (self.offsets.percentile(0), self.offsets.percentile(95))
-        else {
+        let Some(low) = self.offsets.percentile(0) else {
             return;
         };
         let settle = self.settle_ms();
         if samples == 1 || low < self.base || low > self.base + settle as i64 {
             self.base = low;
         }
-        let spread = ((high - low).max(0) as u64 + self.extra_ms).min(self.max_ms);
+        let spread = (self.jitter_ms() + self.extra_ms).min(self.max_ms);
         if spread > self.buffer_ms {
             // The 95th percentile creeps up, a little at a time (more so while the window
             // fills): a margin now saves moving the schedule again at the next step. Within
@@ -148,6 +147,14 @@ impl Playout {
             self.buffer_ms = if grown + settle >= self.max_ms { self.max_ms } else { grown };
         } else if full && spread + 2 * settle < self.buffer_ms {
             self.buffer_ms = spread;
+        }
+    }
+
+    /// The window's jitter: its 95th-percentile offset above its fastest (0 when empty).
+    fn jitter_ms(&self) -> u64 {
+        match (self.offsets.percentile(0), self.offsets.percentile(95)) {
+            (Some(low), Some(high)) => (high - low).max(0) as u64,
+            _ => 0,
         }
     }
 
@@ -193,10 +200,7 @@ impl Playout {
     /// off).
     pub(crate) fn overdue_ms(&self, turn: Turn, round_trip_ms: u64) -> Option<u64> {
         let due = self.due_ms(turn)?;
-        let spread = match (self.offsets.percentile(0), self.offsets.percentile(95)) {
-            (Some(low), Some(high)) => (high - low).max(0) as u64,
-            _ => 0,
-        };
+        let spread = self.jitter_ms();
         let slowest = due.saturating_sub(self.buffer_ms) + spread;
         Some(due.saturating_sub(round_trip_ms + spread).max(slowest))
     }
