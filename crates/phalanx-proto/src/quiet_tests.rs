@@ -89,6 +89,8 @@ struct Net {
     outage: bool,
     outage_from: Option<u64>,
     healed_at: Option<u64>,
+    /// The first gap report to get through the outage is lost as well.
+    lose_first_gap: bool,
     downs: Vec<DownSent>,
     ups: Vec<UpSent>,
     /// Per client: when each turn executed.
@@ -130,6 +132,7 @@ impl Net {
             outage: true,
             outage_from: None,
             healed_at: None,
+            lose_first_gap: false,
             downs: Vec::new(),
             ups: Vec::new(),
             executed: vec![BTreeMap::new(); tokens.len()],
@@ -242,7 +245,11 @@ impl Net {
     fn send_up(&mut self, client: usize, bytes: Vec<u8>) {
         let up = decode_up(&bytes, &self.limits).expect("the clients' datagrams decode");
         let (turn_ack, gap) = (up.turn_ack, up.extras.gap);
-        let dropped = client == 0 && self.in_outage();
+        let healed = self.healed_at.filter(|&healed| healed <= self.now);
+        let first_gap = gap
+            && self.lose_first_gap
+            && healed.is_some_and(|healed| !self.ups.iter().any(|up| up.gap && up.at >= healed));
+        let dropped = client == 0 && (self.in_outage() || first_gap);
         self.ups.push(UpSent { at: self.now, client, turn_ack, gap, dropped });
         if dropped {
             return;
@@ -383,9 +390,33 @@ fn a_gap_is_reported_and_repaired_at_once() {
     }
 }
 
+/// A gap report that is lost is made again: the later turns' datagrams find T still missing,
+/// and the client reports it again a round trip after the first (with the next such datagram,
+/// a turn later). The host resends at once, not on its retransmit timer. (With four losses
+/// the timer, armed as the outage began, fires first.)
+#[test]
+fn a_lost_gap_report_is_made_again() {
+    let lost = 3;
+    let mut net = Net::new(lost, false);
+    net.lose_first_gap = true;
+    net.run_until(END_MS);
+    let healed = net.healed_at.expect("the outage ended");
+    let mut reports = net.ups.iter().filter(|up| up.client == 0 && up.gap && up.at >= healed);
+    let first = reports.next().expect("T was reported after the outage");
+    assert!(first.dropped && first.turn_ack == T, "the first report after the outage, lost");
+    let again = reports.next().expect("T was reported again");
+    assert!(!again.dropped && again.turn_ack == T, "the second reached the host");
+    let turn_ms = u64::from(SessionConfig::default().turn_length_ms);
+    assert!(again.at - first.at <= turn_ms, "again after {} ms", again.at - first.at);
+    let resent = net.downs.iter().find(|down| down.client == 0 && down.at == again.at + 20);
+    let resent = resent.expect("resent as the report arrived");
+    assert!(resent.carries(T) && !resent.by_timer, "resent by the report");
+    assert_eq!(net.arrived_ms(T), again.at + 2 * LATENCY_MS, "a round trip after the report");
+}
+
 /// The control: the same runs with the gap flag cleared before the host reads it. The
-/// client's report still goes out at once (and only once, though every later datagram finds
-/// T missing), but the host does not act on it: T comes again only when the host's
+/// client's report still goes out at once (and again each round trip while later datagrams
+/// find T missing), but the host does not act on it: T comes again only when the host's
 /// retransmit timer fires, more than a heartbeat after the gap opened (586-606 ms) where the
 /// gap path takes one round trip (40 ms).
 #[test]
@@ -402,10 +433,14 @@ fn without_the_gap_flag_the_missing_turn_waits_for_the_retransmit_timer() {
         let waited = slow.arrived_ms(T) - opened;
         assert!(waited >= HEARTBEAT_MS.max(rto), "lost {lost}: T after {waited} ms, RTO {rto}");
         assert_eq!(slow.executed_ms(0, T), slow.arrived_ms(T), "lost {lost}: executed then");
-        // The later turns' datagrams found T still missing: the gap was reported only once.
-        // (Its report that T was overdue went out in the outage and was lost.)
-        let reports = slow.ups.iter().filter(|up| up.gap && !up.dropped).count();
-        assert_eq!(reports, 1, "lost {lost}: reported once");
+        // The later turns' datagrams found T still missing: the gap was reported again, no
+        // more than once a round trip. (Its report that T was overdue went out in the outage
+        // and was lost.)
+        let reports: Vec<u64> =
+            slow.ups.iter().filter(|up| up.gap && !up.dropped).map(|up| up.at).collect();
+        assert!(reports.len() >= 2, "lost {lost}: reported again: {reports:?}");
+        let spaced = reports.windows(2).all(|pair| pair[1] - pair[0] >= 2 * LATENCY_MS);
+        assert!(spaced, "lost {lost}: a round trip apart: {reports:?}");
     }
 }
 

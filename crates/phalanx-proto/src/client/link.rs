@@ -111,7 +111,7 @@ impl Client {
         }
         self.store_bundles(now_ms, down.first_turn, down.bundles);
         if self.config.is_quiet() {
-            self.report_gap();
+            self.report_gap(now_ms);
         }
         self.stats.commands_unacked = self.unacked.len();
         self.schedule_next_turn(now_ms);
@@ -141,7 +141,9 @@ impl Client {
             return None;
         }
         let missing = self.turn_ack();
-        if self.gap_reported == Some(missing) || self.overdue_reported == Some(missing) {
+        if self.gap_reported.is_some_and(|(turn, _)| turn == missing)
+            || self.overdue_reported == Some(missing)
+        {
             return None;
         }
         let round_trip = self.link.as_deref()?.smoothed_rtt_ms()?;
@@ -149,16 +151,24 @@ impl Client {
     }
 
     /// The quiet relay: when a turn is missing while a later one is held, acknowledge at once
-    /// with the gap flag (once per missing turn), so the host resends it without waiting for
-    /// a heartbeat or its retransmit timer.
-    fn report_gap(&mut self) {
+    /// with the gap flag, so the host resends it without waiting for a heartbeat or its
+    /// retransmit timer. Once per missing turn, and again each smoothed round trip it stays
+    /// missing while later turns keep coming: a lost report is not left to the host's
+    /// backed-off retransmit timer.
+    fn report_gap(&mut self, now_ms: u64) {
         let missing = self.turn_ack();
         let held_later =
             self.buffered.iter().skip(missing.since(self.next_exec) as usize).any(Option::is_some);
-        if !held_later || self.gap_reported == Some(missing) {
+        if !held_later {
             return;
         }
-        self.gap_reported = Some(missing);
+        if let Some((turn, at)) = self.gap_reported {
+            let round_trip = self.link.as_deref().and_then(Link::smoothed_rtt_ms);
+            if turn == missing && round_trip.is_none_or(|rtt| now_ms < at + rtt) {
+                return;
+            }
+        }
+        self.gap_reported = Some((missing, now_ms));
         self.report_gap_now();
     }
 

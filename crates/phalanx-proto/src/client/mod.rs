@@ -198,9 +198,9 @@ pub struct Client {
     playout_report: Report,
     /// The session ended with the last turn: one more datagram acknowledges it.
     farewell: bool,
-    /// The quiet relay: the missing turn last reported as a gap, and whether the next
-    /// datagram carries the gap flag.
-    gap_reported: Option<Turn>,
+    /// The quiet relay: the missing turn last reported as a gap and when, and whether the
+    /// next datagram carries the gap flag.
+    gap_reported: Option<(Turn, u64)>,
     gap_due: bool,
     /// The quiet relay: the missing turn last reported as overdue (see `Client::overdue`).
     overdue_reported: Option<Turn>,
