@@ -10,7 +10,8 @@
 //!   turns) on the in-memory mesh, clean network, 20 ms one way.
 //!
 //! Before measuring, it prints the application payload per client per turn (upstream and
-//! downstream, our datagrams before any QUIC/UDP/IP overhead) from one such game.
+//! downstream, our datagrams before any QUIC/UDP/IP overhead) from one such game, and from
+//! the same game under the quiet relay (`SessionConfig::heartbeat_ms`).
 //!
 //! Run: `cargo bench -p phalanx-benches --bench session`.
 
@@ -59,6 +60,23 @@ fn print_payload_figures() {
         per_client_turn(mesh.bytes_up),
         per_client_turn(mesh.bytes_down),
         wall.as_secs_f64() * 1e3,
+    );
+    // The same reference session under the quiet relay (a 500 ms heartbeat, issue 17).
+    let mut config = game_config(1, turns);
+    config.session.heartbeat_ms = 500;
+    let mut mesh = Mesh::new(config).expect("valid config");
+    mesh.run().expect("no livelock");
+    mesh.check_agreement().expect("S1");
+    mesh.check_exactly_once().expect("S2");
+    let executed = mesh.turns_executed_min() as u64;
+    let per_client_turn = |bytes: u64| bytes as f64 / (PLAYERS as u64 * executed) as f64;
+    let latencies = mesh.latencies_ms();
+    let p95 = latencies.get(latencies.len() * 95 / 100).copied().unwrap_or(0);
+    eprintln!(
+        "the same under the quiet relay (500 ms heartbeat): app bytes per client per turn: \
+         up {:.1}, down {:.1}; command latency p95 {p95} ms",
+        per_client_turn(mesh.bytes_up),
+        per_client_turn(mesh.bytes_down),
     );
     // The default session: 100 ms floor, speed control on.
     for one_way in [20u64, 50, 150] {

@@ -24,7 +24,8 @@
 //!
 //! The offsets step up when the host stops sealing for a while (a stall waiting for a player, a
 //! pause): once [`SHIFT_SAMPLES`] turns in a row arrive more than a quarter turn past their due
-//! time, the older offsets are forgotten (even a stall shorter than the buffer's cap: until
+//! time (more than the margin with the buffer at its cap: below it the buffer grows to cover a
+//! smaller step, at the cap it cannot), the older offsets are forgotten (even a stall shorter than the buffer's cap: until
 //! then every turn would execute late, and the commands stamped from them would miss their
 //! turns). They are forgotten too when the pace changes (the offsets are
 //! measured against one turn length); the buffer then holds its last size until the window
@@ -99,8 +100,11 @@ impl Playout {
         let offset = self.offset(anchor, turn, now_ms);
         if !self.offsets.is_empty() {
             let step = (self.max_ms + self.length_ms / 2) as i64;
-            // Past its due time by a quarter turn: the schedule no longer fits the host's.
-            let late = (self.buffer_ms + self.length_ms / 4) as i64;
+            // Past its due time by a quarter turn (by the margin, with the buffer at its cap,
+            // which cannot grow to cover a step): the schedule no longer fits the host's.
+            let past =
+                if self.buffer_ms >= self.max_ms { self.settle_ms() } else { self.length_ms / 4 };
+            let late = (self.buffer_ms + past) as i64;
             if offset > self.base + late {
                 self.late_in_a_row += 1;
             } else {
@@ -302,6 +306,31 @@ mod tests {
         let next = 50 + SHIFT_SAMPLES;
         let arrival = 1_000 + 150 * u64::from(next) + 50 + 230;
         assert_eq!(playout.due_ms(Turn(next)), Some(arrival + 150));
+    }
+
+    #[test]
+    fn a_step_past_a_capped_buffer_moves_the_schedule() {
+        // The quiet relay's shape: a turn length of extra buffer and its jitter, at the cap.
+        let mut playout = Playout::new(150, 170, 150);
+        let arrival = |turn: u32, late: u64| 1_000 + 150 * u64::from(turn) + 50 + late;
+        for turn in 0..100 {
+            playout.on_arrival(Turn(turn), arrival(turn, u64::from(turn * 13 % 21)));
+        }
+        assert_eq!(playout.buffer_ms(), 170);
+        // The host stopped and started again 190 ms later on its own clock: every later turn
+        // arrives 20-40 ms past its due time, under a quarter turn, and the buffer cannot grow
+        // to cover it. After three, the schedule follows.
+        for turn in 100..100 + SHIFT_SAMPLES {
+            let at = arrival(turn, 190 + u64::from(turn * 13 % 21));
+            assert!(at > playout.due_ms(Turn(turn)).unwrap(), "{turn} late");
+            playout.on_arrival(Turn(turn), at);
+        }
+        for turn in 100 + SHIFT_SAMPLES..200 {
+            let at = arrival(turn, 190 + u64::from(turn * 13 % 21));
+            let due = playout.due_ms(Turn(turn)).unwrap();
+            assert!(at <= due, "turn {turn} arrives at {at}, due at {due}");
+            playout.on_arrival(Turn(turn), at);
+        }
     }
 
     #[test]
