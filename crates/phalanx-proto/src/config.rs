@@ -72,9 +72,9 @@ pub struct SessionConfig {
     /// The largest datagram the transport carries (quinn: 1162 bytes at the initial 1200-byte
     /// MTU). A whole turn bundle at full budget must fit in one: validated.
     pub datagram_bytes_max: u16,
-    /// A datagram carrying a new bundle also repeats up to this many earlier bundles the
-    /// client has not acknowledged (cheap insurance against a single loss; the retransmit timer
-    /// covers the rest). 0..=`turns_ahead_max`.
+    /// A datagram with a new bundle also repeats up to this many earlier bundles the client has
+    /// not acknowledged (the retransmit timer covers the rest); under the quiet relay only on a
+    /// link that lost a datagram within its last 256 acknowledged. 0..=`turns_ahead_max`.
     pub redundant_turns: u32,
     /// The host sends a new turn a second time a quarter turn later while the link's loss
     /// estimate (an average over the last packets, gain 1/16, in ‰) is at least this and a

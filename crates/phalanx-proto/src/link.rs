@@ -238,6 +238,12 @@ impl Link {
         link
     }
 
+    /// Whether a packet was lost within the last `REPEAT_MEMORY_PACKETS` acknowledged ones (a
+    /// new link has lost none).
+    pub(crate) fn lost_lately(&self) -> bool {
+        self.acked_since_loss < REPEAT_MEMORY_PACKETS
+    }
+
     /// Sets when new data goes out twice, whatever `repeat_loss_permille` says.
     pub(crate) fn set_repeat(&mut self, repeat: Repeat) {
         self.repeat = repeat;
@@ -547,8 +553,7 @@ impl Link {
             let lossy = match self.repeat {
                 Repeat::Never => false,
                 Repeat::AtLoss(permille) => {
-                    self.acked_since_loss < REPEAT_MEMORY_PACKETS
-                        && self.stats.loss_permille >= permille
+                    self.lost_lately() && self.stats.loss_permille >= permille
                 }
                 Repeat::Always => true,
             };

@@ -210,8 +210,11 @@ impl Client {
             if self.playout.due_ms(turn).is_some_and(|due| due < now_ms) {
                 self.stats.playout_late += 1;
             }
-            if offset + 1 == count {
-                // The datagram's own turn: the others it carries are copies (see playout).
+            let asked_again = self.gap_reported.is_some_and(|(missing, _)| missing == turn)
+                || self.overdue_reported == Some(turn);
+            if offset + 1 == count && !asked_again {
+                // The datagram's own turn: the others it carries are copies, and a turn we
+                // reported missing comes as a resend (see playout).
                 self.playout.on_arrival(turn, now_ms);
             }
         }

@@ -4,9 +4,10 @@
 //!
 //! The host seals a turn every turn length, so a turn's *offset* — its first arrival minus
 //! `turn × length` — is constant on a perfect link: one-way latency plus a fixed clock
-//! difference. Jitter spreads the offsets. Only the newest turn of a datagram gives one: the
-//! older turns it carries are copies or resends, late by their own loss (after an outage, by
-//! the whole outage), not by the path. The schedule keeps the offsets of the last
+//! difference. Jitter spreads the offsets. Only the newest turn of a datagram gives one, and
+//! not when the client reported it missing: the older turns a datagram carries are copies or
+//! resends, late by their own loss (after an outage, by the whole outage), not by the path, and
+//! so is a turn resent on request. The schedule keeps the offsets of the last
 //! [`WINDOW`] turns and plays turn `t` at `base + t × length + buffer`, where `base` is their
 //! minimum (the fastest path) and `buffer` their 95th percentile above it, capped at
 //! `playout_max_ms`. Every turn that arrives within the buffer executes exactly one turn length

@@ -42,12 +42,18 @@ impl Host {
         let (pn, ack) = peer.link.next_packet(now_ms);
         // Redundancy: a datagram with a new bundle also repeats the `redundant_turns` bundles
         // before it that are still unacknowledged; the retransmit timer resends all of them.
+        // Under the quiet relay, whose clients acknowledge a heartbeat apart, only on a link
+        // that lost a datagram lately: on a clean one every copy would be for nothing.
         let oldest_unacked = peer.turn_ack.max(self.sealed_base);
+        let copies = if self.config.is_quiet() && !peer.link.lost_lately() {
+            0
+        } else {
+            self.config.redundant_turns
+        };
         let first = if peer.link.is_retransmitting() {
             oldest_unacked
         } else {
-            let sent_before = Turn(peer.send_next.0.saturating_sub(self.config.redundant_turns));
-            oldest_unacked.max(sent_before)
+            oldest_unacked.max(Turn(peer.send_next.0.saturating_sub(copies)))
         };
         // A datagram sent only to acknowledge or keep the line alive carries no bundles: a new
         // bundle goes out every turn anyway and repeats whatever is unacknowledged, so
