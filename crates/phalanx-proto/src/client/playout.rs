@@ -26,11 +26,11 @@
 //! The offsets step up when the host stops sealing for a while (a stall waiting for a player, a
 //! pause): once [`SHIFT_SAMPLES`] turns in a row arrive more than a quarter turn past their due
 //! time (more than the margin with the buffer at its cap: below it the buffer grows to cover a
-//! smaller step, at the cap it cannot), the older offsets are forgotten (even a stall shorter than the buffer's cap: until
-//! then every turn would execute late, and the commands stamped from them would miss their
-//! turns). They are forgotten too when the pace changes (the offsets are
-//! measured against one turn length); the buffer then holds its last size until the window
-//! refills.
+//! smaller step, at the cap it cannot), the older offsets are forgotten (even a stall shorter
+//! than the buffer's cap: until then every turn would execute late, and the commands stamped
+//! from them would miss their turns). They are forgotten too when the pace changes (the
+//! offsets are measured against one turn length); the buffer then holds its last size until
+//! the window refills.
 //!
 //! The buffer adds latency only to what crosses the network once, the bundle's way down; a
 //! client's own command executes `command_delay_turns` turns after the turn it was submitted in
