@@ -73,8 +73,8 @@ pub struct SessionConfig {
     /// MTU). A whole turn bundle at full budget must fit in one: validated.
     pub datagram_bytes_max: u16,
     /// A datagram with a new bundle also repeats up to this many earlier bundles the client has
-    /// not acknowledged (the retransmit timer covers the rest); under the quiet relay only on a
-    /// link that lost a datagram within its last 256 acknowledged. 0..=`turns_ahead_max`.
+    /// not acknowledged (the retransmit timer covers the rest); under the quiet relay, to a
+    /// player only while its link lost a datagram lately (within 256 acked). 0..=`turns_ahead_max`.
     pub redundant_turns: u32,
     /// The host sends a new turn a second time a quarter turn later while the link's loss
     /// estimate (an average over the last packets, gain 1/16, in ‰) is at least this and a
@@ -124,12 +124,12 @@ pub struct SessionConfig {
     /// speed control adds it to the round trip it covers. 0..=1000.
     pub playout_max_ms: u32,
     /// Added to the playout buffer the jitter calls for, up to `playout_max_ms` (a local
-    /// setting; 0, the default: the buffer covers the jitter alone). A turn length hides a
-    /// single lost turn: its copy rides in the next turn's datagram (`redundant_turns` ≥ 1),
-    /// which arrives a turn length plus its own jitter later, in time. The price is that much
-    /// more of the round trip for speed control to cover (the command delay may rise a step;
-    /// see `pace_tolerance_ms`). The quiet relay's setting (see `heartbeat_ms`).
-    /// 0..=`playout_max_ms`.
+    /// setting; 0, the default: the buffer covers the jitter alone). A turn length hides a single
+    /// lost turn: its copy rides in the next turn's datagram (`redundant_turns` ≥ 1; under the
+    /// quiet relay once the link has lost one: a first loss is reported overdue, and comes in time
+    /// while the round trip is under the buffer less twice the jitter). The price is that more of
+    /// the round trip for speed control to cover (the command delay may rise a step; see
+    /// `pace_tolerance_ms`). The quiet relay's setting (see `heartbeat_ms`). 0..=`playout_max_ms`.
     pub playout_extra_ms: u32,
     /// The quiet relay, for links where every datagram counts (0, the default: off). When
     /// set, a client with nothing to say stays silent and sends a heartbeat — its

@@ -403,6 +403,12 @@ impl Link {
         self.rtt.smoothed_ms
     }
 
+    /// The smoothed round trip plus four times its variation (at least the timer
+    /// granularity): how long an answer may take before it is overdue.
+    pub(crate) fn round_trip_bound_ms(&self) -> Option<u64> {
+        self.rtt.bound_ms()
+    }
+
     /// The link's counters.
     pub(crate) fn stats(&self) -> &LinkStats {
         &self.stats

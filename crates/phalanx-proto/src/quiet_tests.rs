@@ -103,6 +103,8 @@ struct Net {
     executed: Vec<BTreeMap<Turn, u64>>,
     /// When player 0 submits a command, if it does, and the ticket it got.
     submit_at: Option<u64>,
+    /// When the host's operator pauses the game and resumes it, if they do.
+    pause: Option<(u64, u64)>,
     ticket: Option<Ticket>,
     /// The turn player 0's command executed in, and whether it was told the command was late.
     command_executed: Option<Turn>,
@@ -148,6 +150,7 @@ impl Net {
             ups: Vec::new(),
             executed: vec![BTreeMap::new(); tokens.len()],
             submit_at: None,
+            pause: None,
             ticket: None,
             command_executed: None,
             told_late: false,
@@ -160,7 +163,10 @@ impl Net {
             let queued = self.queue.keys().next().map(|&(at, _)| at);
             let timers = self.clients.iter().map(Client::poll_timeout);
             let submit = self.submit_at.filter(|&at| at > self.now);
-            let next = timers.chain([self.host.poll_timeout(), queued, submit]).flatten().min();
+            let pause = self.pause.iter().flat_map(|&(at, until)| [at, until]);
+            let pause = pause.filter(|&at| at > self.now).min();
+            let next = [self.host.poll_timeout(), queued, submit, pause];
+            let next = timers.chain(next).flatten().min();
             self.now = next.unwrap_or(until_ms + 1).max(self.now + 1);
         }
     }
@@ -180,6 +186,11 @@ impl Net {
                 }
                 (Dest::Client(index), bytes) => self.clients[index].handle_datagram(now, &bytes),
             }
+        }
+        match self.pause {
+            Some((at, _)) if at == now => self.host.pause(now),
+            Some((_, until)) if until == now => self.host.resume(now),
+            _ => {}
         }
         self.host.handle_timeout(now);
         let mut buf = Vec::new();
@@ -358,7 +369,8 @@ fn a_clean_link_gets_each_turn_once_until_it_loses_one() {
     let report = net.ups.iter().find(|up| up.client == 0 && up.gap && up.turn_ack == PRIMER);
     let report = report.expect("the primer was reported overdue");
     assert!(!report.dropped, "the report reached the host");
-    let resent = net.downs.iter().find(|down| down.client == 0 && down.at == report.at + 20);
+    let resent =
+        net.downs.iter().find(|down| down.client == 0 && down.at == report.at + LATENCY_MS);
     let resent = resent.expect("resent as the report arrived");
     assert!(resent.carries(PRIMER) && !resent.by_timer, "resent by the report");
     // (Up to the two before the newest: those a heartbeat has not acknowledged yet.)
@@ -380,7 +392,8 @@ fn an_overdue_turn_is_reported_and_resent_at_once() {
         let report = net.ups.iter().find(|up| up.client == 0 && up.gap && up.turn_ack == turn);
         let report = report.unwrap_or_else(|| panic!("{turn:?} was reported"));
         assert_eq!(report.at, on_time, "{turn:?}: reported when it should have arrived");
-        let resent = net.downs.iter().find(|down| down.client == 0 && down.at == report.at + 20);
+        let resent =
+            net.downs.iter().find(|down| down.client == 0 && down.at == report.at + LATENCY_MS);
         let resent = resent.unwrap_or_else(|| panic!("{turn:?}: resent as the report arrived"));
         assert!(resent.carries(turn) && !resent.by_timer, "{turn:?}: resent by the report");
         let repaired = report.at + 2 * LATENCY_MS;
@@ -449,11 +462,36 @@ fn a_lost_gap_report_is_made_again() {
     let again = reports.next().expect("T was reported again");
     assert!(!again.dropped && again.turn_ack == T, "the second reached the host");
     let turn_ms = u64::from(SessionConfig::default().turn_length_ms);
-    assert!(again.at - first.at <= turn_ms, "again after {} ms", again.at - first.at);
-    let resent = net.downs.iter().find(|down| down.client == 0 && down.at == again.at + 20);
+    let waited = again.at - first.at;
+    assert!((2 * LATENCY_MS..=turn_ms).contains(&waited), "again after {waited} ms");
+    let resent = net.downs.iter().find(|down| down.client == 0 && down.at == again.at + LATENCY_MS);
     let resent = resent.expect("resent as the report arrived");
     assert!(resent.carries(T) && !resent.by_timer, "resent by the report");
     assert_eq!(net.arrived_ms(T), again.at + 2 * LATENCY_MS, "a round trip after the report");
+}
+
+/// After a stall the schedule follows the host's new cadence, though the client reported each
+/// late turn overdue before it came (so each might have been a resend). The host's operator
+/// pauses for 330 ms: every later turn comes more than a quarter turn past its old due time.
+/// After `SHIFT_SAMPLES` (3) of them the schedule has moved: the turns execute a turn length
+/// apart again, and none is reported overdue.
+#[test]
+fn after_a_stall_the_schedule_follows_though_each_late_turn_was_reported() {
+    let mut net = Net::new(0, false);
+    net.pause = Some((2_500, 2_830));
+    net.run_until(END_MS);
+    let turn_ms = u64::from(SessionConfig::default().turn_length_ms);
+    let resumed = net.downs.iter().find(|d| d.client == 0 && d.at >= 2_830 && d.count > 0);
+    let first = resumed.expect("turns after the pause").newest().expect("a turn");
+    let settled = Turn(first.0 + 3);
+    let late = |up: &&UpSent| up.client == 0 && up.gap && up.turn_ack >= settled;
+    let reports: Vec<u64> = net.ups.iter().filter(late).map(|up| up.at).collect();
+    assert_eq!(reports, Vec::<u64>::new(), "no turn from {settled:?} on reported overdue");
+    for turn in (settled.0..settled.0 + 10).map(Turn) {
+        let gap = net.executed_ms(0, Turn(turn.0 + 1)) - net.executed_ms(0, turn);
+        assert_eq!(gap, turn_ms, "{turn:?}: the next a turn length later");
+        assert!(net.executed_ms(0, turn) >= net.arrived_ms(turn), "{turn:?}");
+    }
 }
 
 /// The control: the same runs with the gap flag cleared before the host reads it. The
@@ -478,8 +516,8 @@ fn without_the_gap_flag_the_missing_turn_waits_for_the_retransmit_timer() {
         // The later turns' datagrams found T still missing: the gap was reported again, no
         // more than once a round trip. (Its report that T was overdue went out in the outage
         // and was lost.)
-        let reports: Vec<u64> =
-            slow.ups.iter().filter(|up| up.gap && !up.dropped).map(|up| up.at).collect();
+        let reports = slow.ups.iter().filter(|up| up.gap && !up.dropped && up.turn_ack == T);
+        let reports: Vec<u64> = reports.map(|up| up.at).collect();
         assert!(reports.len() >= 2, "lost {lost}: reported again: {reports:?}");
         let spaced = reports.windows(2).all(|pair| pair[1] - pair[0] >= 2 * LATENCY_MS);
         assert!(spaced, "lost {lost}: a round trip apart: {reports:?}");

@@ -225,6 +225,14 @@ impl Rtt {
         self.backoff = 0;
     }
 
+    /// How long a round trip may take before it is overdue, without the retransmit timeout's
+    /// allowances (peer ack delay, floor, backoff): SRTT + max(4·RTTVAR, granularity); `None`
+    /// before the first sample.
+    pub(crate) fn bound_ms(&self) -> Option<u64> {
+        let spread = (4 * self.variance_ms).max(self.granularity_ms.max(1));
+        self.smoothed_ms.map(|smoothed| smoothed + spread)
+    }
+
     /// The retransmit timer fired: double the timeout (up to the ceiling).
     pub(crate) fn on_timeout(&mut self) {
         self.backoff = self.backoff.saturating_add(1).min(16);

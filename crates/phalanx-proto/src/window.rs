@@ -36,15 +36,6 @@ impl<T: Ord + Copy> SortedWindow<T> {
         self.sorted.insert(index, sample);
     }
 
-    /// Forgets every sample but the `keep` most recent (rare: rebuilds the sorted copy).
-    pub(crate) fn keep_last(&mut self, keep: usize) {
-        let forget = self.arrivals.len().saturating_sub(keep);
-        self.arrivals.drain(..forget);
-        self.sorted.clear();
-        self.sorted.extend(self.arrivals.iter().copied());
-        self.sorted.sort_unstable();
-    }
-
     /// Forgets every sample.
     pub(crate) fn clear(&mut self) {
         self.arrivals.clear();
@@ -82,8 +73,6 @@ mod tests {
         assert_eq!(window.sorted(), [1, 2, 3, 4]);
         assert_eq!(window.percentile(0), Some(1));
         assert_eq!(window.percentile(100), Some(4));
-        window.keep_last(2);
-        assert_eq!(window.sorted(), [2, 3]);
         window.clear();
         assert!(window.is_empty());
         assert_eq!(window.percentile(50), None);

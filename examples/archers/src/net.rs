@@ -51,10 +51,12 @@ impl Match {
 /// The demo's departure from the default session: the quiet relay, the profile for a
 /// 28.8 kbit/s modem (issue 17; README "Where the bytes go"). 150 ms turns (AoE used 200);
 /// a client acknowledges turns in a heartbeat every 500 ms instead of every turn and sends its
-/// commands at once (and once more); the host never repeats a turn on its own (each turn's
-/// datagram carries the two before it that are not acknowledged); the playout buffer is a
-/// turn more than the jitter calls for, up to 170 ms (a turn plus the network's 20 ms of
-/// jitter), so a single lost turn's copy arrives in time, and a command submitted as a turn
+/// commands at once (and once more); the host never repeats a turn on its own (once its link
+/// to a player lost a datagram, each turn's datagram carries the two before it that are not
+/// acknowledged; a first loss is reported overdue and resent); the playout buffer is a turn
+/// more than the jitter calls for, up to 170 ms (a turn plus the network's 20 ms of jitter),
+/// so a single lost turn's copy, or its resend at up to about 130 ms RTT, arrives in time, and
+/// a command submitted as a turn
 /// executes still reaches the host within two turns at 100 ms RTT; speed control tolerates a
 /// round trip up to 20 ms past what two turns cover rather than raising the command delay to
 /// three (450 ms). The window is 20 turns (3 s) rather than 16: acknowledgements come a

@@ -152,9 +152,11 @@ impl Client {
 
     /// The quiet relay: when a turn is missing while a later one is held, acknowledge at once
     /// with the gap flag, so the host resends it without waiting for a heartbeat or its
-    /// retransmit timer. Once per missing turn, and again each smoothed round trip it stays
-    /// missing while later turns keep coming: a lost report is not left to the host's
-    /// backed-off retransmit timer.
+    /// retransmit timer. Once per missing turn, and again while it stays missing as later
+    /// turns keep coming, once the repair is overdue (a smoothed round trip plus four times its
+    /// variation): a lost report is not left to the host's backed-off retransmit timer. (Not
+    /// again before the round trip is measured, nor from a spectator: the host repairs a
+    /// spectator on its own timer.)
     fn report_gap(&mut self, now_ms: u64) {
         let missing = self.turn_ack();
         let held_later =
@@ -163,8 +165,9 @@ impl Client {
             return;
         }
         if let Some((turn, at)) = self.gap_reported {
-            let round_trip = self.link.as_deref().and_then(Link::smoothed_rtt_ms);
-            if turn == missing && round_trip.is_none_or(|rtt| now_ms < at + rtt) {
+            let bound = self.link.as_deref().and_then(Link::round_trip_bound_ms);
+            let spectator = self.spectator.is_some();
+            if turn == missing && (spectator || bound.is_none_or(|bound| now_ms < at + bound)) {
                 return;
             }
         }
@@ -212,10 +215,10 @@ impl Client {
             }
             let asked_again = self.gap_reported.is_some_and(|(missing, _)| missing == turn)
                 || self.overdue_reported == Some(turn);
-            if offset + 1 == count && !asked_again {
+            if offset + 1 == count {
                 // The datagram's own turn: the others it carries are copies, and a turn we
-                // reported missing comes as a resend (see playout).
-                self.playout.on_arrival(turn, now_ms);
+                // reported missing comes as a resend, or late (see playout).
+                self.playout.on_arrival(turn, now_ms, asked_again);
             }
         }
         let held = self.buffered.iter().filter(|slot| slot.is_some()).count();

@@ -62,6 +62,9 @@ pub(crate) struct Playout {
     offsets: SortedWindow<i64>,
     /// Turns in a row that arrived a quarter turn past their due time.
     late_in_a_row: u32,
+    /// The offsets of the first `late_in_a_row` of them, resends included: a run that reaches
+    /// [`SHIFT_SAMPLES`] starts the window afresh from them.
+    late_run: [i64; SHIFT_SAMPLES as usize - 1],
     /// The current base and buffer.
     base: i64,
     buffer_ms: u64,
@@ -77,6 +80,7 @@ impl Playout {
             anchor: None,
             offsets: SortedWindow::new(WINDOW),
             late_in_a_row: 0,
+            late_run: [0; SHIFT_SAMPLES as usize - 1],
             base: 0,
             buffer_ms: 0,
         }
@@ -92,36 +96,58 @@ impl Playout {
         at_ms as i64 - turns * self.length_ms as i64
     }
 
-    /// Turn `turn` arrived for the first time at `now_ms`, the newest turn of its datagram.
-    pub(crate) fn on_arrival(&mut self, turn: Turn, now_ms: u64) {
+    /// Turn `turn` arrived for the first time at `now_ms`, the newest turn of its datagram;
+    /// `resent` if the client had reported it missing. A resend is late by its loss, not by
+    /// the path, so its offset joins the window only as part of a run of late turns that
+    /// moves the schedule (after a stall, every late turn may have been reported overdue).
+    pub(crate) fn on_arrival(&mut self, turn: Turn, now_ms: u64, resent: bool) {
         if self.max_ms == 0 {
             return;
         }
         let anchor = *self.anchor.get_or_insert(turn);
         let offset = self.offset(anchor, turn, now_ms);
         if !self.offsets.is_empty() {
-            let step = (self.max_ms + self.length_ms / 2) as i64;
-            // Past its due time by a quarter turn (by the margin, with the buffer at its cap,
-            // which cannot grow to cover a step): the schedule no longer fits the host's.
-            let past =
-                if self.buffer_ms >= self.max_ms { self.settle_ms() } else { self.length_ms / 4 };
-            let late = (self.buffer_ms + past) as i64;
-            if offset > self.base + late {
+            if offset > self.base + self.late_ms() as i64 {
                 self.late_in_a_row += 1;
             } else {
                 self.late_in_a_row = 0;
             }
             if self.late_in_a_row >= SHIFT_SAMPLES {
                 // The host stopped for a while: the older offsets describe another schedule.
-                self.offsets.keep_last((self.late_in_a_row - 1) as usize);
-                self.late_in_a_row = 0;
-            } else if offset < self.base - step {
-                // Far earlier than anything seen: the old offsets are of no use.
                 self.offsets.clear();
+                for &late in &self.late_run {
+                    self.offsets.push(late);
+                }
+                self.late_in_a_row = 0;
+            } else {
+                if let Some(slot) = self.late_in_a_row.checked_sub(1) {
+                    self.late_run[slot as usize] = offset;
+                }
+                if resent {
+                    return;
+                }
+                if offset < self.base - (self.max_ms + self.length_ms / 2) as i64 {
+                    // Far earlier than anything seen: the old offsets are of no use.
+                    self.offsets.clear();
+                }
             }
         }
         self.offsets.push(offset);
         self.resize();
+    }
+
+    /// How far past the base a turn is late, past its due time by more than any buffer
+    /// covers: a quarter turn past, or the margin when the buffer is at a cap that the extra
+    /// buffer, not the jitter, reached (it cannot grow to cover a step; with the jitter
+    /// alone at the cap, more than one turn in twenty would be past by the margin).
+    fn late_ms(&self) -> u64 {
+        let capped = self.buffer_ms >= self.max_ms;
+        let past = if capped && self.jitter_ms() + self.settle_ms() < self.max_ms {
+            self.settle_ms()
+        } else {
+            self.length_ms / 4
+        };
+        self.buffer_ms + past
     }
 
     /// Recomputes the base and the buffer from the window, moving the schedule later only
@@ -228,7 +254,11 @@ mod tests {
     /// Offsets with `jitter(turn)` ms of extra delay on a 100 ms grid, 50 ms one way.
     fn feed(playout: &mut Playout, turns: std::ops::Range<u32>, jitter: impl Fn(u32) -> u64) {
         for turn in turns {
-            playout.on_arrival(Turn(turn), 1_000 + 100 * u64::from(turn) + 50 + jitter(turn));
+            playout.on_arrival(
+                Turn(turn),
+                1_000 + 100 * u64::from(turn) + 50 + jitter(turn),
+                false,
+            );
         }
     }
 
@@ -294,7 +324,7 @@ mod tests {
     fn a_short_stall_moves_the_schedule_too() {
         let mut playout = Playout::new(150, 165, 150);
         for turn in 0..50 {
-            playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50);
+            playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50, false);
         }
         assert_eq!(playout.buffer_ms(), 150);
         // The host stopped for 230 ms, less than the cap plus half a turn: the turns after it
@@ -302,7 +332,7 @@ mod tests {
         for turn in 50..50 + SHIFT_SAMPLES {
             let arrival = 1_000 + 150 * u64::from(turn) + 50 + 230;
             assert!(arrival > playout.due_ms(Turn(turn)).unwrap());
-            playout.on_arrival(Turn(turn), arrival);
+            playout.on_arrival(Turn(turn), arrival, false);
         }
         let next = 50 + SHIFT_SAMPLES;
         let arrival = 1_000 + 150 * u64::from(next) + 50 + 230;
@@ -315,23 +345,56 @@ mod tests {
         let mut playout = Playout::new(150, 170, 150);
         let arrival = |turn: u32, late: u64| 1_000 + 150 * u64::from(turn) + 50 + late;
         for turn in 0..100 {
-            playout.on_arrival(Turn(turn), arrival(turn, u64::from(turn * 13 % 21)));
+            playout.on_arrival(Turn(turn), arrival(turn, u64::from(turn * 13 % 21)), false);
         }
         assert_eq!(playout.buffer_ms(), 170);
-        // The host stopped and started again 190 ms later on its own clock: every later turn
-        // arrives 20-40 ms past its due time, under a quarter turn, and the buffer cannot grow
-        // to cover it. After three, the schedule follows.
+        // The host stopped and started again 185 ms later on its own clock: every later turn
+        // arrives 15-35 ms past its due time, under a quarter turn (37 ms), and the buffer
+        // cannot grow to cover it. After three, the schedule follows.
         for turn in 100..100 + SHIFT_SAMPLES {
-            let at = arrival(turn, 190 + u64::from(turn * 13 % 21));
+            let at = arrival(turn, 185 + u64::from(turn * 13 % 21));
             assert!(at > playout.due_ms(Turn(turn)).unwrap(), "{turn} late");
-            playout.on_arrival(Turn(turn), at);
+            playout.on_arrival(Turn(turn), at, false);
         }
         for turn in 100 + SHIFT_SAMPLES..200 {
-            let at = arrival(turn, 190 + u64::from(turn * 13 % 21));
+            let at = arrival(turn, 185 + u64::from(turn * 13 % 21));
             let due = playout.due_ms(Turn(turn)).unwrap();
             assert!(at <= due, "turn {turn} arrives at {at}, due at {due}");
-            playout.on_arrival(Turn(turn), at);
+            playout.on_arrival(Turn(turn), at, false);
         }
+    }
+
+    #[test]
+    fn turns_reported_overdue_after_a_stall_still_move_the_schedule() {
+        let mut playout = Playout::new(150, 165, 150);
+        for turn in 0..50 {
+            playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50, false);
+        }
+        // The host stopped for 230 ms; the client reported each later turn overdue before it
+        // came. Resends or not, three late in a row move the schedule.
+        for turn in 50..50 + SHIFT_SAMPLES {
+            playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50 + 230, true);
+        }
+        let next = 50 + SHIFT_SAMPLES;
+        let arrival = 1_000 + 150 * u64::from(next) + 50 + 230;
+        assert_eq!(playout.due_ms(Turn(next)), Some(arrival + 150));
+    }
+
+    #[test]
+    fn a_resend_leaves_the_buffer_alone() {
+        let mut playout = Playout::new(0, 80, 100);
+        feed(&mut playout, 0..20, |_| 0);
+        assert_eq!(playout.buffer_ms(), 0);
+        // Turns 20 and 21 were reported missing and came 20 ms late: resends, not the path.
+        for turn in 20..22 {
+            playout.on_arrival(Turn(turn), 1_000 + 100 * u64::from(turn) + 50 + 20, true);
+        }
+        assert_eq!(playout.buffer_ms(), 0);
+        // The same arrivals as news of the path widen it (2 of 24: above the 95th percentile).
+        for turn in 22..24 {
+            playout.on_arrival(Turn(turn), 1_000 + 100 * u64::from(turn) + 50 + 20, false);
+        }
+        assert!(playout.buffer_ms() >= 20, "buffer {}", playout.buffer_ms());
     }
 
     #[test]
@@ -357,7 +420,7 @@ mod tests {
         assert_eq!(playout.due_ms(Turn(50)), Some(due));
         assert_eq!(playout.due_ms(Turn(52)), Some(due + 250));
         // The next arrival sets the new offsets.
-        playout.on_arrival(Turn(50), 7_000);
+        playout.on_arrival(Turn(50), 7_000, false);
         assert_eq!(playout.due_ms(Turn(52)), Some(7_000 + 250 + buffer));
     }
 

@@ -1,7 +1,9 @@
 //! Datagrams to players. Each one acknowledges the player's packets and commands, carries the
 //! riders (state hash acknowledgement, the waiting notice), and repeats the sealed bundles the
 //! player has not acknowledged as far as they fit: the newest always, the `redundant_turns`
-//! before it, and all of them when the retransmit timer fired.
+//! before it (under the quiet relay only on a link that lost a datagram lately), and all of
+//! them when the retransmit timer fired or the player reported a gap. (Spectators: see
+//! `spectate.rs`, which always repeats.)
 
 use bytes::Bytes;
 
