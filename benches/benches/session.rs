@@ -41,9 +41,15 @@ fn game_config(seed: u64, turns: u64) -> MeshConfig {
     config
 }
 
-fn print_payload_figures() {
-    let turns = 3_000;
-    let mut mesh = Mesh::new(game_config(1, turns)).expect("valid config");
+/// One reference game of `turns` turns (`quiet`: under the quiet relay, a 500 ms heartbeat),
+/// checked for S1 and S2: turns executed, app bytes per client per turn up and down, the
+/// command latency p95, and its wall time.
+fn reference_game(turns: u64, quiet: bool) -> (u64, f64, f64, u64, Duration) {
+    let mut config = game_config(1, turns);
+    if quiet {
+        config.session.heartbeat_ms = 500;
+    }
+    let mut mesh = Mesh::new(config).expect("valid config");
     let started = Instant::now();
     mesh.run().expect("no livelock");
     let wall = started.elapsed();
@@ -53,30 +59,22 @@ fn print_payload_figures() {
     let per_client_turn = |bytes: u64| bytes as f64 / (PLAYERS as u64 * executed) as f64;
     let latencies = mesh.latencies_ms();
     let p95 = latencies.get(latencies.len() * 95 / 100).copied().unwrap_or(0);
+    (executed, per_client_turn(mesh.bytes_up), per_client_turn(mesh.bytes_down), p95, wall)
+}
+
+fn print_payload_figures() {
+    let (executed, up, down, p95, wall) = reference_game(3_000, false);
     eprintln!(
         "8 players, {executed} turns of 200 ms (fixed pace), 3 commands/s/player, 20 ms one way: \
-         app bytes per client per turn: up {:.1}, down {:.1}; command latency p95 {p95} ms; \
+         app bytes per client per turn: up {up:.1}, down {down:.1}; command latency p95 {p95} ms; \
          one game took {:.0} ms of wall time",
-        per_client_turn(mesh.bytes_up),
-        per_client_turn(mesh.bytes_down),
         wall.as_secs_f64() * 1e3,
     );
-    // The same reference session under the quiet relay (a 500 ms heartbeat, issue 17).
-    let mut config = game_config(1, turns);
-    config.session.heartbeat_ms = 500;
-    let mut mesh = Mesh::new(config).expect("valid config");
-    mesh.run().expect("no livelock");
-    mesh.check_agreement().expect("S1");
-    mesh.check_exactly_once().expect("S2");
-    let executed = mesh.turns_executed_min() as u64;
-    let per_client_turn = |bytes: u64| bytes as f64 / (PLAYERS as u64 * executed) as f64;
-    let latencies = mesh.latencies_ms();
-    let p95 = latencies.get(latencies.len() * 95 / 100).copied().unwrap_or(0);
+    // The same reference session under the quiet relay (issue 17).
+    let (_, up, down, p95, _) = reference_game(3_000, true);
     eprintln!(
         "the same under the quiet relay (500 ms heartbeat): app bytes per client per turn: \
-         up {:.1}, down {:.1}; command latency p95 {p95} ms",
-        per_client_turn(mesh.bytes_up),
-        per_client_turn(mesh.bytes_down),
+         up {up:.1}, down {down:.1}; command latency p95 {p95} ms",
     );
     // The default session: 100 ms floor, speed control on.
     for one_way in [20u64, 50, 150] {
