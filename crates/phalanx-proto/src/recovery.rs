@@ -242,15 +242,9 @@ impl Rtt {
     /// delay, which its own late timer can stretch by the granularity (RFC 9002 §6.2.1, with
     /// the granularity of real timers rather than 1 ms).
     pub(crate) fn rto_ms(&self) -> u64 {
-        let granularity = self.granularity_ms;
-        let base = match self.smoothed_ms {
+        let base = match self.bound_ms() {
             None => self.initial_ms,
-            Some(smoothed) => {
-                smoothed
-                    + (4 * self.variance_ms).max(granularity.max(1))
-                    + self.peer_ack_delay_ms
-                    + granularity
-            }
+            Some(bound) => bound + self.peer_ack_delay_ms + self.granularity_ms,
         };
         let backed_off = base.max(self.floor_ms).saturating_mul(1u64 << self.backoff);
         backed_off.clamp(self.floor_ms, self.ceiling_ms)

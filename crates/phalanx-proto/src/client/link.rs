@@ -141,13 +141,16 @@ impl Client {
             return None;
         }
         let missing = self.turn_ack();
-        if self.gap_reported.is_some_and(|(turn, _)| turn == missing)
-            || self.overdue_reported == Some(missing)
-        {
+        if self.reported_missing().contains(&Some(missing)) {
             return None;
         }
         let round_trip = self.link.as_deref()?.smoothed_rtt_ms()?;
         Some((missing, self.playout.overdue_ms(missing, round_trip)?))
+    }
+
+    /// The quiet relay: the missing turns last reported, as a gap and as overdue.
+    fn reported_missing(&self) -> [Option<Turn>; 2] {
+        [self.gap_reported.map(|(missing, _)| missing), self.overdue_reported]
     }
 
     /// The quiet relay: when a turn is missing while a later one is held, acknowledge at once
@@ -189,6 +192,7 @@ impl Client {
     /// ones are dropped and counted. The newest turn's first arrival feeds the playout schedule.
     fn store_bundles(&mut self, now_ms: u64, first_turn: Turn, bundles: Vec<Vec<Record>>) {
         let window = self.buffered.len();
+        let reported = self.reported_missing();
         let Some(link) = self.link.as_deref_mut() else { return };
         let count = bundles.len();
         for (offset, records) in bundles.into_iter().enumerate() {
@@ -213,12 +217,10 @@ impl Client {
             if self.playout.due_ms(turn).is_some_and(|due| due < now_ms) {
                 self.stats.playout_late += 1;
             }
-            let asked_again = self.gap_reported.is_some_and(|(missing, _)| missing == turn)
-                || self.overdue_reported == Some(turn);
             if offset + 1 == count {
                 // The datagram's own turn: the others it carries are copies, and a turn we
                 // reported missing comes as a resend, or late (see playout).
-                self.playout.on_arrival(turn, now_ms, asked_again);
+                self.playout.on_arrival(turn, now_ms, reported.contains(&Some(turn)));
             }
         }
         let held = self.buffered.iter().filter(|slot| slot.is_some()).count();

@@ -320,23 +320,28 @@ mod tests {
         assert_eq!(playout.buffer_ms(), 0);
     }
 
-    #[test]
-    fn a_short_stall_moves_the_schedule_too() {
+    /// The host stopped for 230 ms, less than the cap plus half a turn: the turns after it
+    /// arrive 80 ms past their due time (`resent`: each reported overdue before it came). After
+    /// three, the schedule follows.
+    fn a_230_ms_stall_moves_the_schedule(resent: bool) {
         let mut playout = Playout::new(150, 165, 150);
         for turn in 0..50 {
             playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50, false);
         }
         assert_eq!(playout.buffer_ms(), 150);
-        // The host stopped for 230 ms, less than the cap plus half a turn: the turns after it
-        // arrive 80 ms past their due time. After three, the schedule follows.
         for turn in 50..50 + SHIFT_SAMPLES {
             let arrival = 1_000 + 150 * u64::from(turn) + 50 + 230;
             assert!(arrival > playout.due_ms(Turn(turn)).unwrap());
-            playout.on_arrival(Turn(turn), arrival, false);
+            playout.on_arrival(Turn(turn), arrival, resent);
         }
         let next = 50 + SHIFT_SAMPLES;
         let arrival = 1_000 + 150 * u64::from(next) + 50 + 230;
         assert_eq!(playout.due_ms(Turn(next)), Some(arrival + 150));
+    }
+
+    #[test]
+    fn a_short_stall_moves_the_schedule_too() {
+        a_230_ms_stall_moves_the_schedule(false);
     }
 
     #[test]
@@ -366,18 +371,8 @@ mod tests {
 
     #[test]
     fn turns_reported_overdue_after_a_stall_still_move_the_schedule() {
-        let mut playout = Playout::new(150, 165, 150);
-        for turn in 0..50 {
-            playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50, false);
-        }
-        // The host stopped for 230 ms; the client reported each later turn overdue before it
-        // came. Resends or not, three late in a row move the schedule.
-        for turn in 50..50 + SHIFT_SAMPLES {
-            playout.on_arrival(Turn(turn), 1_000 + 150 * u64::from(turn) + 50 + 230, true);
-        }
-        let next = 50 + SHIFT_SAMPLES;
-        let arrival = 1_000 + 150 * u64::from(next) + 50 + 230;
-        assert_eq!(playout.due_ms(Turn(next)), Some(arrival + 150));
+        // Resends or not, three late in a row move the schedule.
+        a_230_ms_stall_moves_the_schedule(true);
     }
 
     #[test]
