@@ -33,7 +33,7 @@ if not rows:
     sys.exit("no criterion results under target/criterion: run the bench first")
 
 structures = ["heap", "hashed", "hierarchical", "btree"]
-order = ["start", "cancel", "fire", "fill_drain", "retransmit", "steady", "burst"]
+order = ["start", "cancel", "take", "fire", "fill_drain", "retransmit", "steady", "burst"]
 print("| workload | N | " + " | ".join(f"{s} ns/op" for s in structures)
       + " | hashed vs heap | hierarchical vs heap |")
 print("|---|---:|" + "---:|" * (len(structures) + 2))

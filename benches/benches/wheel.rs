@@ -12,7 +12,10 @@
 //!
 //! Workloads (each reported per timer):
 //! - `start`: insert N deadlines uniform in 1..2^16 into an empty, reserved structure;
-//! - `cancel`: cancel those N in random order;
+//! - `cancel`: cancel those N in random order, dropping the values (the wheels' `discard`;
+//!   the heap's lazy cancel, which never reads the value);
+//! - `take`: the same, handing back each value (the wheels' `cancel`; the heap reads it from
+//!   its value array);
 //! - `fire`: advance one tick at a time through 2^16 ticks, firing all N;
 //! - `fill_drain`: start + fire together (the "fill and drain");
 //! - `retransmit`: start N deadlines in 100..1100, cancel a random 95 %, fire the rest;
@@ -65,7 +68,10 @@ trait Timers {
     /// A structure for `n` timers with deadlines up to `horizon` ticks ahead.
     fn with_capacity(n: usize, horizon: u64) -> Self;
     fn start(&mut self, deadline: u64, value: u32) -> Self::Handle;
+    /// Stops a timer, dropping its value (the wheels' `discard`); whether it was pending.
     fn cancel(&mut self, handle: Self::Handle) -> bool;
+    /// Stops a timer and hands back its value (the wheels' `cancel`).
+    fn take(&mut self, handle: Self::Handle) -> Option<u32>;
     /// Fires everything due by `now`; returns how many fired.
     fn advance(&mut self, now: u64) -> usize;
 }
@@ -78,7 +84,10 @@ macro_rules! wheel_timers {
             self.0.insert(deadline, value).expect("future deadline")
         }
         fn cancel(&mut self, handle: TimerHandle) -> bool {
-            self.0.cancel(handle).is_some()
+            self.0.discard(handle)
+        }
+        fn take(&mut self, handle: TimerHandle) -> Option<u32> {
+            self.0.cancel(handle)
         }
         fn advance(&mut self, now: u64) -> usize {
             let mut fired = 0;
@@ -169,6 +178,13 @@ impl Timers for Heap {
         self.release(slot);
         true
     }
+    fn take(&mut self, (slot, generation): (u32, u32)) -> Option<u32> {
+        if self.generations.get(slot as usize) != Some(&generation) {
+            return None;
+        }
+        self.release(slot);
+        Some(self.values[slot as usize])
+    }
     fn advance(&mut self, now: u64) -> usize {
         let mut fired = 0;
         while let Some(&Reverse((deadline, _, slot, generation))) = self.heap.peek() {
@@ -206,6 +222,9 @@ impl Timers for Tree {
     }
     fn cancel(&mut self, key: (u64, u64)) -> bool {
         self.map.remove(&key).is_some()
+    }
+    fn take(&mut self, key: (u64, u64)) -> Option<u32> {
+        self.map.remove(&key)
     }
     fn advance(&mut self, now: u64) -> usize {
         let mut fired = 0;
@@ -262,6 +281,17 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
             |(timers, handles)| {
                 for &i in &order {
                     black_box(timers.cancel(handles[i]));
+                }
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    group.bench_function("take", |b| {
+        b.iter_batched_ref(
+            || filled::<T>(&deadlines, HORIZON),
+            |(timers, handles)| {
+                for &i in &order {
+                    black_box(timers.take(handles[i]));
                 }
             },
             BatchSize::LargeInput,
@@ -401,7 +431,7 @@ macro_rules! wheel_link {
             }
             fn disarm(&mut self, timer: LinkTimer) {
                 if let Some(handle) = self.handles[timer as usize].take() {
-                    self.wheel.cancel(handle);
+                    self.wheel.discard(handle);
                 }
             }
             fn is_armed(&self, timer: LinkTimer) -> bool {

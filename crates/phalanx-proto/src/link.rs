@@ -296,7 +296,7 @@ impl Link {
 
     fn disarm(&mut self, timer: Timer) {
         if let Some(handle) = self.handles[timer.index()].take() {
-            self.wheel.cancel(handle);
+            self.wheel.discard(handle);
         }
     }
 

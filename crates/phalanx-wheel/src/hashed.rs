@@ -15,7 +15,7 @@
 //! (`insert`, `cancel`, `reset`, `get`, `deadline`, `poll`, `drain`, …) are generated from one
 //! definition in `shared.rs`.
 
-use crate::nodes::{NodeStore, Ref};
+use crate::nodes::{NodeStore, Ref, CACHED_NODES};
 use crate::shared::wheel_api;
 use crate::SlotCountError;
 
@@ -24,10 +24,10 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 
 /// A hashed timing wheel (Scheme 6) for many timers in local time.
 ///
-/// Start and cancel are O(1) (start amortized: see the crate docs on lazy cancellation);
-/// reset is O(1) plus the newer entries of the timer's slot, which it walks to move the
-/// timer's entry. Advancing one tick costs O(1) to skip an empty slot (a bitmap scan finds the
-/// next occupied one) plus the length of each occupied slot visited. While the wheel has never
+/// Start, cancel and discard are O(1) (start amortized: see the crate docs on lazy
+/// cancellation); reset is O(1) plus the newer entries of the timer's slot, which it walks to
+/// move the timer's entry. Advancing one tick costs O(1) to skip an empty slot (a bitmap scan
+/// finds the next occupied one) plus the length of each occupied slot visited. While the wheel has never
 /// held more than 16 timers it knows its earliest deadline exactly, so a poll with nothing due
 /// and `next_deadline` cost about a heap's peek.
 /// Choose the slot count near the span of deadlines you use (for a retransmit timer in
@@ -42,9 +42,13 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 ///
 /// let mut wheel = HashedWheel::new(0, 256).unwrap();
 /// let retransmit = wheel.insert(300, "retransmit").unwrap();
+/// let keep_alive = wheel.insert(500, "keep-alive").unwrap();
 /// wheel.insert(40, "ack delay").unwrap();
 /// assert_eq!(wheel.next_deadline(), Some(40));
-/// wheel.cancel(retransmit);
+/// // The ack came: hand back the timer's value, or just stop the timer.
+/// assert_eq!(wheel.cancel(retransmit), Some("retransmit"));
+/// assert!(wheel.discard(keep_alive));
+/// assert!(!wheel.discard(keep_alive), "a stale handle stops nothing");
 /// let fired: Vec<_> = wheel.drain(1_000).map(|expired| expired.value).collect();
 /// assert_eq!(fired, ["ack delay"]);
 /// assert_eq!(wheel.now(), 1_000);
@@ -65,11 +69,7 @@ pub struct HashedWheel<T> {
 }
 
 /// How many ticks ahead of a visited slot [`HashedWheel::touch_ahead`] loads slots.
-const TOUCH_AHEAD: u64 = 32;
-
-/// The fewest timers for which [`HashedWheel::touch_ahead`] loads ahead: fewer nodes (24
-/// bytes each for a 4-byte value) stay in a core's cache.
-const TOUCH_MIN: usize = 1 << 15;
+const TOUCH_AHEAD: u64 = 16;
 
 impl<T> HashedWheel<T> {
     /// A wheel whose clock reads `now`, with `slot_count` slots (a power of two, 1 to
@@ -182,8 +182,8 @@ impl<T> HashedWheel<T> {
         if self.touched_until >= tick.saturating_add(TOUCH_AHEAD / 2) {
             return;
         }
-        if self.len() < TOUCH_MIN.max(self.slot_count / 4) {
-            // The nodes fit in a core's cache, or most slots touched would be empty.
+        if self.store.slab_len() <= CACHED_NODES {
+            // The nodes fit in a core's cache.
             return;
         }
         let to = tick.saturating_add(TOUCH_AHEAD);

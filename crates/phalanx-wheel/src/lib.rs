@@ -42,10 +42,10 @@
 //! through one pool with a free list; in a [`HashedWheel`] the slab entries are themselves the
 //! list nodes (one cache line a timer when its slot is walked). Once warm no operation
 //! allocates. A handle to a timer that fired
-//! or was cancelled is *stale*: `cancel` returns `None`, `reset` returns
-//! [`ResetError::NotFound`], and neither touches any other timer. (A generation is 32 bits:
-//! a handle kept across 2^32 reuses of the same slab entry would alias; don't keep one that
-//! long.)
+//! or was cancelled is *stale*: `cancel` returns `None`, `discard` returns `false`, `reset`
+//! returns [`ResetError::NotFound`], and none of them touches any other timer. (A generation
+//! is 32 bits: a handle kept across 2^32 reuses of the same slab entry, 2^31 in a hashed
+//! wheel, would alias; don't keep one that long.)
 //!
 //! # Complexity
 //!
@@ -54,16 +54,18 @@
 //! | `insert` | O(1) amortized: plus a share of a sweep | same |
 //! | `reset` | O(1) plus the newer entries of its slot (or of the due ones, if due) | O(1) amortized: plus a share of a sweep |
 //! | `cancel` | O(1): one slab entry | same |
+//! | `discard` | O(1): one 4-byte generation (the node while ≤ 16 timers) | as `cancel` |
 //! | skip an empty tick | O(1): bitmap scan, 64 slots per word | O(levels): one bitmap word per level, any jump length |
 //! | fire a timer | O(1) plus the other entries of its slot (other rounds, tombstones) | O(1) plus ≤ 10 cascades over its life |
 //! | `next_deadline` | O(1) while the wheel has never held more than 16 timers; else ≤ one revolution of occupied slots, O(n) if all are > 1 revolution away | O(1) likewise; else O(levels), plus the first slot holding a live timer |
 //! | `pending` | — | O(n log n), allocates |
 //!
-//! Cancellation is lazy: `cancel` (and in a hierarchical wheel `reset`, for the old deadline)
-//! ends the timer at once — `len`, handles and snapshots are exact at every moment — but
-//! leaves its place in the slot list as a tombstone, dropped when the wheel next visits that
-//! slot. (A hashed wheel's tombstone is the timer's own slab entry, reused only once dropped;
-//! its `reset` moves the entry to its new slot, unlinking it from the old one.) A cancel
+//! Cancellation is lazy: `cancel` and `discard` (and in a hierarchical wheel `reset`, for the
+//! old deadline) end the timer at once — `len`, handles and snapshots are exact at every
+//! moment — but leave its place in the slot list as a tombstone, dropped when the wheel next
+//! visits that slot. (A hashed wheel's tombstone is the timer's own slab entry, reused only
+//! once dropped, and a discarded value is dropped with it; its `reset` moves the entry to its
+//! new slot, unlinking it from the old one.) A cancel
 //! counts nothing; when a start or reset needs a new list link (a hashed wheel: a new entry),
 //! none is free and tombstones outnumber three times the most timers the wheel ever held,
 //! every list is swept instead of allocating, so memory stays within a constant factor of

@@ -1,22 +1,29 @@
 //! The hashed wheel's store: slab entries that are themselves the list nodes.
 //!
-//! A timer is one 24-byte *node* (for a `u32` value): its deadline, the next node of the
-//! list it is in, its generation and its value. Walking a slot's stack reads each timer's
-//! deadline, liveness and value in one cache line, where a separate link and slab entry cost
-//! two dependent misses a timer. A node's index is its handle's index, so a node never moves
-//! between indices while its timer is pending.
+//! A timer is one *node*, 20 bytes for a `u32` value (its deadline, the next node of the list
+//! it is in, and its value), and one 4-byte *generation* in an array beside the nodes. Walking
+//! a slot's stack reads each timer's deadline, link and value in one cache line, where a
+//! separate link and slab entry cost two dependent misses a timer; the generation is an
+//! independent load from an array a fifth the size, so its miss overlaps the node's. A handle
+//! check and a discard touch the generation alone: 4 bytes a timer, as a binary heap's lazy
+//! cancel does. A node's index is its handle's index, so a node never moves between indices
+//! while its timer is pending.
 //!
 //! Each node is in exactly one list: a slot's stack (newest first), the ready queue, or the
-//! free list. A node is *live* while it holds a value.
+//! free list. A node is *live* while its generation is odd: the generation is bumped when a
+//! timer starts in the node and when it fires or is cancelled, so a handle goes stale at once
+//! (after 2^31 timers in the same node a kept handle would alias: don't keep one that long).
 //!
 //! # Lazy cancellation
 //!
-//! Cancelling a timer takes its value and bumps its generation at once (so `len` and handles
-//! are exact), and leaves the node in its slot's stack as a *tombstone*. A tombstone is freed
-//! when its slot is next visited (every tombstone of the visited slot, whatever its deadline)
-//! or when the ready queue reaches it, or in a sweep, and only then can its index be reused.
-//! In a small store (one that never held more than `SMALL` timers: a connection's handful)
-//! a cancel unlinks the node at once instead, so a small store never holds a tombstone.
+//! Cancelling a timer bumps its generation at once (so `len` and handles are exact) and takes
+//! its value; discarding one only bumps the generation, and the value stays in the node until
+//! the node is freed. Either way the node stays in its slot's stack as a *tombstone*. A
+//! tombstone is freed (dropping a discarded value) when its slot is next visited (every
+//! tombstone of the visited slot, whatever its deadline) or when the ready queue reaches it,
+//! or in a sweep, and only then can its index be reused. In a small store (one that never held
+//! more than `SMALL` timers: a connection's handful) a cancel or discard unlinks the node at
+//! once instead, so a small store never holds a tombstone.
 //!
 //! `reset` must keep the node (the handle names it), so it unlinks the node from its list,
 //! walking the stack from the slot's head to find the node before it: O(1) plus the newer
@@ -41,6 +48,10 @@ use crate::{Expired, TimerHandle};
 /// unlink a cancelled node at once.
 const SMALL: usize = 16;
 
+/// The most nodes a slab may hold to count as fitting in a core's cache (640 KiB for a `u32`
+/// value): the hashed wheel then loads nothing ahead of its walk.
+pub(crate) const CACHED_NODES: usize = 1 << 15;
+
 /// How many tombstones per timer of the peak are allowed before a sweep (when no node is
 /// free).
 const SWEEP_RATIO: usize = 3;
@@ -54,15 +65,14 @@ const SWEEP_SLACK: usize = if cfg!(debug_assertions) { 2 } else { 64 };
 
 /// A timer's node: all of it in one place.
 struct Node<T> {
-    /// The deadline as two halves, so that the node is 4-byte aligned: 20 bytes for a value
-    /// whose `Option` fits in 4 (a small enum), where a `u64` field would round the node up
-    /// to 24. A `u32` value's `Option` takes 8: 24 bytes either way.
+    /// The deadline as two halves, so that the node is 4-byte aligned: 16 bytes for a value
+    /// whose `Option` fits in 4 (a small enum), 20 for a `u32`, where a `u64` field would
+    /// round the node up to 24.
     deadline: [u32; 2],
     /// The next node of the list this one is in (slot stack, ready queue or free list).
     next: u32,
-    /// Bumped every time the node's timer fires or is cancelled, so handles to it go stale.
-    generation: u32,
-    /// The timer's value; `None` for a tombstone or a free node.
+    /// The timer's value while it is pending; after a discard, until the node is freed.
+    /// `None` once the timer fired or was cancelled, and in a free node.
     value: Option<T>,
 }
 
@@ -108,6 +118,10 @@ impl Queue {
 
 pub(crate) struct NodeStore<T> {
     nodes: Vec<Node<T>>,
+    /// Each node's generation, odd while its timer is pending: bumped when a timer starts in
+    /// the node and when it fires or is cancelled, so handles to it go stale. Apart from the
+    /// nodes, so that a handle check and a discard touch 4 bytes a timer.
+    gens: Vec<u32>,
     /// The free list's first node.
     free: u32,
     /// Live timers.
@@ -131,6 +145,7 @@ impl<T> NodeStore<T> {
     pub(crate) fn new(slot_count: usize) -> Self {
         NodeStore {
             nodes: Vec::new(),
+            gens: Vec::new(),
             free: NIL,
             len: 0,
             peak: 0,
@@ -147,14 +162,35 @@ impl<T> NodeStore<T> {
         self.len
     }
 
+    /// The nodes in the slab: live, tombstones and free.
+    #[inline]
+    pub(crate) fn slab_len(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// Makes room for `additional` more timers, and tombstones for a quarter of the most
-    /// timers held, without allocating. More tombstones than that grow the slab, up to its
-    /// bound of `SWEEP_RATIO` a timer: reserving that bound up front would map four times the
-    /// memory the timers need, most of it never touched.
+    /// timers held, as free nodes: written now, so that a start neither allocates nor faults
+    /// in a fresh page. More tombstones than that grow the slab, up to its bound of
+    /// `SWEEP_RATIO` a timer: reserving that bound up front would take four times the memory
+    /// the timers need, most of it never used.
     pub(crate) fn reserve(&mut self, additional: usize) {
-        let peak = self.peak.max(self.len + additional);
-        let total = peak + peak / RESERVED_TOMBSTONES + self.sweep_slack() + 1;
-        self.nodes.reserve(total.saturating_sub(self.nodes.len()));
+        let peak = self.peak.max(self.len.saturating_add(additional));
+        let total = peak.saturating_add(peak / RESERVED_TOMBSTONES + self.sweep_slack() + 1);
+        let (first, total) = (self.nodes.len(), total.min(ENTRIES_MAX));
+        if total <= first {
+            return;
+        }
+        self.nodes.reserve_exact(total - first);
+        self.gens.reserve_exact(total - first);
+        // Chained in index order in front of the free list, so that starts take them in order.
+        let last_next = self.free;
+        self.nodes.extend((first..total).map(|index| Node {
+            deadline: [0; 2],
+            next: if index + 1 < total { index as u32 + 1 } else { last_next },
+            value: None,
+        }));
+        self.gens.resize(total, 0);
+        self.free = first as u32;
     }
 
     fn sweep_slack(&self) -> usize {
@@ -182,15 +218,13 @@ impl<T> NodeStore<T> {
             node.deadline = split(deadline);
             node.next = NIL;
             node.value = Some(value);
-            (index, node.generation)
+            let generation = &mut self.gens[index as usize];
+            *generation = generation.wrapping_add(1);
+            (index, *generation)
         } else {
-            self.nodes.push(Node {
-                deadline: split(deadline),
-                next: NIL,
-                generation: 0,
-                value: Some(value),
-            });
-            ((self.nodes.len() - 1) as u32, 0)
+            self.nodes.push(Node { deadline: split(deadline), next: NIL, value: Some(value) });
+            self.gens.push(1);
+            ((self.nodes.len() - 1) as u32, 1)
         };
         self.len += 1;
         self.peak = self.peak.max(self.len);
@@ -218,8 +252,8 @@ impl<T> NodeStore<T> {
     /// The index behind a handle, if the handle still names a live timer.
     #[inline]
     pub(crate) fn resolve(&self, handle: TimerHandle) -> Option<u32> {
-        let node = self.nodes.get(handle.index as usize)?;
-        (node.generation == handle.generation && node.value.is_some()).then_some(handle.index)
+        let generation = *self.gens.get(handle.index as usize)?;
+        (generation == handle.generation && generation & 1 == 1).then_some(handle.index)
     }
 
     pub(crate) fn deadline(&self, index: u32) -> u64 {
@@ -240,19 +274,36 @@ impl<T> NodeStore<T> {
         self.peak <= SMALL
     }
 
-    /// Takes a live node's value and bumps its generation; the node stays where it is.
+    /// Whether node `index` holds a pending timer.
     #[inline(always)]
-    fn kill(&mut self, index: u32) -> (TimerHandle, T) {
-        let node = &mut self.nodes[index as usize];
-        let handle = TimerHandle { index, generation: node.generation };
-        node.generation = node.generation.wrapping_add(1);
-        self.len -= 1;
-        (handle, node.value.take().expect("killed a dead node"))
+    fn is_live(&self, index: u32) -> bool {
+        self.gens[index as usize] & 1 == 1
     }
 
+    /// Ends a live node's timer: bumps its generation, touching nothing else of the node,
+    /// which stays where it is (with its value, if the caller leaves it). Its handle.
+    #[inline(always)]
+    fn end(&mut self, index: u32) -> TimerHandle {
+        let generation = &mut self.gens[index as usize];
+        let handle = TimerHandle { index, generation: *generation };
+        *generation = generation.wrapping_add(1);
+        self.len -= 1;
+        handle
+    }
+
+    /// Ends a live node's timer and takes its value.
+    #[inline(always)]
+    fn kill(&mut self, index: u32) -> (TimerHandle, T) {
+        let handle = self.end(index);
+        (handle, self.nodes[index as usize].value.take().expect("killed a dead node"))
+    }
+
+    /// Puts a dead node on the free list, dropping a discarded timer's value.
     #[inline(always)]
     fn free_node(&mut self, index: u32) {
-        self.nodes[index as usize].next = self.free;
+        let node = &mut self.nodes[index as usize];
+        node.value = None;
+        node.next = self.free;
         self.free = index;
     }
 
@@ -268,6 +319,17 @@ impl<T> NodeStore<T> {
 
     /// [`NodeStore::cancel`] in a small store: unlinks and frees the node at once and keeps
     /// `earliest` up to date. Out of line, so that a large store's cancel inlines.
+    /// Ends a live timer, dropping its value later, when its node is freed: a large store
+    /// touches only the timer's generation.
+    #[inline(always)]
+    pub(crate) fn discard(&mut self, index: u32) {
+        if self.is_small() {
+            self.cancel_small(index);
+        } else {
+            self.end(index);
+        }
+    }
+
     #[inline(never)]
     fn cancel_small(&mut self, index: u32) -> T {
         let deadline = self.nodes[index as usize].deadline();
@@ -284,8 +346,8 @@ impl<T> NodeStore<T> {
     #[cold]
     #[inline(never)]
     fn refresh_earliest(&mut self) {
-        let live = self.nodes.iter().filter(|node| node.value.is_some());
-        self.earliest = live.map(Node::deadline).min().unwrap_or(u64::MAX);
+        let live = self.nodes.iter().zip(&self.gens).filter(|(_, generation)| *generation & 1 == 1);
+        self.earliest = live.map(|(node, _)| node.deadline()).min().unwrap_or(u64::MAX);
     }
 
     /// Re-arms a live timer to `deadline`: unlinks its node from its list and returns it, to
@@ -389,8 +451,7 @@ impl<T> NodeStore<T> {
             let node = &mut self.nodes[index as usize];
             let (deadline, next) = (node.deadline(), node.next);
             self.ready.head = next;
-            let live = node.value.is_some();
-            let expired = live.then(|| self.kill(index));
+            let expired = self.is_live(index).then(|| self.kill(index));
             self.free_node(index);
             if let Some((handle, value)) = expired {
                 if deadline == self.earliest && self.is_small() {
@@ -410,7 +471,7 @@ impl<T> NodeStore<T> {
 
     /// Whether the ready queue holds a live node.
     pub(crate) fn ready_has_live(&self) -> bool {
-        self.chain(self.ready.head).any(|r| self.nodes[r.index as usize].value.is_some())
+        self.chain(self.ready.head).any(|r| self.is_live(r.index))
     }
 
     /// The nodes of a chain from `cursor`, in order.
@@ -444,9 +505,11 @@ impl<T> NodeStore<T> {
         let (mut due, mut kept) = (Queue::EMPTY, Queue::EMPTY);
         while cursor != NIL {
             let index = cursor;
+            let live = self.gens[index as usize] & 1 == 1;
             let node = &mut self.nodes[index as usize];
             cursor = node.next;
-            if node.value.is_none() {
+            if !live {
+                node.value = None;
                 node.next = self.free;
                 self.free = index;
             } else if node.deadline() == tick {
@@ -469,7 +532,7 @@ impl<T> NodeStore<T> {
         due.head != NIL
     }
 
-    /// Loads the first node of the stacks of the `count` slots from `first` on (wrapping round
+    /// Loads the first node (and its generation) of the stacks of the `count` slots from `first` on (wrapping round
     /// the table), so that they are in cache when those slots are visited a few ticks later.
     /// The loads are independent of each other, so their cache misses overlap. They feed
     /// `touched`, which nothing reads, only so that they happen; no branch depends on them (an
@@ -480,11 +543,14 @@ impl<T> NodeStore<T> {
             return;
         };
         let mask = self.heads.len() - 1;
-        let mut sum = node_zero.generation;
+        let mut sum = node_zero.next;
         for slot in first..first + count {
             let head = self.heads[slot & mask];
-            let head = if head == NIL { 0 } else { head };
-            sum = sum.wrapping_add(self.nodes[head as usize].next);
+            let head = if head == NIL { 0 } else { head as usize };
+            let second = self.nodes[head].next;
+            let second = if second == NIL { 0 } else { second as usize };
+            sum = sum.wrapping_add(self.gens[head]).wrapping_add(self.nodes[second].next);
+            sum = sum.wrapping_add(self.gens[second]);
         }
         self.touched = self.touched.wrapping_add(sum);
     }
@@ -515,7 +581,7 @@ impl<T> NodeStore<T> {
     fn sweep_stack(&mut self, slot: u32) -> usize {
         let mut dropped = 0;
         let mut head = self.heads[slot as usize];
-        while head != NIL && self.nodes[head as usize].value.is_none() {
+        while head != NIL && !self.is_live(head) {
             let next = self.nodes[head as usize].next;
             self.free_node(head);
             dropped += 1;
@@ -528,9 +594,8 @@ impl<T> NodeStore<T> {
         }
         let (mut before, mut cursor) = (head, self.nodes[head as usize].next);
         while cursor != NIL {
-            let node = &self.nodes[cursor as usize];
-            let next = node.next;
-            if node.value.is_some() {
+            let next = self.nodes[cursor as usize].next;
+            if self.is_live(cursor) {
                 before = cursor;
             } else {
                 self.nodes[before as usize].next = next;
@@ -552,7 +617,7 @@ impl<T> NodeStore<T> {
             let node = &mut self.nodes[index as usize];
             cursor = node.next;
             node.next = NIL;
-            if node.value.is_none() {
+            if !self.is_live(index) {
                 self.free_node(index);
                 dropped += 1;
             } else {
@@ -564,7 +629,7 @@ impl<T> NodeStore<T> {
 
     /// The live nodes of slot `slot`'s stack, newest first.
     pub(crate) fn live_refs(&self, slot: u32) -> impl Iterator<Item = Ref> + '_ {
-        let live = |r: &Ref| self.nodes[r.index as usize].value.is_some();
+        let live = |r: &Ref| self.is_live(r.index);
         self.chain(self.heads[slot as usize]).filter(live)
     }
 
@@ -637,8 +702,8 @@ mod tests {
             A,
             B,
         }
-        assert_eq!(std::mem::size_of::<Node<u32>>(), 24);
-        assert_eq!(std::mem::size_of::<Node<Small>>(), 20);
+        assert_eq!(std::mem::size_of::<Node<u32>>(), 20);
+        assert_eq!(std::mem::size_of::<Node<Small>>(), 16);
     }
 
     /// Resets move a timer's node rather than leaving a tombstone, so re-arming timers (as a
@@ -799,5 +864,32 @@ mod tests {
             assert_eq!(fired, expected, "{count} timers");
             assert!(wheel.is_empty());
         }
+    }
+
+    /// A discarded timer's value is dropped when its node is freed: at once in a small wheel;
+    /// in a large one when its slot is next visited, or with the wheel.
+    #[test]
+    fn discarded_values_are_dropped_when_their_node_is_freed() {
+        use std::rc::Rc;
+        let value = Rc::new(());
+        let mut small = crate::HashedWheel::new(0, 64).expect("power of two");
+        let handle = small.insert(5, Rc::clone(&value)).expect("future");
+        assert!(small.discard(handle));
+        assert!(!small.discard(handle));
+        assert_eq!(Rc::strong_count(&value), 1);
+
+        let mut large = crate::HashedWheel::new(0, 64).expect("power of two");
+        let handles: Vec<TimerHandle> = (0..100u64)
+            .map(|i| large.insert(1 + i % 10, Rc::clone(&value)).expect("future"))
+            .collect();
+        assert!(large.discard(handles[0]), "deadline 1");
+        assert!(large.discard(handles[5]), "deadline 6");
+        assert!(!large.discard(handles[5]));
+        assert_eq!(large.len(), 98);
+        assert_eq!(Rc::strong_count(&value), 101, "both tombstones still hold their values");
+        assert_eq!(large.drain(1).count(), 9);
+        assert_eq!(Rc::strong_count(&value), 91, "slot 1 visited: its tombstone freed");
+        drop(large);
+        assert_eq!(Rc::strong_count(&value), 1);
     }
 }

@@ -48,9 +48,10 @@ macro_rules! wheel_api {
             /// tombstones their cancellations may leave. A hierarchical wheel: slab entries (16
             /// bytes each for a 4-byte value, plus an 8-byte start sequence) and list links (16
             /// bytes, up to four a timer: room for every tombstone); a hashed wheel: its
-            /// entries, which are the list nodes (24 bytes for a `u32` value), one a timer
-            /// plus one a tombstone for every four timers (more tombstones, up to three a
-            /// timer, grow the slab once).
+            /// entries, which are the list nodes (20 bytes for a `u32` value, and a 4-byte
+            /// generation), one a timer plus one a tombstone for every four timers (more
+            /// tombstones, up to three a timer, grow the slab once), written now so that a
+            /// start does not even fault in a page.
             pub fn reserve(&mut self, additional: usize) {
                 self.store.reserve(additional);
             }
@@ -84,6 +85,21 @@ macro_rules! wheel_api {
             pub fn cancel(&mut self, handle: $crate::TimerHandle) -> Option<T> {
                 let index = self.store.resolve(handle)?;
                 Some(self.store.cancel(index))
+            }
+
+            /// Stops a timer without handing back its value: `true` if it was pending, `false`
+            /// if the handle is stale. Otherwise like [`cancel`](Self::cancel). A hashed wheel
+            /// drops the value when it frees the timer's node: when its slot is next visited,
+            /// or at once in a wheel that never held more than 16 timers; a large one touches
+            /// only the timer's 4-byte generation here, where a cancel also reads its node for
+            /// the value. A hierarchical wheel drops the value at once.
+            #[inline]
+            pub fn discard(&mut self, handle: $crate::TimerHandle) -> bool {
+                let Some(index) = self.store.resolve(handle) else {
+                    return false;
+                };
+                self.store.discard(index);
+                true
             }
 
             /// Re-arms a pending timer to `deadline`, keeping its handle and value. The timer

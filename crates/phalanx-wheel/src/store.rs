@@ -213,6 +213,13 @@ impl<T> Store<T> {
         }
     }
 
+    /// Cancels a live timer, dropping its value (the entry holds it, so nothing is left to
+    /// drop later).
+    #[inline(always)]
+    pub(crate) fn discard(&mut self, index: u32) {
+        drop(self.cancel(index));
+    }
+
     /// Cancels a live timer: frees its entry and leaves its link as a tombstone.
     #[inline(always)]
     pub(crate) fn cancel(&mut self, index: u32) -> T {

@@ -1,13 +1,13 @@
 //! Both wheels against a `BTreeMap<(deadline, sequence), id>` oracle.
 //!
-//! What this proves: over random sequences of insert / cancel / reset / poll (single ticks,
-//! partial drains and big jumps), with deadlines now, near, one revolution away, across levels
-//! and at the end of `u64`, with stale handles and deadlines in the past, each wheel fires
-//! exactly the oracle's entries in exactly the oracle's order, and agrees with it on every
-//! result, on `now()`, `len()` and `next_deadline()` after every step. For the hierarchical
-//! wheel with feature `serde` (`--all-features`), a serialize–restore is one of the steps: the
-//! restored wheel carries on identically, with the old handles still valid, and re-serializes
-//! to the same bytes.
+//! What this proves: over random sequences of insert / cancel / discard / reset / poll
+//! (single ticks, partial drains and big jumps), with deadlines now, near, one revolution
+//! away, across levels and at the end of `u64`, with stale handles and deadlines in the past,
+//! each wheel fires exactly the oracle's entries in exactly the oracle's order, and agrees
+//! with it on every result, on `now()`, `len()` and `next_deadline()` after every step. For
+//! the hierarchical wheel with feature `serde` (`--all-features`), a serialize–restore is one
+//! of the steps: the restored wheel carries on identically, with the old handles still valid,
+//! and re-serializes to the same bytes.
 //!
 //! Seeded: `PHALANX_SEED=<u64>` picks the run, `PHALANX_CASES=<n>` the number of cases
 //! (default 1000). A failure prints the seed, the shrunk case and the command to rerun it.
@@ -36,6 +36,10 @@ enum Op {
     Cancel {
         which: usize,
     },
+    /// A cancel that drops the value instead of handing it back.
+    Discard {
+        which: usize,
+    },
     Reset {
         which: usize,
         delta: u64,
@@ -55,6 +59,10 @@ enum Op {
     },
     /// Serialize and restore (hierarchical wheel with feature `serde` only; a no-op otherwise).
     Restore,
+    /// Make room for `additional` more timers (changes nothing the oracle sees).
+    Reserve {
+        additional: usize,
+    },
 }
 
 fn delta() -> impl Strategy<Value = u64> {
@@ -73,13 +81,15 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => delta().prop_map(|delta| Op::Insert { delta }),
         1 => (0..100u64).prop_map(|back| Op::InsertPast { back }),
-        3 => any::<usize>().prop_map(|which| Op::Cancel { which }),
+        2 => any::<usize>().prop_map(|which| Op::Cancel { which }),
+        1 => any::<usize>().prop_map(|which| Op::Discard { which }),
         3 => (any::<usize>(), delta()).prop_map(|(which, delta)| Op::Reset { which, delta }),
         1 => (any::<usize>(), 1..50u64).prop_map(|(which, back)| Op::ResetPast { which, back }),
         3 => (0..4u64).prop_map(|delta| Op::Advance { delta }),
         2 => delta().prop_map(|delta| Op::Advance { delta }),
         2 => (delta(), 0..4usize).prop_map(|(delta, count)| Op::PollSome { delta, count }),
         1 => Just(Op::Restore),
+        1 => (0..300usize).prop_map(|additional| Op::Reserve { additional }),
     ]
 }
 
@@ -91,6 +101,7 @@ fn start() -> impl Strategy<Value = u64> {
 trait Wheel {
     fn insert(&mut self, deadline: u64, id: u64) -> Result<TimerHandle, InsertError>;
     fn cancel(&mut self, handle: TimerHandle) -> Option<u64>;
+    fn discard(&mut self, handle: TimerHandle) -> bool;
     fn reset(&mut self, handle: TimerHandle, deadline: u64) -> Result<(), ResetError>;
     fn poll(&mut self, until: u64) -> Option<(u64, u64, TimerHandle)>;
     fn now(&self) -> u64;
@@ -98,6 +109,7 @@ trait Wheel {
     fn next_deadline(&self) -> Option<u64>;
     fn deadline(&self, handle: TimerHandle) -> Option<u64>;
     fn restore(&mut self) -> Result<(), TestCaseError>;
+    fn reserve(&mut self, additional: usize);
 }
 
 macro_rules! impl_wheel {
@@ -107,6 +119,9 @@ macro_rules! impl_wheel {
         }
         fn cancel(&mut self, handle: TimerHandle) -> Option<u64> {
             <$wheel>::cancel(self, handle)
+        }
+        fn discard(&mut self, handle: TimerHandle) -> bool {
+            <$wheel>::discard(self, handle)
         }
         fn reset(&mut self, handle: TimerHandle, deadline: u64) -> Result<(), ResetError> {
             <$wheel>::reset(self, handle, deadline)
@@ -125,6 +140,9 @@ macro_rules! impl_wheel {
         }
         fn deadline(&self, handle: TimerHandle) -> Option<u64> {
             <$wheel>::deadline(self, handle)
+        }
+        fn reserve(&mut self, additional: usize) {
+            <$wheel>::reserve(self, additional)
         }
     };
 }
@@ -255,6 +273,12 @@ impl<W: Wheel> Run<W> {
                     prop_assert_eq!(self.wheel.cancel(handle), self.oracle.cancel(id));
                 }
             }
+            Op::Discard { which } => {
+                if let Some((handle, id)) = self.pick(which) {
+                    prop_assert_eq!(self.wheel.discard(handle), self.oracle.cancel(id).is_some());
+                    prop_assert_eq!(self.wheel.deadline(handle), None);
+                }
+            }
             Op::Reset { which, delta } => {
                 if let Some((handle, id)) = self.pick(which) {
                     let deadline = self.wheel.now().saturating_add(delta);
@@ -280,6 +304,7 @@ impl<W: Wheel> Run<W> {
                 }
             }
             Op::Restore => self.wheel.restore()?,
+            Op::Reserve { additional } => self.wheel.reserve(additional),
         }
         Ok(())
     }
@@ -311,6 +336,7 @@ fn check<W: Wheel>(wheel: W, start: u64, ops: &[Op]) -> Result<(), TestCaseError
     // A fired handle is stale for good.
     for &(_, _, handle) in &fired {
         prop_assert_eq!(wheel.cancel(handle), None);
+        prop_assert!(!wheel.discard(handle));
         prop_assert_eq!(wheel.reset(handle, u64::MAX), Err(ResetError::NotFound));
     }
     // Finally drain everything left, to the end of time, in order.
@@ -375,12 +401,14 @@ fn hierarchical_wheel_matches_oracle() {
 fn churn() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => delta().prop_map(|delta| Op::Insert { delta }),
-        6 => any::<usize>().prop_map(|which| Op::Cancel { which }),
+        3 => any::<usize>().prop_map(|which| Op::Cancel { which }),
+        3 => any::<usize>().prop_map(|which| Op::Discard { which }),
         8 => (any::<usize>(), delta()).prop_map(|(which, delta)| Op::Reset { which, delta }),
         2 => (0..4u64).prop_map(|delta| Op::Advance { delta }),
         1 => delta().prop_map(|delta| Op::Advance { delta }),
         2 => (delta(), 0..4usize).prop_map(|(delta, count)| Op::PollSome { delta, count }),
         1 => Just(Op::Restore),
+        1 => (0..300usize).prop_map(|additional| Op::Reserve { additional }),
     ]
 }
 
