@@ -41,10 +41,23 @@ fn game_config(seed: u64, turns: u64) -> MeshConfig {
     config
 }
 
+/// What one reference game measured.
+struct Reference {
+    /// Turns every client executed.
+    executed: u64,
+    /// App bytes per client per turn, up.
+    up: f64,
+    /// App bytes per client per turn, down.
+    down: f64,
+    /// Command latency p95, ms.
+    p95: u64,
+    /// The game's wall time.
+    wall: Duration,
+}
+
 /// One reference game of `turns` turns (`quiet`: under the quiet relay, a 500 ms heartbeat),
-/// checked for S1 and S2: turns executed, app bytes per client per turn up and down, the
-/// command latency p95, and its wall time.
-fn reference_game(turns: u64, quiet: bool) -> (u64, f64, f64, u64, Duration) {
+/// checked for S1 and S2.
+fn reference_game(turns: u64, quiet: bool) -> Reference {
     let mut config = game_config(1, turns);
     if quiet {
         config.session.heartbeat_ms = 500;
@@ -59,11 +72,12 @@ fn reference_game(turns: u64, quiet: bool) -> (u64, f64, f64, u64, Duration) {
     let per_client_turn = |bytes: u64| bytes as f64 / (PLAYERS as u64 * executed) as f64;
     let latencies = mesh.latencies_ms();
     let p95 = latencies.get(latencies.len() * 95 / 100).copied().unwrap_or(0);
-    (executed, per_client_turn(mesh.bytes_up), per_client_turn(mesh.bytes_down), p95, wall)
+    let (up, down) = (per_client_turn(mesh.bytes_up), per_client_turn(mesh.bytes_down));
+    Reference { executed, up, down, p95, wall }
 }
 
 fn print_payload_figures() {
-    let (executed, up, down, p95, wall) = reference_game(3_000, false);
+    let Reference { executed, up, down, p95, wall } = reference_game(3_000, false);
     eprintln!(
         "8 players, {executed} turns of 200 ms (fixed pace), 3 commands/s/player, 20 ms one way: \
          app bytes per client per turn: up {up:.1}, down {down:.1}; command latency p95 {p95} ms; \
@@ -71,7 +85,7 @@ fn print_payload_figures() {
         wall.as_secs_f64() * 1e3,
     );
     // The same reference session under the quiet relay (issue 17).
-    let (_, up, down, p95, _) = reference_game(3_000, true);
+    let Reference { up, down, p95, .. } = reference_game(3_000, true);
     eprintln!(
         "the same under the quiet relay (500 ms heartbeat): app bytes per client per turn: \
          up {up:.1}, down {down:.1}; command latency p95 {p95} ms",
