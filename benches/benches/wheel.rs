@@ -15,7 +15,7 @@
 //! - `cancel`: cancel those N in random order, dropping the values (the wheels' `discard`;
 //!   the heap's lazy cancel, which never reads the value);
 //! - `take`: the same, handing back each value (the wheels' `cancel`; the heap reads it from
-//!   its value array);
+//!   its value array); the other workloads' cancels drop the value, as `cancel` does;
 //! - `fire`: advance one tick at a time through 2^16 ticks, firing all N;
 //! - `fill_drain`: start + fire together (the "fill and drain");
 //! - `retransmit`: start N deadlines in 100..1100, cancel a random 95 %, fire the rest;

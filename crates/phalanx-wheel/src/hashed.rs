@@ -27,9 +27,9 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 /// Start, cancel and discard are O(1) (start amortized: see the crate docs on lazy
 /// cancellation); reset is O(1) plus the newer entries of the timer's slot, which it walks to
 /// move the timer's entry. Advancing one tick costs O(1) to skip an empty slot (a bitmap scan
-/// finds the next occupied one) plus the length of each occupied slot visited. While the wheel has never
-/// held more than 16 timers it knows its earliest deadline exactly, so a poll with nothing due
-/// and `next_deadline` cost about a heap's peek.
+/// finds the next occupied one) plus the length of each occupied slot visited. While the
+/// wheel has never held more than 16 timers it knows its earliest deadline exactly, so a poll
+/// with nothing due and `next_deadline` cost about a heap's peek.
 /// Choose the slot count near the span of deadlines you use (for a retransmit timer in
 /// milliseconds, 256–1024 is plenty); timers further away than one revolution stay correct
 /// but are looked at once per revolution.
