@@ -136,6 +136,9 @@ pub(crate) struct NodeStore<T> {
     /// While the store is small: the earliest deadline of any live timer (`u64::MAX` when
     /// there is none).
     earliest: u64,
+    /// While the store is small: one past the highest node index a timer has used, so that
+    /// [`NodeStore::refresh_earliest`] scans those nodes, not the free ones `reserve` made.
+    small_used: usize,
     /// A sink for [`NodeStore::touch`]'s loads.
     touched: u32,
 }
@@ -153,6 +156,7 @@ impl<T> NodeStore<T> {
             occupied: vec![0; slot_count.div_ceil(64)],
             ready: Queue::EMPTY,
             earliest: u64::MAX,
+            small_used: 0,
             touched: 0,
         }
     }
@@ -229,8 +233,9 @@ impl<T> NodeStore<T> {
         self.len += 1;
         self.peak = self.peak.max(self.len);
         if self.is_small() {
-            // Kept only while small; once the store has outgrown that, nothing reads it.
+            // Kept only while small; once the store has outgrown that, nothing reads them.
             self.earliest = self.earliest.min(deadline);
+            self.small_used = self.small_used.max(index as usize + 1);
         }
         Some((Ref { index, deadline }, TimerHandle { index, generation }))
     }
@@ -342,11 +347,12 @@ impl<T> NodeStore<T> {
         value
     }
 
-    /// Recomputes `earliest` (small stores only: a scan of the slab).
+    /// Recomputes `earliest` (small stores only: a scan of the nodes timers have used).
     #[cold]
     #[inline(never)]
     fn refresh_earliest(&mut self) {
-        let live = self.nodes.iter().zip(&self.gens).filter(|(_, generation)| *generation & 1 == 1);
+        let used = self.nodes[..self.small_used].iter().zip(&self.gens);
+        let live = used.filter(|(_, generation)| *generation & 1 == 1);
         self.earliest = live.map(|(node, _)| node.deadline()).min().unwrap_or(u64::MAX);
     }
 
