@@ -3,7 +3,10 @@
 //!
 //! Run: `cargo bench -p phalanx-benches --bench wheel`, then
 //! `python3 benches/report.py` for the ns-per-operation table with ratios to the heap.
-//! `WHEEL_BENCH_SIZES=1000,100000` limits the sizes (default 1e3, 1e5, 1e6).
+//! `WHEEL_BENCH_SIZES=1000,100000` limits the sizes (default 1e3, 1e5, 1e6). Benchmarks are
+//! named `<workload>/<N>/<structure>`, and the structures of one workload and size run back to
+//! back, so a ratio compares runs seconds apart; a criterion filter picks rows, e.g.
+//! `cargo bench -p phalanx-benches --bench wheel -- '^steady/100000/(heap|hashed)$'`.
 //!
 //! Each structure is configured as a user would for the workload: the hashed wheel gets a
 //! table as large as the deadline horizon (2^16 slots for deadlines up to 2^16 ticks, 2048
@@ -33,7 +36,10 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
+};
 use phalanx_wheel::{HashedWheel, HierarchicalWheel, TimerHandle};
 
 /// SplitMix64: a tiny seeded generator so every structure sees the same inputs.
@@ -254,17 +260,60 @@ fn drain_ticks<T: Timers>(timers: &mut T, last: u64) -> usize {
     (1..=last).map(|tick| timers.advance(tick)).sum()
 }
 
-fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
-    let deadlines = uniform_deadlines(n, 1, HORIZON, 7);
-    let mut order: Vec<usize> = (0..n).collect();
-    Rng(11).shuffle(&mut order);
+/// The workloads of [`bench_workload`], in the order they run and are reported.
+const WORKLOADS: [&str; 8] =
+    ["start", "cancel", "take", "fire", "fill_drain", "retransmit", "steady", "burst"];
 
-    let mut group = c.benchmark_group(format!("{}/{n}", T::NAME));
-    group.sample_size(10).warm_up_time(Duration::from_millis(500));
-    group.measurement_time(Duration::from_secs(if n >= 1_000_000 { 6 } else { 2 }));
-    group.throughput(Throughput::Elements(n as u64));
+const CHURN_PER_TICK: usize = 64;
+const CHURN_TICKS: u64 = 256;
+const BURST_TICK: u64 = 1_000;
 
-    group.bench_function("start", |b| {
+/// What every structure is given for one size: the same deadlines, orders and seeds.
+struct Inputs {
+    n: usize,
+    deadlines: Vec<u64>,
+    order: Vec<usize>,
+    rto_deadlines: Vec<u64>,
+    far: Vec<u64>,
+}
+
+impl Inputs {
+    fn new(n: usize) -> Self {
+        let mut order: Vec<usize> = (0..n).collect();
+        Rng(11).shuffle(&mut order);
+        Inputs {
+            n,
+            deadlines: uniform_deadlines(n, 1, HORIZON, 7),
+            order,
+            rto_deadlines: uniform_deadlines(n, 100, 1_100, 13),
+            far: uniform_deadlines(n, HORIZON / 2, HORIZON, 17),
+        }
+    }
+}
+
+/// A group of benchmarks: one workload at one size.
+type Group<'a> = BenchmarkGroup<'a, WallTime>;
+
+/// One structure's run of one workload, as a function of `group` (whose other functions are
+/// the other structures on the same workload, run just before and after it).
+fn bench_workload<T: Timers>(group: &mut Group<'_>, workload: &str, inputs: &Inputs) {
+    match workload {
+        "start" => start::<T>(group, inputs),
+        "cancel" => cancel::<T>(group, inputs),
+        "take" => take::<T>(group, inputs),
+        "fire" => fire::<T>(group, inputs),
+        "fill_drain" => fill_drain::<T>(group, inputs),
+        "retransmit" => retransmit::<T>(group, inputs),
+        "steady" => steady::<T>(group, inputs),
+        "burst" => burst::<T>(group, inputs),
+        other => unreachable!("no workload {other}"),
+    }
+}
+
+/// Inserts the N deadlines into an empty, reserved structure.
+fn start<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let (n, deadlines) = (inputs.n, &inputs.deadlines);
+    group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
             || T::with_capacity(n, HORIZON),
             |timers| {
@@ -275,36 +324,56 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
             BatchSize::LargeInput,
         )
     });
-    group.bench_function("cancel", |b| {
+}
+
+/// Cancels the N timers in random order, dropping the values.
+fn cancel<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let (deadlines, order) = (&inputs.deadlines, &inputs.order);
+    group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
-            || filled::<T>(&deadlines, HORIZON),
+            || filled::<T>(deadlines, HORIZON),
             |(timers, handles)| {
-                for &i in &order {
+                for &i in order {
                     black_box(timers.cancel(handles[i]));
                 }
             },
             BatchSize::LargeInput,
         )
     });
-    group.bench_function("take", |b| {
+}
+
+/// Cancels the N timers in random order, handing back the values.
+fn take<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let (deadlines, order) = (&inputs.deadlines, &inputs.order);
+    group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
-            || filled::<T>(&deadlines, HORIZON),
+            || filled::<T>(deadlines, HORIZON),
             |(timers, handles)| {
-                for &i in &order {
+                for &i in order {
                     black_box(timers.take(handles[i]));
                 }
             },
             BatchSize::LargeInput,
         )
     });
-    group.bench_function("fire", |b| {
+}
+
+/// Advances tick by tick through the horizon, firing all N.
+fn fire<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let (n, deadlines) = (inputs.n, &inputs.deadlines);
+    group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
-            || filled::<T>(&deadlines, HORIZON).0,
+            || filled::<T>(deadlines, HORIZON).0,
             |timers| assert_eq!(drain_ticks(timers, HORIZON), n),
             BatchSize::LargeInput,
         )
     });
-    group.bench_function("fill_drain", |b| {
+}
+
+/// `start` and `fire` together.
+fn fill_drain<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let (n, deadlines) = (inputs.n, &inputs.deadlines);
+    group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
             || T::with_capacity(n, HORIZON),
             |timers| {
@@ -316,10 +385,13 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
             BatchSize::LargeInput,
         )
     });
+}
 
-    let rto_deadlines = uniform_deadlines(n, 100, 1_100, 13);
-    let survivors = n / 20;
-    group.bench_function("retransmit", |b| {
+/// Starts N deadlines in 100..1100, cancels a random 95 %, fires the rest.
+fn retransmit<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let (n, rto_deadlines, order) = (inputs.n, &inputs.rto_deadlines, &inputs.order);
+    group.bench_function(T::NAME, |b| {
+        let survivors = n / 20;
         b.iter_batched_ref(
             || T::with_capacity(n, 2_048),
             |timers| {
@@ -336,29 +408,14 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
             BatchSize::LargeInput,
         )
     });
+}
 
-    let burst_tick = 1_000;
-    group.bench_function("burst", |b| {
+/// N live; per tick, cancels 64 random live timers and starts 64 far-off ones.
+fn steady<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let far = &inputs.far;
+    group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
-            || {
-                let mut timers = T::with_capacity(n, HORIZON);
-                for i in 0..n {
-                    timers.start(burst_tick, i as u32);
-                }
-                timers
-            },
-            |timers| assert_eq!(timers.advance(burst_tick), n),
-            BatchSize::LargeInput,
-        )
-    });
-
-    const CHURN_PER_TICK: usize = 64;
-    const CHURN_TICKS: u64 = 256;
-    group.throughput(Throughput::Elements(CHURN_PER_TICK as u64 * CHURN_TICKS));
-    let far = uniform_deadlines(n, HORIZON / 2, HORIZON, 17);
-    group.bench_function("steady", |b| {
-        b.iter_batched_ref(
-            || (filled::<T>(&far, HORIZON), Rng(23)),
+            || (filled::<T>(far, HORIZON), Rng(23)),
             |((timers, handles), rng)| {
                 for tick in 1..=CHURN_TICKS {
                     for _ in 0..CHURN_PER_TICK {
@@ -373,7 +430,46 @@ fn bench_structure<T: Timers>(c: &mut Criterion, n: usize) {
             BatchSize::LargeInput,
         )
     });
-    group.finish();
+}
+
+/// Fires N timers due on the same tick.
+fn burst<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let n = inputs.n;
+    group.bench_function(T::NAME, |b| {
+        b.iter_batched_ref(
+            || {
+                let mut timers = T::with_capacity(n, HORIZON);
+                for i in 0..n {
+                    timers.start(BURST_TICK, i as u32);
+                }
+                timers
+            },
+            |timers| assert_eq!(timers.advance(BURST_TICK), n),
+            BatchSize::LargeInput,
+        )
+    });
+}
+
+/// Every workload at size `n`: one criterion group per workload (`<workload>/<n>`), each
+/// structure a function of it, so that the structures compared are measured seconds apart
+/// rather than minutes (the machine's speed drifts between the two).
+fn bench_size(c: &mut Criterion, n: usize) {
+    let inputs = Inputs::new(n);
+    for workload in WORKLOADS {
+        let mut group = c.benchmark_group(format!("{workload}/{n}"));
+        group.sample_size(10).warm_up_time(Duration::from_millis(500));
+        group.measurement_time(Duration::from_secs(if n >= 1_000_000 { 6 } else { 2 }));
+        let elements = match workload {
+            "steady" => CHURN_PER_TICK as u64 * CHURN_TICKS,
+            _ => n as u64,
+        };
+        group.throughput(Throughput::Elements(elements));
+        bench_workload::<Heap>(&mut group, workload, &inputs);
+        bench_workload::<Hashed>(&mut group, workload, &inputs);
+        bench_workload::<Hierarchical>(&mut group, workload, &inputs);
+        bench_workload::<Tree>(&mut group, workload, &inputs);
+        group.finish();
+    }
 }
 
 /// The five timers of a phalanx-proto link (`crates/phalanx-proto/src/link.rs`).
@@ -617,10 +713,7 @@ fn wheels(c: &mut Criterion) {
     bench_links::<HashedLink>(c);
     bench_links::<HierarchicalLink>(c);
     for n in sizes() {
-        bench_structure::<Heap>(c, n);
-        bench_structure::<Hashed>(c, n);
-        bench_structure::<Hierarchical>(c, n);
-        bench_structure::<Tree>(c, n);
+        bench_size(c, n);
     }
 }
 
