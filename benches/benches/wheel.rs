@@ -299,8 +299,8 @@ type Group<'a> = BenchmarkGroup<'a, WallTime>;
 fn bench_workload<T: Timers>(group: &mut Group<'_>, workload: &str, inputs: &Inputs) {
     match workload {
         "start" => start::<T>(group, inputs),
-        "cancel" => cancel::<T>(group, inputs),
-        "take" => take::<T>(group, inputs),
+        "cancel" => stop_all(group, inputs, T::cancel),
+        "take" => stop_all(group, inputs, T::take),
         "fire" => fire::<T>(group, inputs),
         "fill_drain" => fill_drain::<T>(group, inputs),
         "retransmit" => retransmit::<T>(group, inputs),
@@ -326,31 +326,20 @@ fn start<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
     });
 }
 
-/// Cancels the N timers in random order, dropping the values.
-fn cancel<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+/// Stops the N timers in random order with `stop`: `Timers::cancel` (dropping the values)
+/// for the `cancel` workload, `Timers::take` (handing them back) for `take`.
+fn stop_all<T: Timers, R>(
+    group: &mut Group<'_>,
+    inputs: &Inputs,
+    stop: impl Fn(&mut T, T::Handle) -> R,
+) {
     let (deadlines, order) = (&inputs.deadlines, &inputs.order);
     group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
             || filled::<T>(deadlines, HORIZON),
             |(timers, handles)| {
                 for &i in order {
-                    black_box(timers.cancel(handles[i]));
-                }
-            },
-            BatchSize::LargeInput,
-        )
-    });
-}
-
-/// Cancels the N timers in random order, handing back the values.
-fn take<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
-    let (deadlines, order) = (&inputs.deadlines, &inputs.order);
-    group.bench_function(T::NAME, |b| {
-        b.iter_batched_ref(
-            || filled::<T>(deadlines, HORIZON),
-            |(timers, handles)| {
-                for &i in order {
-                    black_box(timers.take(handles[i]));
+                    black_box(stop(timers, handles[i]));
                 }
             },
             BatchSize::LargeInput,
