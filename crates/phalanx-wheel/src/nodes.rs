@@ -351,9 +351,8 @@ impl<T> NodeStore<T> {
     #[cold]
     #[inline(never)]
     fn refresh_earliest(&mut self) {
-        let used = self.nodes[..self.small_used].iter().zip(&self.gens);
-        let live = used.filter(|(_, generation)| *generation & 1 == 1);
-        self.earliest = live.map(|(node, _)| node.deadline()).min().unwrap_or(u64::MAX);
+        let live = (0..self.small_used as u32).filter(|&index| self.is_live(index));
+        self.earliest = live.map(|index| self.deadline(index)).min().unwrap_or(u64::MAX);
     }
 
     /// Re-arms a live timer to `deadline`: unlinks its node from its list and returns it, to
@@ -511,13 +510,11 @@ impl<T> NodeStore<T> {
         let (mut due, mut kept) = (Queue::EMPTY, Queue::EMPTY);
         while cursor != NIL {
             let index = cursor;
-            let live = self.gens[index as usize] & 1 == 1;
+            let live = self.is_live(index);
             let node = &mut self.nodes[index as usize];
             cursor = node.next;
             if !live {
-                node.value = None;
-                node.next = self.free;
-                self.free = index;
+                self.free_node(index);
             } else if node.deadline() == tick {
                 node.next = due.head;
                 if due.head == NIL {
