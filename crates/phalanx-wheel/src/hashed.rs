@@ -196,16 +196,26 @@ impl<T> HashedWheel<T> {
 
     /// Moves the clock forward to the next tick with due entries (moving them to the ready
     /// queue), or to `until` if there is none before it.
+    #[inline(always)]
     fn step(&mut self, until: u64) {
-        if let Some(earliest) = self.store.small_min() {
-            self.step_small(earliest, until);
-            return;
-        }
         let tick = self.horizon;
-        if tick > self.now && self.store.collect_due_if_occupied((tick & self.mask) as u32, tick) {
+        if self.store.small_min().is_none()
+            && tick > self.now
+            && self.store.collect_due_if_occupied((tick & self.mask) as u32, tick)
+        {
             // The common case of a walk tick by tick: the horizon is the tick of the next
             // occupied slot (nothing is due before it), and that slot has due entries.
             self.arrive(tick);
+            return;
+        }
+        self.step_slow(until);
+    }
+
+    /// The rest of [`step`](Self::step), out of line.
+    #[inline(never)]
+    fn step_slow(&mut self, until: u64) {
+        if let Some(earliest) = self.store.small_min() {
+            self.step_small(earliest, until);
             return;
         }
         if self.is_empty() {
@@ -260,7 +270,7 @@ impl<T> HashedWheel<T> {
 
     /// A lower bound on every pending deadline after `tick`, for a wheel whose ticks up to
     /// `tick` have been visited: the next tick whose slot is occupied (`u64::MAX` if none).
-    #[inline]
+    #[inline(always)]
     fn next_horizon(&self, tick: u64) -> u64 {
         let Some(next) = tick.checked_add(1) else {
             return u64::MAX;
@@ -270,6 +280,12 @@ impl<T> HashedWheel<T> {
             // Later in the same bitmap word: no wrap round the table in between.
             return tick.saturating_add((found - slot) as u64);
         }
+        self.next_horizon_far(next)
+    }
+
+    /// [`next_horizon`](Self::next_horizon) past the visited slot's bitmap word, out of line.
+    #[inline(never)]
+    fn next_horizon_far(&self, next: u64) -> u64 {
         self.occupied_tick(next, self.slot_count as u64).unwrap_or(u64::MAX)
     }
 

@@ -176,6 +176,24 @@ macro_rules! wheel_api {
 
             /// An iterator of [`poll`](Self::poll)`(until)`: every timer due by `until`, in
             /// order.
+            ///
+            /// Consuming it with [`for_each`](Iterator::for_each) (or anything else built on
+            /// [`Iterator::fold`], such as `count`) hands the due timers out in one loop
+            /// instead of a `poll` call each; a `for` loop calls `poll`. Both give the same
+            /// timers in the same order; `for_each` is the faster when many are due (the
+            /// README's wheel table measures it).
+            ///
+            /// ```
+            /// use phalanx_wheel::HashedWheel;
+            ///
+            /// let mut wheel = HashedWheel::new(0, 64).unwrap();
+            /// for (tick, name) in [(3, "archer"), (1, "scout"), (3, "catapult")] {
+            ///     wheel.insert(tick, name).unwrap();
+            /// }
+            /// let mut fired = Vec::new();
+            /// wheel.drain(3).for_each(|expired| fired.push(expired.value));
+            /// assert_eq!(fired, ["scout", "archer", "catapult"]);
+            /// ```
             pub fn drain(&mut self, until: u64) -> Drain<'_, T> {
                 Drain { wheel: self, until }
             }
@@ -194,6 +212,27 @@ macro_rules! wheel_api {
             #[inline]
             fn next(&mut self) -> Option<$crate::Expired<T>> {
                 self.wheel.poll(self.until)
+            }
+
+            /// Hands out every due timer in one loop: `poll`'s work without a call per
+            /// timer.
+            #[inline]
+            fn fold<B, F>(self, init: B, mut f: F) -> B
+            where
+                F: FnMut(B, $crate::Expired<T>) -> B,
+            {
+                let (wheel, until) = (self.wheel, self.until);
+                let mut acc = init;
+                loop {
+                    while let Some(expired) = wheel.store.pop_ready() {
+                        acc = f(acc, expired);
+                    }
+                    if wheel.horizon > until || wheel.now >= until {
+                        wheel.now = wheel.now.max(until);
+                        return acc;
+                    }
+                    wheel.step(until);
+                }
             }
         }
     };

@@ -52,6 +52,11 @@ enum Op {
     Advance {
         delta: u64,
     },
+    /// Drain everything due by `now + delta` through `Iterator::fold` (which the drain
+    /// iterators implement themselves: `for_each`, `count`, `sum`, … go through it).
+    Fold {
+        delta: u64,
+    },
     /// Take at most `count` entries due by `now + delta`, leaving a drain half done.
     PollSome {
         delta: u64,
@@ -87,6 +92,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<usize>(), 1..50u64).prop_map(|(which, back)| Op::ResetPast { which, back }),
         3 => (0..4u64).prop_map(|delta| Op::Advance { delta }),
         2 => delta().prop_map(|delta| Op::Advance { delta }),
+        2 => (0..4u64).prop_map(|delta| Op::Fold { delta }),
+        1 => delta().prop_map(|delta| Op::Fold { delta }),
         2 => (delta(), 0..4usize).prop_map(|(delta, count)| Op::PollSome { delta, count }),
         1 => Just(Op::Restore),
         1 => (0..300usize).prop_map(|additional| Op::Reserve { additional }),
@@ -104,6 +111,8 @@ trait Wheel {
     fn discard(&mut self, handle: TimerHandle) -> bool;
     fn reset(&mut self, handle: TimerHandle, deadline: u64) -> Result<(), ResetError>;
     fn poll(&mut self, until: u64) -> Option<(u64, u64, TimerHandle)>;
+    /// Everything due by `until`, through the drain iterator's `fold`.
+    fn fold(&mut self, until: u64) -> Vec<(u64, u64, TimerHandle)>;
     fn now(&self) -> u64;
     fn len(&self) -> usize;
     fn next_deadline(&self) -> Option<u64>;
@@ -128,6 +137,12 @@ macro_rules! impl_wheel {
         }
         fn poll(&mut self, until: u64) -> Option<(u64, u64, TimerHandle)> {
             <$wheel>::poll(self, until).map(|e| (e.deadline, e.value, e.handle))
+        }
+        fn fold(&mut self, until: u64) -> Vec<(u64, u64, TimerHandle)> {
+            <$wheel>::drain(self, until).fold(Vec::new(), |mut fired, e| {
+                fired.push((e.deadline, e.value, e.handle));
+                fired
+            })
         }
         fn now(&self) -> u64 {
             <$wheel>::now(self)
@@ -297,6 +312,14 @@ impl<W: Wheel> Run<W> {
                 let until = self.wheel.now().saturating_add(delta);
                 while self.poll(until)? {}
             }
+            Op::Fold { delta } => {
+                let until = self.wheel.now().saturating_add(delta);
+                for entry in self.wheel.fold(until) {
+                    prop_assert_eq!(Some((entry.0, entry.1)), self.oracle.poll(until));
+                    self.fired.push(entry);
+                }
+                prop_assert_eq!(self.oracle.poll(until), None, "the fold stopped early");
+            }
             Op::PollSome { delta, count } => {
                 let until = self.wheel.now().saturating_add(delta);
                 for _ in 0..count {
@@ -406,6 +429,7 @@ fn churn() -> impl Strategy<Value = Op> {
         8 => (any::<usize>(), delta()).prop_map(|(which, delta)| Op::Reset { which, delta }),
         2 => (0..4u64).prop_map(|delta| Op::Advance { delta }),
         1 => delta().prop_map(|delta| Op::Advance { delta }),
+        1 => (0..4u64).prop_map(|delta| Op::Fold { delta }),
         2 => (delta(), 0..4usize).prop_map(|(delta, count)| Op::PollSome { delta, count }),
         1 => Just(Op::Restore),
         1 => (0..300usize).prop_map(|additional| Op::Reserve { additional }),
