@@ -69,7 +69,7 @@ pub struct HashedWheel<T> {
 }
 
 /// How many ticks ahead of a visited slot [`HashedWheel::touch_ahead`] loads slots.
-const TOUCH_AHEAD: u64 = 16;
+const TOUCH_AHEAD: u64 = 8;
 
 impl<T> HashedWheel<T> {
     /// A wheel whose clock reads `now`, with `slot_count` slots (a power of two, 1 to

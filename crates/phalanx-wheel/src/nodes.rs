@@ -351,6 +351,9 @@ impl<T> NodeStore<T> {
     #[cold]
     #[inline(never)]
     fn refresh_earliest(&mut self) {
+        if !self.is_small() {
+            return;
+        }
         let live = (0..self.small_used as u32).filter(|&index| self.is_live(index));
         self.earliest = live.map(|index| self.deadline(index)).min().unwrap_or(u64::MAX);
     }
@@ -459,7 +462,8 @@ impl<T> NodeStore<T> {
             let expired = self.is_live(index).then(|| self.kill(index));
             self.free_node(index);
             if let Some((handle, value)) = expired {
-                if deadline == self.earliest && self.is_small() {
+                if deadline == self.earliest {
+                    // (A large store keeps no `earliest`: the call returns at once.)
                     self.refresh_earliest();
                 }
                 return Some(Expired { handle, deadline, value });
