@@ -62,7 +62,7 @@ macro_rules! wheel_api {
             /// out, after every entry already due at this tick. A deadline before `now` is
             /// refused with [`InsertError::DeadlineElapsed`](crate::InsertError::DeadlineElapsed)
             /// and nothing is stored.
-            #[inline]
+            #[inline(always)]
             pub fn insert(
                 &mut self,
                 deadline: u64,
