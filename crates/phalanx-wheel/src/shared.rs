@@ -217,7 +217,26 @@ macro_rules! wheel_api {
             /// Hands out every due timer in one loop: `poll`'s work without a call per
             /// timer.
             #[inline]
-            fn fold<B, F>(self, init: B, mut f: F) -> B
+            fn fold<B, F>(self, init: B, f: F) -> B
+            where
+                F: FnMut(B, $crate::Expired<T>) -> B,
+            {
+                let wheel = self.wheel;
+                if wheel.store.ready_is_empty() && wheel.horizon > self.until {
+                    // Nothing can be due by `until`: the common empty tick, inline, as in
+                    // `poll`.
+                    wheel.now = wheel.now.max(self.until);
+                    return init;
+                }
+                Drain { wheel, until: self.until }.fold_due(init, f)
+            }
+        }
+
+        impl<T> Drain<'_, T> {
+            /// [`Iterator::fold`] when something may be due (kept out of line so that the
+            /// empty check inlines into a caller's loop).
+            #[inline(never)]
+            fn fold_due<B, F>(self, init: B, mut f: F) -> B
             where
                 F: FnMut(B, $crate::Expired<T>) -> B,
             {
