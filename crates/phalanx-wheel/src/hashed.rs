@@ -199,7 +199,7 @@ impl<T> HashedWheel<T> {
     #[inline(always)]
     fn step(&mut self, until: u64) {
         let tick = self.horizon;
-        if self.store.small_min().is_none()
+        if !self.store.is_small()
             && tick > self.now
             && self.store.collect_due_if_occupied((tick & self.mask) as u32, tick)
         {

@@ -275,7 +275,7 @@ impl<T> NodeStore<T> {
 
     /// Whether the store is small enough to keep `earliest` and unlink at once.
     #[inline(always)]
-    fn is_small(&self) -> bool {
+    pub(crate) fn is_small(&self) -> bool {
         self.peak <= SMALL
     }
 

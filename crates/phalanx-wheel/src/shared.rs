@@ -146,12 +146,35 @@ macro_rules! wheel_api {
             /// out entries already due.
             #[inline]
             pub fn poll(&mut self, until: u64) -> Option<$crate::Expired<T>> {
-                if self.store.ready_is_empty() && self.horizon > until {
-                    // Nothing can be due by `until`: the common empty tick, in O(1).
-                    self.now = self.now.max(until);
+                if self.idle_until(until) {
                     return None;
                 }
                 self.poll_due(until)
+            }
+
+            /// Whether nothing can be due by `until` (the common empty tick, in O(1)); if so,
+            /// the clock moves to `until`. Inline, so that a caller's loop checks it without
+            /// a call.
+            #[inline(always)]
+            fn idle_until(&mut self, until: u64) -> bool {
+                let idle = self.store.ready_is_empty() && self.horizon > until;
+                if idle {
+                    self.now = self.now.max(until);
+                }
+                idle
+            }
+
+            /// With the ready queue empty: moves the clock to the next tick with due entries
+            /// (into the ready queue) and returns `true`, or to `until` and returns `false`
+            /// when nothing more is due by then.
+            #[inline(always)]
+            fn refill(&mut self, until: u64) -> bool {
+                if self.horizon > until || self.now >= until {
+                    self.now = self.now.max(until);
+                    return false;
+                }
+                self.step(until);
+                true
             }
 
             /// [`poll`](Self::poll) when something may be due (kept out of line so that the
@@ -162,15 +185,9 @@ macro_rules! wheel_api {
                     if let Some(expired) = self.store.pop_ready() {
                         return Some(expired);
                     }
-                    if self.now >= until {
+                    if !self.refill(until) {
                         return None;
                     }
-                    if self.horizon > until {
-                        // Nothing can be due by `until`: the common empty tick, in O(1).
-                        self.now = until;
-                        return None;
-                    }
-                    self.step(until);
                 }
             }
 
@@ -221,14 +238,10 @@ macro_rules! wheel_api {
             where
                 F: FnMut(B, $crate::Expired<T>) -> B,
             {
-                let wheel = self.wheel;
-                if wheel.store.ready_is_empty() && wheel.horizon > self.until {
-                    // Nothing can be due by `until`: the common empty tick, inline, as in
-                    // `poll`.
-                    wheel.now = wheel.now.max(self.until);
+                if self.wheel.idle_until(self.until) {
                     return init;
                 }
-                Drain { wheel, until: self.until }.fold_due(init, f)
+                self.fold_due(init, f)
             }
         }
 
@@ -240,17 +253,14 @@ macro_rules! wheel_api {
             where
                 F: FnMut(B, $crate::Expired<T>) -> B,
             {
-                let (wheel, until) = (self.wheel, self.until);
                 let mut acc = init;
                 loop {
-                    while let Some(expired) = wheel.store.pop_ready() {
+                    while let Some(expired) = self.wheel.store.pop_ready() {
                         acc = f(acc, expired);
                     }
-                    if wheel.horizon > until || wheel.now >= until {
-                        wheel.now = wheel.now.max(until);
+                    if !self.wheel.refill(self.until) {
                         return acc;
                     }
-                    wheel.step(until);
                 }
             }
         }
