@@ -278,6 +278,9 @@ struct Inputs {
     order: Vec<usize>,
     rto_deadlines: Vec<u64>,
     far: Vec<u64>,
+    /// `steady`'s churn, drawn up front as every other workload's inputs are: per cancel and
+    /// start, the victim's index and how far ahead its new deadline is.
+    churn: Vec<(usize, u64)>,
 }
 
 impl Inputs {
@@ -290,8 +293,18 @@ impl Inputs {
             order,
             rto_deadlines: uniform_deadlines(n, 100, 1_100, 13),
             far: uniform_deadlines(n, HORIZON / 2, HORIZON, 17),
+            churn: churn(n),
         }
     }
+}
+
+/// `steady`'s victims and deadline offsets for `n` live timers, one per cancel and start.
+fn churn(n: usize) -> Vec<(usize, u64)> {
+    let mut rng = Rng(23);
+    let pairs = CHURN_TICKS as usize * CHURN_PER_TICK;
+    (0..pairs)
+        .map(|_| (rng.below(n as u64) as usize, HORIZON / 2 + rng.below(HORIZON / 2)))
+        .collect()
 }
 
 /// A group of benchmarks: one workload at one size.
@@ -404,17 +417,15 @@ fn retransmit<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
 
 /// N live; per tick, cancels 64 random live timers and starts 64 far-off ones.
 fn steady<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
-    let far = &inputs.far;
+    let (far, churn) = (&inputs.far, &inputs.churn);
     group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
-            || (filled::<T>(far, HORIZON), Rng(23)),
-            |((timers, handles), rng)| {
-                for tick in 1..=CHURN_TICKS {
-                    for _ in 0..CHURN_PER_TICK {
-                        let victim = rng.below(handles.len() as u64) as usize;
+            || filled::<T>(far, HORIZON),
+            |(timers, handles)| {
+                for (tick, pairs) in (1..=CHURN_TICKS).zip(churn.chunks_exact(CHURN_PER_TICK)) {
+                    for &(victim, ahead) in pairs {
                         timers.cancel(handles[victim]);
-                        let deadline = tick + HORIZON / 2 + rng.below(HORIZON / 2);
-                        handles[victim] = timers.start(deadline, victim as u32);
+                        handles[victim] = timers.start(tick + ahead, victim as u32);
                     }
                     black_box(timers.advance(tick));
                 }
