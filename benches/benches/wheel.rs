@@ -160,7 +160,7 @@ impl Timers for Heap {
             // Room for a quarter more entries than timers, for its tombstones: the headroom a
             // wheel's `reserve(n)` makes for its own. Without it, `steady` timed the heap's
             // one growth past N (a copy of the whole array in some runs, a `mremap` in others:
-            // 160 or 980 ns a pair at 1e6 in two runs of the same code).
+            // 156-201 or 983 ns a pair at 1e6 for the same code).
             heap: BinaryHeap::with_capacity(n + n / 4),
             generations: Vec::with_capacity(n),
             values: Vec::with_capacity(n),
