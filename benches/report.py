@@ -21,7 +21,8 @@ import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent / "target" / "criterion"
 STRUCTURES = ["heap", "hashed", "hierarchical", "btree"]
-ORDER = ["start", "cancel", "take", "fire", "fill_drain", "retransmit", "steady", "burst"]
+ORDER = ["start", "cancel", "take", "fire", "fill_drain", "retransmit", "churn", "steady",
+         "burst"]
 
 
 def load(run):

@@ -24,8 +24,17 @@
 //! - `fire`: advance one tick at a time through 2^16 ticks, firing all N;
 //! - `fill_drain`: start + fire together (the "fill and drain");
 //! - `retransmit`: start N deadlines in 100..1100, cancel a random 95 %, fire the rest;
-//! - `steady`: N live; per tick cancel 64 random live timers and start 64 (deadlines 2^15..2^16
-//!   ahead), for 256 ticks; per cancel+start pair;
+//! - `churn`: N live; per tick cancel 64 random live timers and start 64 (deadlines 2^15..2^16
+//!   ahead), for 256 ticks from a fresh fill; per cancel+start pair. Nothing comes due in
+//!   those ticks, so no structure fires, visits a slot or pops a tombstone: the first 256
+//!   ticks of a steady state, not the state itself (this was `steady` until the seventh round);
+//! - `steady`: the steady state itself. N timers that live for ever: per tick 64 random ones
+//!   are cancelled and started again 2^15..2^16 ticks ahead, and every timer that fires is
+//!   started again as far ahead, so N stay live, about N / 49,000 fire a tick, and every
+//!   structure holds the tombstones its cancels leave for as long as it keeps them. One run
+//!   per structure and size, warmed up for a whole horizon (2^16 ticks) before it is timed and
+//!   then timed 256 ticks at a time, for as long as criterion asks; per cancel+start pair, the
+//!   tick's expiries and their restarts included;
 //! - `burst`: N timers due on the same tick, all fired.
 //!
 //! And the real use, `per_link`: a host with 8 links, each with the five timers a phalanx-proto
@@ -36,7 +45,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{
@@ -82,6 +91,8 @@ trait Timers {
     fn take(&mut self, handle: Self::Handle) -> Option<u32>;
     /// Fires everything due by `now`; returns how many fired.
     fn advance(&mut self, now: u64) -> usize;
+    /// Fires everything due by `now`, appending the fired timers' values to `fired`.
+    fn expire(&mut self, now: u64, fired: &mut Vec<u32>);
 }
 
 /// The `Timers` methods of a wrapper around either wheel: both start, cancel and drain alike.
@@ -106,6 +117,9 @@ macro_rules! wheel_timers {
                 fired += 1;
             });
             fired
+        }
+        fn expire(&mut self, now: u64, fired: &mut Vec<u32>) {
+            self.0.drain(now).for_each(|expired| fired.push(expired.value));
         }
     };
 }
@@ -145,10 +159,50 @@ struct Heap {
     seq: u64,
 }
 
+/// The heap rebuilds itself without its tombstones when they outnumber its live timers by
+/// this many to one (plus `HEAP_SLACK`): the bound the hashed wheel's sweep keeps.
+const HEAP_TOMBSTONE_RATIO: usize = 3;
+const HEAP_SLACK: usize = 64;
+
 impl Heap {
     fn release(&mut self, slot: u32) {
         self.generations[slot as usize] = self.generations[slot as usize].wrapping_add(1);
         self.free.push(slot);
+    }
+
+    /// Drops every tombstone when they outnumber the live timers `HEAP_TOMBSTONE_RATIO` to
+    /// one, so that a heap in a steady state of cancels holds a bounded multiple of its live
+    /// timers, as the wheels do (a lazy heap that never did would keep every cancelled entry
+    /// until its deadline). Checked before each start, as the wheels check before a new node.
+    fn bound_tombstones(&mut self) {
+        let live = self.generations.len() - self.free.len();
+        if self.heap.len() > (HEAP_TOMBSTONE_RATIO + 1) * live + HEAP_SLACK {
+            self.compact();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn compact(&mut self) {
+        let generations = &self.generations;
+        self.heap
+            .retain(|&Reverse((_, _, slot, generation))| generations[slot as usize] == generation);
+    }
+
+    /// Pops the next live timer due by `now`: its slot, released.
+    #[inline]
+    fn pop_due(&mut self, now: u64) -> Option<u32> {
+        while let Some(&Reverse((deadline, _, slot, generation))) = self.heap.peek() {
+            if deadline > now {
+                break;
+            }
+            self.heap.pop();
+            if self.generations[slot as usize] == generation {
+                self.release(slot);
+                return Some(slot);
+            }
+        }
+        None
     }
 }
 
@@ -169,6 +223,7 @@ impl Timers for Heap {
         }
     }
     fn start(&mut self, deadline: u64, value: u32) -> (u32, u32) {
+        self.bound_tombstones();
         let slot = match self.free.pop() {
             Some(slot) => {
                 self.values[slot as usize] = value;
@@ -201,18 +256,16 @@ impl Timers for Heap {
     }
     fn advance(&mut self, now: u64) -> usize {
         let mut fired = 0;
-        while let Some(&Reverse((deadline, _, slot, generation))) = self.heap.peek() {
-            if deadline > now {
-                break;
-            }
-            self.heap.pop();
-            if self.generations[slot as usize] == generation {
-                black_box(self.values[slot as usize]);
-                self.release(slot);
-                fired += 1;
-            }
+        while let Some(slot) = self.pop_due(now) {
+            black_box(self.values[slot as usize]);
+            fired += 1;
         }
         fired
+    }
+    fn expire(&mut self, now: u64, fired: &mut Vec<u32>) {
+        while let Some(slot) = self.pop_due(now) {
+            fired.push(self.values[slot as usize]);
+        }
     }
 }
 
@@ -251,6 +304,14 @@ impl Timers for Tree {
         }
         fired
     }
+    fn expire(&mut self, now: u64, fired: &mut Vec<u32>) {
+        while let Some(entry) = self.map.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            fired.push(entry.remove());
+        }
+    }
 }
 
 fn uniform_deadlines(n: usize, low: u64, high: u64, seed: u64) -> Vec<u64> {
@@ -269,8 +330,8 @@ fn drain_ticks<T: Timers>(timers: &mut T, last: u64) -> usize {
 }
 
 /// The workloads of [`bench_workload`], in the order they run and are reported.
-const WORKLOADS: [&str; 8] =
-    ["start", "cancel", "take", "fire", "fill_drain", "retransmit", "steady", "burst"];
+const WORKLOADS: [&str; 9] =
+    ["start", "cancel", "take", "fire", "fill_drain", "retransmit", "churn", "steady", "burst"];
 
 const CHURN_PER_TICK: usize = 64;
 const CHURN_TICKS: u64 = 256;
@@ -283,8 +344,8 @@ struct Inputs {
     order: Vec<usize>,
     rto_deadlines: Vec<u64>,
     far: Vec<u64>,
-    /// `steady`'s churn, drawn up front as every other workload's inputs are: per cancel and
-    /// start, the victim's index and how far ahead its new deadline is.
+    /// `churn`'s and `steady`'s cancels, drawn up front as every other workload's inputs are:
+    /// per cancel and start, the victim's index and how far ahead its new deadline is.
     churn: Vec<(usize, u64)>,
 }
 
@@ -303,7 +364,8 @@ impl Inputs {
     }
 }
 
-/// `steady`'s victims and deadline offsets for `n` live timers, one per cancel and start.
+/// `churn`'s and `steady`'s victims and deadline offsets for `n` live timers, one per cancel
+/// and start (256 ticks' worth; `steady` goes round them again and again).
 fn churn(n: usize) -> Vec<(usize, u64)> {
     let mut rng = Rng(23);
     let pairs = CHURN_TICKS as usize * CHURN_PER_TICK;
@@ -325,6 +387,7 @@ fn bench_workload<T: Timers>(group: &mut Group<'_>, workload: &str, inputs: &Inp
         "fire" => fire::<T>(group, inputs),
         "fill_drain" => fill_drain::<T>(group, inputs),
         "retransmit" => retransmit::<T>(group, inputs),
+        "churn" => churn_from_fill::<T>(group, inputs),
         "steady" => steady::<T>(group, inputs),
         "burst" => burst::<T>(group, inputs),
         other => unreachable!("no workload {other}"),
@@ -420,8 +483,9 @@ fn retransmit<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
     });
 }
 
-/// N live; per tick, cancels 64 random live timers and starts 64 far-off ones.
-fn steady<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+/// N live; per tick, cancels 64 random live timers and starts 64 far-off ones, for 256 ticks
+/// from a fresh fill.
+fn churn_from_fill<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
     let (far, churn) = (&inputs.far, &inputs.churn);
     group.bench_function(T::NAME, |b| {
         b.iter_batched_ref(
@@ -438,6 +502,78 @@ fn steady<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
             BatchSize::LargeInput,
         )
     });
+}
+
+/// `steady`'s run: N timers, each started again as soon as it is cancelled or fires.
+struct SteadyRun<'a, T: Timers> {
+    timers: T,
+    handles: Vec<T::Handle>,
+    tick: u64,
+    churn: &'a [(usize, u64)],
+    /// How many fired timers have been started again (picks their deadline offsets).
+    restarts: usize,
+    fired: Vec<u32>,
+}
+
+impl<'a, T: Timers> SteadyRun<'a, T> {
+    /// N timers due 2^15..2^16 ticks ahead, run for a whole horizon so that every timer of the
+    /// fill has fired or been cancelled and the structure holds what it holds in the steady
+    /// state (tombstones included).
+    fn warmed_up(inputs: &'a Inputs) -> Self {
+        let (timers, handles) = filled::<T>(&inputs.far, HORIZON);
+        let mut run = SteadyRun {
+            timers,
+            handles,
+            tick: 0,
+            churn: &inputs.churn,
+            restarts: 0,
+            fired: Vec::new(),
+        };
+        for _ in 0..HORIZON / CHURN_TICKS {
+            run.window();
+        }
+        run
+    }
+
+    /// 256 ticks: each cancels and restarts 64 timers, then fires what is due and restarts it.
+    fn window(&mut self) {
+        for pairs in self.churn.chunks_exact(CHURN_PER_TICK) {
+            self.tick += 1;
+            for &(victim, ahead) in pairs {
+                self.timers.cancel(self.handles[victim]);
+                self.handles[victim] = self.timers.start(self.tick + ahead, victim as u32);
+            }
+            self.timers.expire(self.tick, &mut self.fired);
+            for &id in &self.fired {
+                let ahead = self.churn[self.restarts % self.churn.len()].1;
+                self.restarts += 1;
+                self.handles[id as usize] = self.timers.start(self.tick + ahead, id);
+            }
+            self.fired.clear();
+        }
+    }
+}
+
+/// The steady state: a [`SteadyRun`] warmed up once (the first time criterion runs it: a
+/// filtered-out benchmark costs nothing) and then timed a window at a time.
+fn steady<T: Timers>(group: &mut Group<'_>, inputs: &Inputs) {
+    let mut run: Option<SteadyRun<'_, T>> = None;
+    group.bench_function(T::NAME, |b| {
+        let run = run.get_or_insert_with(|| SteadyRun::warmed_up(inputs));
+        b.iter_custom(|windows| {
+            let began = Instant::now();
+            for _ in 0..windows {
+                run.window();
+            }
+            began.elapsed()
+        })
+    });
+    if let Some(mut run) = run {
+        // Every handle still names a live timer: N stayed live.
+        let SteadyRun { timers, handles, .. } = &mut run;
+        let live = handles.iter().filter(|&&handle| timers.cancel(handle)).count();
+        assert_eq!(live, inputs.n, "{} keeps N timers live", T::NAME);
+    }
 }
 
 /// Fires N timers due on the same tick.
@@ -468,7 +604,7 @@ fn bench_size(c: &mut Criterion, n: usize) {
         group.sample_size(10).warm_up_time(Duration::from_millis(500));
         group.measurement_time(Duration::from_secs(if n >= 1_000_000 { 6 } else { 2 }));
         let elements = match workload {
-            "steady" => CHURN_PER_TICK as u64 * CHURN_TICKS,
+            "churn" | "steady" => CHURN_PER_TICK as u64 * CHURN_TICKS,
             _ => n as u64,
         };
         group.throughput(Throughput::Elements(elements));

@@ -116,6 +116,49 @@ impl Queue {
     }
 }
 
+/// How many stacks a sweep walks at once.
+const SWEEP_LANES: usize = 16;
+
+/// One stack a sweep is walking: the node it is at and the last live node before it (`NIL`
+/// while none: the tombstones so far were at the head). Idle when `cursor` is `NIL`.
+#[derive(Clone, Copy)]
+struct SweepLane {
+    slot: u32,
+    before: u32,
+    cursor: u32,
+}
+
+impl SweepLane {
+    const IDLE: SweepLane = SweepLane { slot: 0, before: NIL, cursor: NIL };
+
+    fn at(slot: u32, head: u32) -> SweepLane {
+        SweepLane { slot, before: NIL, cursor: head }
+    }
+}
+
+/// A walk over the occupied slots of a bitmap, in order; each word is read when the walk
+/// reaches it, so clearing the bits of slots already handed out changes nothing.
+struct OccupiedSlots {
+    word: usize,
+    bits: u64,
+}
+
+impl OccupiedSlots {
+    /// The next occupied slot of `occupied`.
+    fn next(&mut self, occupied: &[u64]) -> Option<u32> {
+        while self.bits == 0 {
+            if self.word == occupied.len() {
+                return None;
+            }
+            self.bits = occupied[self.word];
+            self.word += 1;
+        }
+        let slot = ((self.word - 1) * 64) as u32 + self.bits.trailing_zeros();
+        self.bits &= self.bits - 1;
+        Some(slot)
+    }
+}
+
 pub(crate) struct NodeStore<T> {
     nodes: Vec<Node<T>>,
     /// Each node's generation, odd while its timer is pending: bumped when a timer starts in
@@ -566,74 +609,107 @@ impl<T> NodeStore<T> {
 
     /// Frees every tombstone of every stack and the ready queue, keeping the order of the
     /// live nodes; how many were freed.
+    ///
+    /// The tombstones are unlinked where they are, and then every node that is not live (all
+    /// of them free now) is chained into the free list in index order: starts after a sweep
+    /// take their nodes in order, so each one's load of the next free node is a sequential
+    /// read, where a free list in the order the stacks were walked made every start wait on
+    /// a cache miss (a steady state of cancels at 1e5 timers spent 44 % of its time there).
     #[cold]
     #[inline(never)]
     fn sweep(&mut self) -> usize {
-        let mut dropped = 0;
-        for word in 0..self.occupied.len() {
-            let mut bits = self.occupied[word];
-            while bits != 0 {
-                let slot = (word * 64) as u32 + bits.trailing_zeros();
-                bits &= bits - 1;
-                dropped += self.sweep_stack(slot);
-            }
-        }
-        let mut ready = self.ready;
-        dropped += self.retain_live(&mut ready);
-        self.ready = ready;
+        let mut dropped = self.sweep_stacks();
+        dropped += self.unlink_ready_tombstones();
+        self.chain_free_nodes();
         dropped
     }
 
-    /// Frees the tombstones of slot `slot`'s stack, unlinking each from the live node before
-    /// it: a stack's live nodes are not written. How many were freed.
-    #[inline(always)]
-    fn sweep_stack(&mut self, slot: u32) -> usize {
-        let mut dropped = 0;
-        let mut head = self.heads[slot as usize];
-        while head != NIL && !self.is_live(head) {
-            let next = self.nodes[head as usize].next;
-            self.free_node(head);
-            dropped += 1;
-            head = next;
-        }
-        self.heads[slot as usize] = head;
-        if head == NIL {
-            self.clear_bit(slot);
-            return dropped;
-        }
-        let (mut before, mut cursor) = (head, self.nodes[head as usize].next);
-        while cursor != NIL {
-            let next = self.nodes[cursor as usize].next;
-            if self.is_live(cursor) {
-                before = cursor;
-            } else {
-                self.nodes[before as usize].next = next;
-                self.free_node(cursor);
-                dropped += 1;
+    /// Unlinks the tombstones of every slot's stack, each from the live node before it (live
+    /// nodes are not written), and clears the bit of each stack that empties; the tombstones
+    /// are left for [`NodeStore::chain_free_nodes`]. How many were unlinked.
+    ///
+    /// `SWEEP_LANES` stacks are walked at once, a node of each in turn: each walk waits on
+    /// its next node's load, and the loads of different stacks overlap.
+    fn sweep_stacks(&mut self) -> usize {
+        let mut slots = OccupiedSlots { word: 0, bits: 0 };
+        let mut lanes = [SweepLane::IDLE; SWEEP_LANES];
+        for lane in &mut lanes {
+            if let Some(slot) = slots.next(&self.occupied) {
+                *lane = SweepLane::at(slot, self.heads[slot as usize]);
             }
-            cursor = next;
+        }
+        let mut dropped = 0;
+        let mut active = lanes.iter().filter(|lane| lane.cursor != NIL).count();
+        while active > 0 {
+            for lane in &mut lanes {
+                if lane.cursor == NIL {
+                    continue;
+                }
+                let index = lane.cursor;
+                let next = self.nodes[index as usize].next;
+                if self.gens[index as usize] & 1 == 1 {
+                    lane.before = index;
+                } else {
+                    dropped += 1;
+                    if lane.before == NIL {
+                        self.heads[lane.slot as usize] = next;
+                    } else {
+                        self.nodes[lane.before as usize].next = next;
+                    }
+                }
+                lane.cursor = next;
+                if next == NIL {
+                    if lane.before == NIL {
+                        self.clear_bit(lane.slot);
+                    }
+                    match slots.next(&self.occupied) {
+                        Some(slot) => {
+                            debug_assert_ne!(self.heads[slot as usize], NIL, "an occupied slot");
+                            *lane = SweepLane::at(slot, self.heads[slot as usize]);
+                        }
+                        None => {
+                            *lane = SweepLane::IDLE;
+                            active -= 1;
+                        }
+                    }
+                }
+            }
         }
         dropped
     }
 
-    /// Keeps the live nodes of the chain from `list.head`, in order, freeing the others.
-    fn retain_live(&mut self, list: &mut Queue) -> usize {
-        let mut cursor = list.head;
-        *list = Queue::EMPTY;
+    /// Unlinks the ready queue's tombstones, keeping its live nodes in order; they are left
+    /// for [`NodeStore::chain_free_nodes`]. How many were unlinked.
+    fn unlink_ready_tombstones(&mut self) -> usize {
+        let mut cursor = self.ready.head;
+        self.ready = Queue::EMPTY;
         let mut dropped = 0;
         while cursor != NIL {
             let index = cursor;
-            let node = &mut self.nodes[index as usize];
-            cursor = node.next;
-            node.next = NIL;
-            if !self.is_live(index) {
-                self.free_node(index);
-                dropped += 1;
+            cursor = self.nodes[index as usize].next;
+            if self.is_live(index) {
+                self.nodes[index as usize].next = NIL;
+                self.ready.append(&mut self.nodes, index);
             } else {
-                list.append(&mut self.nodes, index);
+                dropped += 1;
             }
         }
         dropped
+    }
+
+    /// Makes the free list every node that is not live, in index order, dropping the values
+    /// discarded timers left: for a store none of whose tombstones is in a list any more.
+    fn chain_free_nodes(&mut self) {
+        let mut free = NIL;
+        for index in (0..self.nodes.len()).rev() {
+            if self.gens[index] & 1 == 0 {
+                let node = &mut self.nodes[index];
+                node.value = None;
+                node.next = free;
+                free = index as u32;
+            }
+        }
+        self.free = free;
     }
 
     /// The live nodes of slot `slot`'s stack, newest first.
@@ -815,6 +891,66 @@ mod tests {
             assert!((handle.index as usize) < deadlines.len());
         }
         assert_eq!(store.nodes.len(), deadlines.len());
+    }
+
+    /// A sweep of many stacks of every length (more than it walks at once, some emptied, some
+    /// untouched) keeps exactly the live nodes of each, newest first, and leaves every other
+    /// node on the free list in index order.
+    #[test]
+    fn a_sweep_of_many_stacks_keeps_their_live_nodes_and_frees_the_rest_in_order() {
+        let slots = 64;
+        let mut store = NodeStore::new(slots);
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut timers = Vec::new();
+        for i in 0..600_u32 {
+            // Slots 0..8 get nothing; the rest from a few timers to a few dozen.
+            let deadline = 1_000 + 8 + next() % (slots as u64 - 8) * (1 + next() % 3);
+            let (r, handle) = store.alloc(deadline, i).expect("room");
+            store.push_front(store.slot_of(r.deadline), r);
+            timers.push((deadline, handle));
+        }
+        let mut kept = Vec::new();
+        let mut dropped = 0;
+        for &(deadline, handle) in &timers {
+            // Every timer of slots 8..12 goes, about 70 % of the others.
+            if (8..12).contains(&store.slot_of(deadline)) || next() % 10 < 7 {
+                assert!(store.resolve(handle).is_some());
+                store.discard(handle.index);
+                dropped += 1;
+            } else {
+                kept.push((deadline, handle.index));
+            }
+        }
+        assert_eq!(store.sweep(), dropped);
+        for slot in 0..slots as u32 {
+            let chain: Vec<u32> =
+                store.chain(store.heads[slot as usize]).map(|r| r.index).collect();
+            let expected: Vec<u32> = kept
+                .iter()
+                .rev()
+                .filter(|&&(deadline, _)| store.slot_of(deadline) == slot)
+                .map(|&(_, index)| index)
+                .collect();
+            assert_eq!(chain, expected, "slot {slot}");
+            assert_eq!(store.is_occupied(slot), !expected.is_empty(), "slot {slot}'s bit");
+        }
+        let free: Vec<u32> =
+            std::iter::successors((store.free != NIL).then_some(store.free), |&i| {
+                let next = store.nodes[i as usize].next;
+                (next != NIL).then_some(next)
+            })
+            .collect();
+        let dead: Vec<u32> =
+            (0..store.nodes.len() as u32).filter(|&index| !store.is_live(index)).collect();
+        assert_eq!(free, dead, "every dead node is free, in index order");
+        assert!(free.iter().all(|&index| store.nodes[index as usize].value.is_none()));
+        assert_eq!(store.len(), kept.len());
     }
 
     /// A wheel large enough to load slots ahead (`touch_ahead`), walked tick by tick and in
