@@ -88,6 +88,7 @@ mod nodes;
 mod serde_impl;
 mod shared;
 mod store;
+mod sweep;
 
 pub use hashed::{Drain as HashedDrain, HashedWheel, HASHED_SLOTS_MAX};
 pub use hierarchical::{Drain as HierarchicalDrain, HierarchicalWheel};

@@ -42,6 +42,7 @@
 //! The hashed wheel keeps no start sequences.
 
 use crate::store::{ENTRIES_MAX, NIL};
+use crate::sweep::SweptLists;
 use crate::{Expired, TimerHandle};
 
 /// The most timers a store may have held for it to keep its earliest deadline exactly and
@@ -113,49 +114,6 @@ impl Queue {
             nodes[self.tail as usize].next = index;
         }
         self.tail = index;
-    }
-}
-
-/// How many stacks a sweep walks at once.
-const SWEEP_LANES: usize = 16;
-
-/// One stack a sweep is walking: the node it is at and the last live node before it (`NIL`
-/// while none: the tombstones so far were at the head). Idle when `cursor` is `NIL`.
-#[derive(Clone, Copy)]
-struct SweepLane {
-    slot: u32,
-    before: u32,
-    cursor: u32,
-}
-
-impl SweepLane {
-    const IDLE: SweepLane = SweepLane { slot: 0, before: NIL, cursor: NIL };
-
-    fn at(slot: u32, head: u32) -> SweepLane {
-        SweepLane { slot, before: NIL, cursor: head }
-    }
-}
-
-/// A walk over the occupied slots of a bitmap, in order; each word is read when the walk
-/// reaches it, so clearing the bits of slots already handed out changes nothing.
-struct OccupiedSlots {
-    word: usize,
-    bits: u64,
-}
-
-impl OccupiedSlots {
-    /// The next occupied slot of `occupied`.
-    fn next(&mut self, occupied: &[u64]) -> Option<u32> {
-        while self.bits == 0 {
-            if self.word == occupied.len() {
-                return None;
-            }
-            self.bits = occupied[self.word];
-            self.word += 1;
-        }
-        let slot = ((self.word - 1) * 64) as u32 + self.bits.trailing_zeros();
-        self.bits &= self.bits - 1;
-        Some(slot)
     }
 }
 
@@ -618,63 +576,9 @@ impl<T> NodeStore<T> {
     #[cold]
     #[inline(never)]
     fn sweep(&mut self) -> usize {
-        let mut dropped = self.sweep_stacks();
+        let mut dropped = crate::sweep::sweep(self);
         dropped += self.unlink_ready_tombstones();
         self.chain_free_nodes();
-        dropped
-    }
-
-    /// Unlinks the tombstones of every slot's stack, each from the live node before it (live
-    /// nodes are not written), and clears the bit of each stack that empties; the tombstones
-    /// are left for [`NodeStore::chain_free_nodes`]. How many were unlinked.
-    ///
-    /// `SWEEP_LANES` stacks are walked at once, a node of each in turn: each walk waits on
-    /// its next node's load, and the loads of different stacks overlap.
-    fn sweep_stacks(&mut self) -> usize {
-        let mut slots = OccupiedSlots { word: 0, bits: 0 };
-        let mut lanes = [SweepLane::IDLE; SWEEP_LANES];
-        for lane in &mut lanes {
-            if let Some(slot) = slots.next(&self.occupied) {
-                *lane = SweepLane::at(slot, self.heads[slot as usize]);
-            }
-        }
-        let mut dropped = 0;
-        let mut active = lanes.iter().filter(|lane| lane.cursor != NIL).count();
-        while active > 0 {
-            for lane in &mut lanes {
-                if lane.cursor == NIL {
-                    continue;
-                }
-                let index = lane.cursor;
-                let next = self.nodes[index as usize].next;
-                if self.gens[index as usize] & 1 == 1 {
-                    lane.before = index;
-                } else {
-                    dropped += 1;
-                    if lane.before == NIL {
-                        self.heads[lane.slot as usize] = next;
-                    } else {
-                        self.nodes[lane.before as usize].next = next;
-                    }
-                }
-                lane.cursor = next;
-                if next == NIL {
-                    if lane.before == NIL {
-                        self.clear_bit(lane.slot);
-                    }
-                    match slots.next(&self.occupied) {
-                        Some(slot) => {
-                            debug_assert_ne!(self.heads[slot as usize], NIL, "an occupied slot");
-                            *lane = SweepLane::at(slot, self.heads[slot as usize]);
-                        }
-                        None => {
-                            *lane = SweepLane::IDLE;
-                            active -= 1;
-                        }
-                    }
-                }
-            }
-        }
         dropped
     }
 
@@ -772,6 +676,40 @@ impl<T> NodeStore<T> {
             slot = found + 1;
         }
         best
+    }
+}
+
+/// A sweep's view of the slot stacks: a tombstone is unlinked from the live node before it
+/// (live nodes are not written) and left for [`NodeStore::chain_free_nodes`].
+impl<T> SweptLists for NodeStore<T> {
+    fn occupied(&self) -> &[u64] {
+        &self.occupied
+    }
+
+    #[inline(always)]
+    fn head(&self, slot: u32) -> u32 {
+        self.heads[slot as usize]
+    }
+
+    #[inline(always)]
+    fn visit(&mut self, index: u32) -> (u32, bool) {
+        (self.nodes[index as usize].next, self.is_live(index))
+    }
+
+    #[inline(always)]
+    fn unlink(&mut self, slot: u32, before: u32, _index: u32, next: u32) {
+        if before == NIL {
+            self.heads[slot as usize] = next;
+        } else {
+            self.nodes[before as usize].next = next;
+        }
+    }
+
+    #[inline(always)]
+    fn finish(&mut self, slot: u32, last: u32) {
+        if last == NIL {
+            self.clear_bit(slot);
+        }
     }
 }
 
