@@ -28,7 +28,7 @@
 //! can jump over empty slots with `trailing_zeros`. The ready queue is a queue, without a bit.
 
 use crate::store::NIL;
-use crate::sweep::SweptLists;
+use crate::sweep::{SweptLists, Walk};
 
 /// A timer's place in a list.
 #[derive(Clone, Copy)]
@@ -314,8 +314,13 @@ impl Lists {
     /// The slot lists are walked many at once (`sweep.rs`), and the links they drop join the
     /// free list in pool order, so the starts after a sweep take their links in order rather
     /// than each waiting on a cache miss for the next free one.
-    pub(crate) fn retain_all(&mut self, mut keep: impl FnMut(Ref) -> bool) -> usize {
-        let mut dropped = crate::sweep::sweep(&mut Retain { lists: self, keep: &mut keep });
+    pub(crate) fn retain_all(&mut self, keep: impl FnMut(Ref) -> bool) -> usize {
+        self.retain_all_by(keep, Walk::for_size(self.pool.len()))
+    }
+
+    /// [`Lists::retain_all`], the slot lists walked as `walk` says.
+    fn retain_all_by(&mut self, mut keep: impl FnMut(Ref) -> bool, walk: Walk) -> usize {
+        let mut dropped = crate::sweep::sweep(&mut Retain { lists: self, keep: &mut keep }, walk);
         self.chain_dropped();
         let mut ready = self.ready;
         dropped += self.retain(&mut ready, &mut keep);
@@ -419,6 +424,12 @@ mod tests {
     /// cleared only when it empties; the dropped links are allocated again in pool order.
     #[test]
     fn a_sweep_of_many_queues_keeps_their_order_and_frees_in_pool_order() {
+        for walk in [Walk::InTurn, Walk::InLanes] {
+            sweep_many_queues(walk);
+        }
+    }
+
+    fn sweep_many_queues(walk: Walk) {
         let lists = 96_u32;
         let mut pool = Lists::new(lists as usize, false);
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
@@ -446,8 +457,8 @@ mod tests {
         };
         let expected_drops =
             (0..2_000_u32).filter(|&link| drops(Ref { link, deadline: 0, index: link })).count();
-        let freed = pool.retain_all(|r| !drops(r));
-        assert_eq!(freed, expected_drops);
+        let freed = pool.retain_all_by(|r| !drops(r), walk);
+        assert_eq!(freed, expected_drops, "{walk:?}");
         let mut probes = Vec::new();
         for list in 0..lists {
             let kept: Vec<u32> = filed[list as usize]

@@ -42,7 +42,7 @@
 //! The hashed wheel keeps no start sequences.
 
 use crate::store::{ENTRIES_MAX, NIL};
-use crate::sweep::SweptLists;
+use crate::sweep::{SweptLists, Walk};
 use crate::{Expired, TimerHandle};
 
 /// The most timers a store may have held for it to keep its earliest deadline exactly and
@@ -576,7 +576,12 @@ impl<T> NodeStore<T> {
     #[cold]
     #[inline(never)]
     fn sweep(&mut self) -> usize {
-        let mut dropped = crate::sweep::sweep(self);
+        self.sweep_by(Walk::for_size(self.nodes.len()))
+    }
+
+    /// [`NodeStore::sweep`], its stacks walked as `walk` says.
+    fn sweep_by(&mut self, walk: Walk) -> usize {
+        let mut dropped = crate::sweep::sweep(self, walk);
         dropped += self.unlink_ready_tombstones();
         self.chain_free_nodes();
         dropped
@@ -836,6 +841,12 @@ mod tests {
     /// node on the free list in index order.
     #[test]
     fn a_sweep_of_many_stacks_keeps_their_live_nodes_and_frees_the_rest_in_order() {
+        for walk in [Walk::InTurn, Walk::InLanes] {
+            sweep_many_stacks(walk);
+        }
+    }
+
+    fn sweep_many_stacks(walk: Walk) {
         let slots = 64;
         let mut store = NodeStore::new(slots);
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
@@ -865,7 +876,7 @@ mod tests {
                 kept.push((deadline, handle.index));
             }
         }
-        assert_eq!(store.sweep(), dropped);
+        assert_eq!(store.sweep_by(walk), dropped, "{walk:?}");
         for slot in 0..slots as u32 {
             let chain: Vec<u32> =
                 store.chain(store.heads[slot as usize]).map(|r| r.index).collect();
