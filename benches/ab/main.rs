@@ -5,22 +5,10 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-/// The wheel bench's SplitMix64, so that the inputs are the bench's.
-struct Rng(u64);
+/// The wheel bench's input generator (`benches/src/splitmix.rs`, copied beside this file).
+mod splitmix;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
+use splitmix::Rng;
 
 const HORIZON: u64 = 1 << 16;
 const PAIRS: usize = 64 * 256;
@@ -42,10 +30,7 @@ fn uniform(n: usize, low: u64, high: u64, seed: u64) -> Vec<u64> {
 impl Inputs {
     fn new(n: usize) -> Self {
         let mut order: Vec<usize> = (0..n).collect();
-        let mut rng = Rng(11);
-        for i in (1..n).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
+        Rng(11).shuffle(&mut order);
         let mut rng = Rng(23);
         let churn = (0..PAIRS)
             .map(|_| (rng.below(n as u64) as usize, HORIZON / 2 + rng.below(HORIZON / 2)))

@@ -51,30 +51,8 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
 };
+use phalanx_benches::splitmix::Rng;
 use phalanx_wheel::{HashedWheel, HierarchicalWheel, TimerHandle};
-
-/// SplitMix64: a tiny seeded generator so every structure sees the same inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            items.swap(i, self.below(i as u64 + 1) as usize);
-        }
-    }
-}
 
 const HORIZON: u64 = 1 << 16;
 

@@ -90,6 +90,20 @@ mod shared;
 mod store;
 mod sweep;
 
+/// Helpers for the crate's unit tests.
+#[cfg(test)]
+mod testing {
+    /// A xorshift64 stream from a (non-zero) seed: the unit tests' cheap, fixed inputs.
+    pub(crate) fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+}
+
 pub use hashed::{Drain as HashedDrain, HashedWheel, HASHED_SLOTS_MAX};
 pub use hierarchical::{Drain as HierarchicalDrain, HierarchicalWheel};
 #[cfg(feature = "serde")]

@@ -432,13 +432,7 @@ mod tests {
     fn sweep_many_queues(walk: Walk) {
         let lists = 96_u32;
         let mut pool = Lists::new(lists as usize, false);
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::testing::xorshift(0x2545_f491_4f6c_dd1d_u64);
         let mut filed: Vec<Vec<u32>> = vec![Vec::new(); lists as usize];
         for index in 0..2_000_u32 {
             // Lists 0..8 stay empty; the others get from a few links to a few dozen.

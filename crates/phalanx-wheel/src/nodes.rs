@@ -849,13 +849,7 @@ mod tests {
     fn sweep_many_stacks(walk: Walk) {
         let slots = 64;
         let mut store = NodeStore::new(slots);
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::testing::xorshift(0x9e37_79b9_7f4a_7c15_u64);
         let mut timers = Vec::new();
         for i in 0..600_u32 {
             // Slots 0..8 get nothing; the rest from a few timers to a few dozen.
@@ -909,13 +903,7 @@ mod tests {
     fn a_large_wheel_walked_tick_by_tick_fires_in_order() {
         let slots = 1 << 12;
         let mut wheel = crate::HashedWheel::new(0, slots).expect("power of two");
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = crate::testing::xorshift(0x2545_f491_4f6c_dd1d_u64);
         let count = 40_000_u32;
         let mut expected: Vec<(u64, u32)> = Vec::new();
         let mut handles = Vec::new();
