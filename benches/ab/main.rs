@@ -5,46 +5,13 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-/// The wheel bench's input generator (`benches/src/splitmix.rs`, copied beside this file).
-mod splitmix;
+/// The wheel bench's inputs (`benches/src/wheel_inputs.rs`, copied beside this file).
+mod wheel_inputs;
 
-use splitmix::Rng;
+use wheel_inputs::{Inputs, CHURN_PER_TICK, CHURN_TICKS, HORIZON};
 
-const HORIZON: u64 = 1 << 16;
-const PAIRS: usize = 64 * 256;
-
-struct Inputs {
-    n: usize,
-    deadlines: Vec<u64>,
-    order: Vec<usize>,
-    rto_deadlines: Vec<u64>,
-    far: Vec<u64>,
-    churn: Vec<(usize, u64)>,
-}
-
-fn uniform(n: usize, low: u64, high: u64, seed: u64) -> Vec<u64> {
-    let mut rng = Rng(seed);
-    (0..n).map(|_| low + rng.below(high - low)).collect()
-}
-
-impl Inputs {
-    fn new(n: usize) -> Self {
-        let mut order: Vec<usize> = (0..n).collect();
-        Rng(11).shuffle(&mut order);
-        let mut rng = Rng(23);
-        let churn = (0..PAIRS)
-            .map(|_| (rng.below(n as u64) as usize, HORIZON / 2 + rng.below(HORIZON / 2)))
-            .collect();
-        Inputs {
-            n,
-            deadlines: uniform(n, 1, HORIZON, 7),
-            order,
-            rto_deadlines: uniform(n, 100, 1_100, 13),
-            far: uniform(n, HORIZON / 2, HORIZON, 17),
-            churn,
-        }
-    }
-}
+/// Cancels and starts in one window of `churn` or `steady`.
+const PAIRS: usize = CHURN_PER_TICK * CHURN_TICKS as usize;
 
 macro_rules! harness {
     ($name:ident, $krate:ident) => {
@@ -92,7 +59,7 @@ macro_rules! harness {
                 fn new(inputs: &Inputs) -> Self {
                     let (w, handles) = filled(&inputs.far);
                     let mut run = Steady { w, handles, tick: 0, restarts: 0, fired: Vec::new() };
-                    for _ in 0..HORIZON / 256 {
+                    for _ in 0..HORIZON / CHURN_TICKS {
                         run.window(inputs);
                     }
                     run
@@ -100,7 +67,7 @@ macro_rules! harness {
 
                 #[inline(never)]
                 fn window(&mut self, inputs: &Inputs) {
-                    for pairs in inputs.churn.chunks_exact(64) {
+                    for pairs in inputs.churn.chunks_exact(CHURN_PER_TICK) {
                         self.tick += 1;
                         for &(victim, ahead) in pairs {
                             self.w.discard(self.handles[victim]);
@@ -180,7 +147,9 @@ macro_rules! harness {
                     "churn" => {
                         let (mut w, mut handles) = filled(&inputs.far);
                         let began = Instant::now();
-                        for (tick, pairs) in (1..=256_u64).zip(inputs.churn.chunks_exact(64)) {
+                        for (tick, pairs) in
+                            (1..=CHURN_TICKS).zip(inputs.churn.chunks_exact(CHURN_PER_TICK))
+                        {
                             for &(victim, ahead) in pairs {
                                 w.discard(handles[victim]);
                                 handles[victim] = w.insert(tick + ahead, victim as u32).unwrap();

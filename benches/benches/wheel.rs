@@ -51,10 +51,8 @@ use criterion::measurement::WallTime;
 use criterion::{
     criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
 };
-use phalanx_benches::splitmix::Rng;
+use phalanx_benches::wheel_inputs::{Inputs, CHURN_PER_TICK, CHURN_TICKS, HORIZON};
 use phalanx_wheel::{HashedWheel, HierarchicalWheel, TimerHandle};
-
-const HORIZON: u64 = 1 << 16;
 
 /// The four contenders behind one interface.
 trait Timers {
@@ -292,11 +290,6 @@ impl Timers for Tree {
     }
 }
 
-fn uniform_deadlines(n: usize, low: u64, high: u64, seed: u64) -> Vec<u64> {
-    let mut rng = Rng(seed);
-    (0..n).map(|_| low + rng.below(high - low)).collect()
-}
-
 fn filled<T: Timers>(deadlines: &[u64], horizon: u64) -> (T, Vec<T::Handle>) {
     let mut timers = T::with_capacity(deadlines.len(), horizon);
     let handles = deadlines.iter().enumerate().map(|(i, &d)| timers.start(d, i as u32)).collect();
@@ -311,46 +304,7 @@ fn drain_ticks<T: Timers>(timers: &mut T, last: u64) -> usize {
 const WORKLOADS: [&str; 9] =
     ["start", "cancel", "take", "fire", "fill_drain", "retransmit", "churn", "steady", "burst"];
 
-const CHURN_PER_TICK: usize = 64;
-const CHURN_TICKS: u64 = 256;
 const BURST_TICK: u64 = 1_000;
-
-/// What every structure is given for one size: the same deadlines, orders and seeds.
-struct Inputs {
-    n: usize,
-    deadlines: Vec<u64>,
-    order: Vec<usize>,
-    rto_deadlines: Vec<u64>,
-    far: Vec<u64>,
-    /// `churn`'s and `steady`'s cancels, drawn up front as every other workload's inputs are:
-    /// per cancel and start, the victim's index and how far ahead its new deadline is.
-    churn: Vec<(usize, u64)>,
-}
-
-impl Inputs {
-    fn new(n: usize) -> Self {
-        let mut order: Vec<usize> = (0..n).collect();
-        Rng(11).shuffle(&mut order);
-        Inputs {
-            n,
-            deadlines: uniform_deadlines(n, 1, HORIZON, 7),
-            order,
-            rto_deadlines: uniform_deadlines(n, 100, 1_100, 13),
-            far: uniform_deadlines(n, HORIZON / 2, HORIZON, 17),
-            churn: churn(n),
-        }
-    }
-}
-
-/// `churn`'s and `steady`'s victims and deadline offsets for `n` live timers, one per cancel
-/// and start (256 ticks' worth; `steady` goes round them again and again).
-fn churn(n: usize) -> Vec<(usize, u64)> {
-    let mut rng = Rng(23);
-    let pairs = CHURN_TICKS as usize * CHURN_PER_TICK;
-    (0..pairs)
-        .map(|_| (rng.below(n as u64) as usize, HORIZON / 2 + rng.below(HORIZON / 2)))
-        .collect()
-}
 
 /// A group of benchmarks: one workload at one size.
 type Group<'a> = BenchmarkGroup<'a, WallTime>;

@@ -1,5 +1,5 @@
 //! Shared helpers for the phalanx benchmarks. Most live in the bench files themselves; the
-//! wheel bench's input generator is here because the A/B harness (`benches/ab/run`) builds
-//! the same inputs outside the workspace.
+//! wheel bench's inputs are here because the A/B harness (`benches/ab/run`) builds the same
+//! inputs outside the workspace.
 
-pub mod splitmix;
+pub mod wheel_inputs;
