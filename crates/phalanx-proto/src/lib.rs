@@ -93,11 +93,11 @@ pub use snapshot::{Snapshot, SnapshotError, SnapshotRejection};
 pub use stats::{ClientStats, DropCounters, HostStats, LinkStats, PeerStats};
 #[cfg(feature = "bincode")]
 pub use typed::Bincode;
+#[cfg(any(feature = "postcard", feature = "bincode"))]
+pub use typed::DefaultCodec;
 #[cfg(feature = "postcard")]
 pub use typed::Postcard;
-pub use typed::{
-    CodecError, CommandCodec, DefaultCodec, TypedClient, TypedRecord, TypedSubmitError, TypedTurn,
-};
+pub use typed::{CodecError, CommandCodec, TypedClient, TypedRecord, TypedSubmitError, TypedTurn};
 pub use types::{CommandSeq, Joined, PlayerId, SpectatorId, Ticket, Turn};
 pub use wire::{
     decode_join_reply, encode_join_reply, DecodeError, JoinAccept, JoinRefusal, JoinReply,

@@ -1,6 +1,8 @@
 //! The typed layer: the game's own command type `C: Serialize + DeserializeOwned` on top of
 //! the byte-level session. postcard is the default codec (a stable, documented wire format and
 //! the smallest general encoding we measured); bincode 2 sits behind the `bincode` feature.
+//! With neither feature the crate has no `DefaultCodec`: a game implements
+//! [`CommandCodec`] for its own encoding (errors through [`CodecError::new`]) and names it.
 //!
 //! The host relays command bytes without decoding them, so bytes that do not decode as `C`
 //! reach every peer identically and fail identically: each peer sees the same
@@ -32,7 +34,37 @@ pub struct CodecError {
 }
 
 impl CodecError {
-    fn new(message: impl std::fmt::Display) -> Self {
+    /// An error carrying `message`: what a game's own [`CommandCodec`] returns when a command
+    /// does not encode or the bytes do not decode.
+    ///
+    /// ```
+    /// use phalanx_proto::{CodecError, CommandCodec};
+    /// use serde::{de::DeserializeOwned, Serialize};
+    ///
+    /// /// postcard behind a format byte, so that a later build can change its encoding.
+    /// struct Versioned;
+    ///
+    /// impl CommandCodec for Versioned {
+    ///     fn encode<C: Serialize>(command: &C) -> Result<Vec<u8>, CodecError> {
+    ///         let mut bytes = vec![1];
+    ///         bytes.extend(phalanx_proto::Postcard::encode(command)?);
+    ///         Ok(bytes)
+    ///     }
+    ///     fn decode<C: DeserializeOwned>(bytes: &[u8]) -> Result<C, CodecError> {
+    ///         match bytes.split_first() {
+    ///             Some((1, rest)) => phalanx_proto::Postcard::decode(rest),
+    ///             Some((version, _)) => Err(CodecError::new(format!("format {version}"))),
+    ///             None => Err(CodecError::new("no format byte")),
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let bytes = Versioned::encode(&(3u8, -7i32)).unwrap();
+    /// assert_eq!(Versioned::decode::<(u8, i32)>(&bytes), Ok((3, -7)));
+    /// let error = Versioned::decode::<(u8, i32)>(&[2, 0]).unwrap_err();
+    /// assert_eq!(error.to_string(), "command codec: format 2");
+    /// ```
+    pub fn new(message: impl std::fmt::Display) -> Self {
         CodecError { message: message.to_string() }
     }
 }
@@ -173,25 +205,36 @@ impl<C: DeserializeOwned> TypedTurn<C> {
     }
 }
 
-/// A [`Client`] that speaks the game's command type `C` with codec `K`.
-///
-/// ```
-/// use phalanx_proto::{Client, SessionConfig, TypedClient};
-/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
-/// enum Order { Move { x: i32, y: i32 }, Stop }
-///
-/// let (client, _join_request) = Client::new(SessionConfig::default(), 7).unwrap();
-/// let mut client: TypedClient<Order> = TypedClient::new(client);
-/// // Not joined yet: the command is refused, not queued.
-/// assert!(client.submit(0, &Order::Stop).is_err());
-/// ```
-#[derive(Debug)]
-pub struct TypedClient<C, K: CommandCodec = DefaultCodec> {
-    client: Client,
-    /// A rejoin's snapshot, for the first turn handed out.
-    restore: Option<Snapshot>,
-    _types: PhantomData<fn(C) -> (C, K)>,
+/// Defines [`TypedClient`], with `= DefaultCodec` as its codec's default when a codec feature
+/// gives the crate one (with neither `postcard` nor `bincode`, a game names its own codec).
+macro_rules! typed_client {
+    ($($default:tt)*) => {
+        /// A [`Client`] that speaks the game's command type `C` with codec `K`.
+        ///
+        /// ```
+        /// use phalanx_proto::{Client, SessionConfig, TypedClient};
+        /// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+        /// enum Order { Move { x: i32, y: i32 }, Stop }
+        ///
+        /// let (client, _join_request) = Client::new(SessionConfig::default(), 7).unwrap();
+        /// let mut client: TypedClient<Order> = TypedClient::new(client);
+        /// // Not joined yet: the command is refused, not queued.
+        /// assert!(client.submit(0, &Order::Stop).is_err());
+        /// ```
+        #[derive(Debug)]
+        pub struct TypedClient<C, K: CommandCodec $($default)*> {
+            client: Client,
+            /// A rejoin's snapshot, for the first turn handed out.
+            restore: Option<Snapshot>,
+            _types: PhantomData<fn(C) -> (C, K)>,
+        }
+    };
 }
+
+#[cfg(any(feature = "postcard", feature = "bincode"))]
+typed_client!(= DefaultCodec);
+#[cfg(not(any(feature = "postcard", feature = "bincode")))]
+typed_client!();
 
 /// The default codec: [`Postcard`].
 #[cfg(feature = "postcard")]
