@@ -54,7 +54,7 @@ pub const HASHED_SLOTS_MAX: usize = 1 << 24;
 /// assert_eq!(wheel.now(), 1_000);
 /// ```
 pub struct HashedWheel<T> {
-    store: NodeStore<T>,
+    pub(crate) store: NodeStore<T>,
     mask: u64,
     slot_count: usize,
     now: u64,

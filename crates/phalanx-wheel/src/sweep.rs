@@ -1,5 +1,6 @@
 //! A sweep's walk of every slot list at once, for both stores: the hashed wheel's node
-//! stacks (`nodes.rs`) and the hierarchical wheel's link queues (`lists.rs`).
+//! stacks (`nodes.rs`, when its slab has outgrown rebuilding them) and the hierarchical
+//! wheel's link queues (`lists.rs`).
 //!
 //! A sweep drops the tombstones of every list. Walking one list after another waits on a
 //! cache miss at every element of a big store, each load depending on the one before; here
