@@ -1,12 +1,13 @@
-//! The raw-UDP transport (a preview): encrypted datagrams and reliable messages between a
+//! The raw-UDP transport: encrypted datagrams and reliable messages between a
 //! host and its clients over one UDP socket each, with the Noise IK handshake, stateless
 //! cookies, replay window and reliable `Stream` of `phalanx-udp`. Sessions use it with
 //! [`Transport::Udp`](crate::Transport::Udp) in `HostOptions` and `ClientOptions` (clients
 //! pin [`HostIdentity::udp_public_key`](crate::HostIdentity::udp_public_key) with
 //! `HostVerification::UdpKey`): the join request and reply, and every upload, are reliable
 //! messages; turns and commands are datagrams. This module is the layer underneath, usable
-//! on its own. Not yet: phalanx-sim does not run it (no simulated `DatagramSocket`), and the
-//! host's admission control sees only connections whose handshake completed.
+//! on its own. phalanx-sim runs it over its simulated socket through [`QuinnSocket`]. The
+//! host's admission control sees only connections whose handshake completed (the cookie step
+//! guards the rest).
 //!
 //! Unlike QUIC it sends no packet the caller did not ask for — no ACK-only packets, no path
 //! MTU probes, no keep-alives — except a stream's acknowledgements and retransmissions while a
