@@ -1,4 +1,4 @@
-//! The README's "Using phalanx with Bevy": a listen server whose orders move one unit.
+//! The example of `docs/guide/bevy.md`: a listen server whose orders move one unit.
 #![allow(elided_lifetimes_in_paths, clippy::print_stderr)]
 use bevy::prelude::*;
 use phalanx::{HostIdentity, HostOptions, Session};
