@@ -1,5 +1,6 @@
 //! Deterministic network-fault simulation for phalanx games: a host and N clients running
-//! **real quinn and tokio** under [turmoil]'s simulated network and clock, with a seeded fault
+//! **phalanx's real drivers and tokio** — over QUIC (quinn) or the raw-UDP transport
+//! ([`SimConfig::transport`]) — under [turmoil]'s simulated network and clock, with a seeded fault
 //! layer (loss, Gilbert–Elliott bursts, duplication, jitter/reordering, an MTU cap) and a
 //! timeline of partitions, repairs and crashes. Games plug in through [`SimGame`]; a run
 //! returns a [`SimReport`] with one [`PlayerReport`] per player — its per-turn state hashes
@@ -45,8 +46,8 @@
 //!
 //! Layout: `config` (the scenario and its timeline), `game` (the [`SimGame`] trait and
 //! [`ChainGame`]), `run` (the run as named steps: network, host node, stepping loop),
-//! `player` (a player's machine: join, play, crash and restart, report), `director` (the
-//! timeline's partitions, and the join flood), `socket` (quinn over turmoil UDP with the fault
+//! `player` (a player's machine: join, play, crash and restart, report), `spectator` (a
+//! spectator's machine), `director` (the timeline's partitions, and the join flood), `socket` (quinn over turmoil UDP with the fault
 //! layer), `trace` (the packet digest), `sampler` (counters over time) and `report`.
 #![forbid(unsafe_code)]
 
