@@ -3,7 +3,9 @@
 //! The two wheels differ only in where a deadline is filed and in how the clock moves to the
 //! next slot with due entries. Everything else — the clock and size queries, starting,
 //! cancelling, re-arming and looking up a timer, the poll loop and the drain iterator — is the
-//! same code over the shared [`Store`](crate::store::Store), and [`wheel_api!`] generates it as
+//! same code over each wheel's own store (the hashed wheel's
+//! [`NodeStore`](crate::nodes::NodeStore), the hierarchical wheel's
+//! [`Store`](crate::store::Store)), and [`wheel_api!`] generates it as
 //! inherent methods (with their docs) of each wheel, so callers need no trait in scope and
 //! every call is as direct as a hand-written method.
 
@@ -198,7 +200,7 @@ macro_rules! wheel_api {
             /// [`Iterator::fold`], such as `count`) hands the due timers out in one loop
             /// instead of a `poll` call each; a `for` loop calls `poll`. Both give the same
             /// timers in the same order; `for_each` is the faster when many are due (the
-            /// README's wheel table measures it).
+            /// `fire` rows of `docs/measurements/wheel.md` measure it).
             ///
             /// ```
             /// use phalanx_wheel::HashedWheel;

@@ -1,8 +1,7 @@
 //! The hierarchical wheel's entry store: a slab of timer entries with a free list, and the
-//! slot lists of links to entries (`lists.rs`). (The hashed wheel used it too, with stacks;
-//! it now keeps slab entries that are themselves the list nodes: `nodes.rs`. The stack mode
-//! stays, see `lists.rs`. The public methods the wheels share on top of either store are in
-//! `shared.rs`.)
+//! slot lists of links to entries (`lists.rs`). The hashed wheel has its own store, whose slab
+//! entries are themselves the list nodes (`nodes.rs`). The public methods the wheels share on
+//! top of either store are in `shared.rs`.
 //!
 //! Everything is addressed by `u32` indices so a handle stays small and `Copy`.
 //!
