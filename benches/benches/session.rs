@@ -84,7 +84,7 @@ fn print_payload_figures() {
          one game took {:.0} ms of wall time",
         wall.as_secs_f64() * 1e3,
     );
-    // The same reference session under the quiet relay (issue 17).
+    // The same reference session under the quiet relay.
     let Reference { up, down, p95, .. } = reference_game(3_000, true);
     eprintln!(
         "the same under the quiet relay (500 ms heartbeat): app bytes per client per turn: \

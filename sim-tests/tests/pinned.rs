@@ -1,11 +1,7 @@
 //! Behaviour pins at L2: the trace digest and every player's final state hash of a few seeded
-//! runs over real quinn, taken on main before the structure change (5ce35a4) and reprinted for
-//! the playout schedule and the host's early commands (issue 11), then for the simulated host
-//! waiting on events instead of polling every 5 ms (issue 12), then for the probe flag (issue
-//! 11: a side that has not heard from its peer asks for an answer at once), then for a change
-//! of the command delay alone no longer resetting the playout offsets (issue 17). A refactor that
-//! changes any datagram's time, size or fate changes a digest and fails here; a change meant
-//! to alter behaviour updates the pins in the same commit and says why.
+//! runs over real quinn. A refactor that changes any datagram's time, size or fate changes a
+//! digest and fails here; a change meant to alter behaviour updates the pins in the same commit
+//! and says why (the history of each reprint is in git).
 
 use phalanx::PlayerId;
 use phalanx_sim::{run_with, ChainGame, LinkFaults, SimConfig, Step};

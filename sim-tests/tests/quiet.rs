@@ -1,4 +1,4 @@
-//! The quiet relay (issue 17, `SessionConfig::heartbeat_ms`) at L2 over the raw-UDP transport
+//! The quiet relay (`SessionConfig::heartbeat_ms`) at L2 over the raw-UDP transport
 //! (over QUIC, quinn's own ACK-only packets stay: about 9 datagrams a second): 4 players at
 //! 150 ms turns, 2 % loss, 20 ms jitter, 100 ms round trip, a playout buffer of one turn more,
 //! player 2 cut off for 1.5 s. Against the same seed with the relay off (every turn

@@ -6,16 +6,15 @@
 //! every turn (S1), and every command a player submitted executes exactly once, for that
 //! player, on every peer (S2). Also the simulation example of `docs/guide/simulate.md`.
 //!
-//! At 0.9 × the margin is 300 ms for the last datagram before the cut, the first after it and
-//! the latency. A link whose peer is silent, or acknowledges nothing new, probes every
-//! `probe_interval_ms` (50 ms) whatever its retransmit backoff, and quinn's congestion window
-//! is fixed (phalanx paces itself), so nothing queues behind a collapsed window when the cut
-//! heals. That holds for the CI seeds; a 1,000-seed sweep still finds seeds that drop the
-//! player at 0.9 × (`docs/design/session.md`, "Liveness"), where a lost datagram just before or after the cut
-//! eats the margin.
+//! At 0.9 × the margin is 300 ms for the last datagram before the cut, the first after it and the
+//! latency. A link whose peer is silent, or acknowledges nothing new, probes every
+//! `probe_interval_ms` (50 ms) whatever its retransmit backoff, and quinn's congestion window is
+//! fixed (phalanx paces itself), so nothing queues behind a collapsed window when the cut heals.
+//! That holds for the CI seeds and for a 1,000-seed sweep of every variant (the bound is in
+//! `docs/design/session.md`, "Liveness").
 //!
-//! `PHALANX_SEEDS=<n>` sets the seeds per variant (default 50); `docs/internals/testing.md` gives the sweep.
-//! `PHALANX_VARIANT=<text>` runs only the variants whose name contains it (for example
+//! `PHALANX_SEEDS=<n>` sets the seeds per variant (default 50); `docs/internals/testing.md` gives
+//! the sweep. `PHALANX_VARIANT=<text>` runs only the variants whose name contains it (for example
 //! `loss50_jitter40`).
 
 use phalanx::PlayerId;
@@ -123,9 +122,9 @@ fn most_of_the_timeout_cut_one_way() {
     sweep(seeded_test!("most_up"), Cut::Up, 90);
 }
 
-/// The simulation example of `docs/guide/simulate.md` (4 players, 5 % loss, 40 ms jitter, seat 2 cut off from
-/// 5 s to 7 s) with seeds 1, 2, 3... (`PHALANX_SEEDS`, default 200): nobody is dropped. Seed
-/// 12 dropped the cut player before the link-quality work.
+/// The simulation example of `docs/guide/simulate.md` (4 players, 5 % loss, 40 ms jitter, seat 2
+/// cut off from 5 s to 7 s) with seeds 1, 2, 3... (`PHALANX_SEEDS`, default 200): nobody is
+/// dropped.
 #[test]
 fn readme_example_keeps_everyone() {
     let test = seeded_test!("readme_example");

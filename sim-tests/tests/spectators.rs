@@ -73,7 +73,7 @@ fn ten_spectators_on_bad_links_agree_and_the_players_do_not_notice() {
         |pick: &dyn Fn(&(Figures, Figures)) -> f64| figures.iter().map(pick).sum::<f64>() / runs;
     let (stall_alone, stall_watched) = (mean(&|f| f.0 .0), mean(&|f| f.1 .0));
     let (p95_alone, p95_watched) = (mean(&|f| f.0 .1), mean(&|f| f.1 .1));
-    #[allow(clippy::print_stderr, reason = "the figures the README quotes")]
+    #[allow(clippy::print_stderr, reason = "the figures docs/measurements/session.md quotes")]
     {
         eprintln!(
             "players without / with 10 spectators: time in gaps {:.2} % / {:.2} %, p95 {:.0} / {:.0} ms",

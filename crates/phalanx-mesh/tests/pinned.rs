@@ -1,13 +1,7 @@
-//! Behaviour pins: the trace digest and every game's final state of a few seeded runs, taken on
-//! main before the structure change (5ce35a4), reprinted for the playout schedule and the host's
-//! early commands (issue 11), and for the probe flag (issue 11; protocol version 3, so every
-//! datagram's first byte changed: the clean run's packets are otherwise the same), and for
-//! protocol version 5 (desync forensics: again only the first byte; every game's final state is
-//! unchanged), and for a change of the command delay alone no longer resetting the playout
-//! offsets (issue 17: the partitioned, listen and dropped runs change; the clean one does not).
-//! A refactor that changes any packet, timer or
-//! turn changes a digest and fails here; a change meant to alter behaviour updates the pins in
-//! the same commit and says why.
+//! Behaviour pins: the trace digest and every game's final state of a few seeded runs. A
+//! refactor that changes any packet, timer or turn changes a digest and fails here; a change
+//! meant to alter behaviour updates the pins in the same commit and says why (the history of
+//! each reprint is in git).
 
 use phalanx_mesh::{Burst, Direction, LinkFaults, Mesh, MeshConfig};
 

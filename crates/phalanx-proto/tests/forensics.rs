@@ -137,7 +137,7 @@ fn state_uploads_nobody_asked_for_are_refused_and_counted() {
 
 /// Under `Pause` the forensics finish while the game waits; under `End` the first divergent
 /// turn is pinned (the hashes go up as the game ends) but the session is over before the
-/// states are asked for: no bundle (a known gap, in the README).
+/// states are asked for: no bundle (a known gap, in `docs/guide/session-model.md`).
 #[test]
 fn forensics_under_the_pause_and_end_policies() {
     for policy in [DesyncPolicy::Pause, DesyncPolicy::End] {

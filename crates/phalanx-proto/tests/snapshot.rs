@@ -50,7 +50,7 @@ fn rejoin_at(turns: u32) {
     assert!(net.events.contains(&HostEvent::PlayerTimedOut(PlayerId(2))));
     let reply_bytes = net.join(2);
     let (replayed, _) = net.players[2].as_ref().unwrap().caught_up.unwrap();
-    #[allow(clippy::print_stderr, reason = "the figures the README quotes")]
+    #[allow(clippy::print_stderr, reason = "the figures docs/measurements/session.md quotes")]
     {
         let log = net.host.stats().rejoin_log_bytes;
         eprintln!(

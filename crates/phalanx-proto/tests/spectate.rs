@@ -58,7 +58,7 @@ fn spectators_on_bad_links_agree_and_change_nothing_for_the_players() {
             assert!(replayed <= 100 + 16, "spectator {index} replayed {replayed} turns");
         }
     }
-    #[allow(clippy::print_stderr, reason = "the figure the README quotes")]
+    #[allow(clippy::print_stderr, reason = "the figure docs/measurements/session.md quotes")]
     {
         let bytes: u64 = (0..10)
             .filter_map(|i| net.host.spectator_stats(SpectatorId(i)))

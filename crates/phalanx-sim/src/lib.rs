@@ -1,10 +1,10 @@
 //! Deterministic network-fault simulation for phalanx games: a host and N clients running
 //! **phalanx's real drivers and tokio** — over QUIC (quinn) or the raw-UDP transport
 //! ([`SimConfig::transport`]) — under [turmoil]'s simulated network and clock, with a seeded fault
-//! layer (loss, Gilbert–Elliott bursts, duplication, jitter/reordering, an MTU cap) and a
-//! timeline of partitions, repairs and crashes. Games plug in through [`SimGame`]; a run
-//! returns a [`SimReport`] with one [`PlayerReport`] per player — its per-turn state hashes
-//! and counters — and a digest of the packet trace.
+//! layer (loss, Gilbert–Elliott bursts, duplication, jitter/reordering, an MTU cap) and a timeline
+//! of partitions, repairs and crashes. Games plug in through [`SimGame`]; a run returns a
+//! [`SimReport`] with one [`PlayerReport`] per player — its per-turn state hashes and counters —
+//! and a digest of the packet trace.
 //!
 //! Same seed, same report: turmoil is seeded, quinn's randomness and connection ids are seeded
 //! ([`phalanx::HostOptions::quic_seed`]), certificates are Ed25519 (fixed-size signatures, so
@@ -45,10 +45,10 @@
 //! for tests are there too.
 //!
 //! Layout: `config` (the scenario and its timeline), `game` (the [`SimGame`] trait and
-//! [`ChainGame`]), `run` (the run as named steps: network, host node, stepping loop),
-//! `player` (a player's machine: join, play, crash and restart, report), `spectator` (a
-//! spectator's machine), `director` (the timeline's partitions, and the join flood), `socket` (quinn over turmoil UDP with the fault
-//! layer), `trace` (the packet digest), `sampler` (counters over time) and `report`.
+//! [`ChainGame`]), `run` (the run as named steps: network, host node, stepping loop), `player` (a
+//! player's machine: join, play, crash and restart, report), `spectator` (a spectator's machine),
+//! `director` (the timeline's partitions, and the join flood), `socket` (quinn over turmoil UDP
+//! with the fault layer), `trace` (the packet digest), `sampler` (counters over time) and `report`.
 #![forbid(unsafe_code)]
 
 mod config;

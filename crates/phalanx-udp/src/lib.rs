@@ -1,7 +1,7 @@
 //! A sans-IO secure channel over raw UDP for phalanx: a Noise IK handshake behind stateless
 //! cookies, then one AEAD packet per datagram with a replay window.
 //!
-//! The point of this transport (issue 17, "the 28.8 diet") is that phalanx sends no packet it
+//! The point of this transport (a diet for a 28.8 kbit/s modem) is that phalanx sends no packet it
 //! did not ask for — QUIC adds ack-only packets and MTU probes — and spends as few header bytes
 //! as it can. This crate is only the cryptography, sans-IO: bytes in, bytes out, time and
 //! randomness passed in. It draws no OS randomness and reads no clock; the socket driver and

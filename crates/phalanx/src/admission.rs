@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 // tokio's clock: virtual under a simulator (phalanx-sim), so a seed still fixes the run.
 use tokio::time::Instant;
 
-/// Limits on connections that have not joined yet: see "Security and limits" in the README.
+/// Limits on connections that have not joined yet: see `docs/guide/security-and-limits.md`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Admission {

@@ -89,15 +89,15 @@ pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<Transpo
 
 /// A congestion window that never shrinks, for a game's traffic.
 ///
-/// phalanx's datagrams are small and paced by the session (a few per turn per player, each
-/// bounded by `datagram_bytes_max`), and phalanx acknowledges, repeats and retransmits its own
-/// data. A loss-based controller (quinn's default, Cubic) answers an outage by collapsing its
-/// window while the packets sent into the outage still count as in flight: when the link
-/// heals, the game's datagrams wait behind congestion control, and a player cut off for less
-/// than the idle timeout was dropped 3–4 s after the repair (found by the L2 sweeps of
-/// `sim-tests/tests/short_cuts.rs`: with Cubic, a 0.5 × timeout cut and the README example
-/// each dropped a player within their seeds; with this window, every seed passes). The join
-/// stream stays bounded by this window and by its own flow control.
+/// phalanx's datagrams are small and paced by the session (a few per turn per player, each bounded
+/// by `datagram_bytes_max`), and phalanx acknowledges, repeats and retransmits its own data. A
+/// loss-based controller (quinn's default, Cubic) answers an outage by collapsing its window while
+/// the packets sent into the outage still count as in flight: when the link heals, the game's
+/// datagrams wait behind congestion control, and a player cut off for less than the idle timeout
+/// was dropped 3–4 s after the repair (found by the L2 sweeps of `sim-tests/tests/short_cuts.rs`:
+/// with Cubic, a 0.5 × timeout cut and the simulation guide's example each dropped a player within
+/// their seeds; with this window, every seed passes). The join stream stays bounded by this window
+/// and by its own flow control.
 #[derive(Clone, Debug)]
 pub(crate) struct FixedWindow {
     window_bytes: u64,
