@@ -199,10 +199,10 @@ pub enum HostVerification {
     UdpKey(crate::udp::HostPublicKey),
 }
 
-/// The rustls client config for a verification choice: TLS 1.3, ALPN `phalanx/1`, no 0-RTT.
 /// What a pinned-fingerprint check saw: the host's fingerprint when it was not the pinned one.
 pub(crate) type Mismatch = Arc<std::sync::Mutex<Option<Fingerprint>>>;
 
+/// The rustls client config for a verification choice: TLS 1.3, ALPN `phalanx/1`, no 0-RTT.
 pub(crate) fn client_tls(
     verification: &HostVerification,
     mismatch: &Mismatch,
