@@ -96,8 +96,9 @@ pub struct SessionConfig {
     /// How late a timer may fire on either side (RFC 9002's timer granularity): the
     /// retransmit timeout keeps this much slack over the measured round trip and again over
     /// the peer's ack delay, so data acknowledged in time is not sent again when wake-ups are
-    /// late. tokio on an idle machine is about 1–2 ms late; a session driven from a frame loop
-    /// is up to a frame late (set 17 at 60 Hz).
+    /// late. tokio on an idle machine is about 1–2 ms late, and so is a `phalanx::Session`'s
+    /// driver (it runs on a runtime of its own: the default fits); a sans-IO session whose
+    /// timers are only handled from a frame loop is up to a frame late (set 17 at 60 Hz).
     pub timer_granularity_ms: u32,
     /// Send a keep-alive after this long without sending anything. During play at 100 ms
     /// turns a datagram goes each way every turn and keep-alives never fire; they keep a quiet
@@ -141,7 +142,8 @@ pub struct SessionConfig {
     /// once. Keep-alives on both ends go at this period instead of `keep_alive_ms`, and the
     /// host's retransmit timer allows for it. Acks lag up to a heartbeat, so a window
     /// (`turns_ahead_max`) a heartbeat longer than an outage rides it out without the others
-    /// waiting. A session setting: host and clients must agree. 0 or 50..=`idle_timeout_ms` / 4.
+    /// waiting. A session setting: host and clients must agree (the host refuses a join with
+    /// another, `JoinRefusal::HeartbeatMismatch`). 0 or 50..=`idle_timeout_ms` / 4.
     pub heartbeat_ms: u32,
     /// How long the host waits for a newly seated player's first datagram. A client cannot
     /// send any before the join reply reaches it, and on a lossy link the reliable stream's
@@ -170,8 +172,9 @@ pub struct SessionConfig {
     /// setting). The late joiner gets what a returning player gets — the verified snapshot
     /// and the turns after it, or every turn — and its `Joined` record in the next sealed
     /// turn is when every game adds it. Needs rejoin on (`rejoin_window_ms` > 0: the turns are
-    /// logged); otherwise, or when the turns are not all held, the join is refused with
-    /// `RejoinUnavailable`. Off by default: `GameStarted`.
+    /// logged; otherwise [`validate`](Self::validate) names both fields); when the turns are
+    /// not all held, the join is refused with `RejoinUnavailable`. Off by default:
+    /// `GameStarted`.
     pub late_join: bool,
     /// Spectator slots: spectators the host seats at once (their tokens are given with
     /// [`Host::allow_spectators`](crate::Host::allow_spectators)). 0..=64.
@@ -300,6 +303,19 @@ pub enum ConfigError {
         /// That field's value.
         of: u64,
     },
+    /// `field` is set but needs `needs` (a condition on another field), which does not hold.
+    Needs {
+        /// The field that is set.
+        field: &'static str,
+        /// What it needs, as a condition on another field.
+        needs: &'static str,
+    },
+    /// The same join token was given twice (as a player's or a spectator's): the second
+    /// holder could never join.
+    DuplicateToken {
+        /// The token.
+        token: u64,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -314,6 +330,10 @@ impl fmt::Display for ConfigError {
             ),
             ConfigError::NotMultiple { field, value, of_field, of } => {
                 write!(f, "{field} = {value} is not a non-zero multiple of {of_field} = {of}")
+            }
+            ConfigError::Needs { field, needs } => write!(f, "{field} needs {needs}"),
+            ConfigError::DuplicateToken { token } => {
+                write!(f, "join token {token} is given more than once")
             }
         }
     }
@@ -479,6 +499,10 @@ impl SessionConfig {
     /// Snapshots fall on check turns (they are verified by the sync check) and fit the limit;
     /// the spectator settings are in range.
     fn validate_snapshots(&self) -> Result<(), ConfigError> {
+        if self.late_join && self.rejoin_window_ms == 0 {
+            // A late joiner catches up from the logged turns, which only rejoin keeps.
+            return Err(ConfigError::Needs { field: "late_join", needs: "rejoin_window_ms > 0" });
+        }
         check("snapshot_bytes_max", self.snapshot_bytes_max.into(), 0, 256 << 20)?;
         check("spectators_max", self.spectators_max.into(), 0, 64)?;
         check("spectator_lag_max_turns", self.spectator_lag_max_turns.into(), 1, 36_000)?;
@@ -508,93 +532,5 @@ pub(crate) const TURN_COST_MAX_MS: u32 = 60_000;
 pub(crate) const PLAYOUT_MAX_MS: u32 = 1_000;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn default_is_valid() {
-        assert_eq!(SessionConfig::default().validate(), Ok(()));
-    }
-
-    /// Boundaries in pairs: accepted at the limit, refused just past it.
-    #[test]
-    fn limits_pass_at_the_edge_and_fail_past_it() {
-        let mut config = SessionConfig { turn_length_ms: 10, ..SessionConfig::default() };
-        assert_eq!(config.validate(), Ok(()));
-        config.turn_length_ms = 9;
-        assert!(matches!(
-            config.validate(),
-            Err(ConfigError::OutOfRange { field: "turn_length_ms", value: 9, .. })
-        ));
-
-        let mut config = SessionConfig::default();
-        config.command_delay_max_turns = config.turns_ahead_max - 1;
-        config.command_delay_turns = config.command_delay_max_turns;
-        assert_eq!(config.validate(), Ok(()));
-        config.command_delay_max_turns = config.turns_ahead_max;
-        assert!(matches!(
-            config.validate(),
-            Err(ConfigError::OutOfRange { field: "command_delay_max_turns", .. })
-        ));
-        config.command_delay_max_turns = 4;
-        config.command_delay_turns = 5;
-        assert!(matches!(
-            config.validate(),
-            Err(ConfigError::OutOfRange { field: "command_delay_turns", .. })
-        ));
-
-        let mut config = SessionConfig::default();
-        config.command_bytes_max = config.turn_bytes_per_player_max + 1;
-        assert!(matches!(
-            config.validate(),
-            Err(ConfigError::OutOfRange { field: "command_bytes_max", .. })
-        ));
-    }
-
-    #[test]
-    fn snapshots_fall_on_check_turns() {
-        let mut config = SessionConfig { snapshot_interval_turns: 600, ..SessionConfig::default() };
-        assert_eq!(config.validate(), Ok(()));
-        config.snapshot_interval_turns = 605;
-        assert!(matches!(
-            config.validate(),
-            Err(ConfigError::NotMultiple { field: "snapshot_interval_turns", of: 10, .. })
-        ));
-        config.snapshot_interval_turns = 600;
-        config.sync_interval_turns = 0;
-        assert!(matches!(config.validate(), Err(ConfigError::NotMultiple { of: 0, .. })));
-    }
-
-    #[test]
-    fn the_quiet_relay_is_checked() {
-        let quiet = |heartbeat_ms, playout_extra_ms| SessionConfig {
-            heartbeat_ms,
-            playout_extra_ms,
-            ..SessionConfig::default()
-        };
-        assert_eq!(quiet(500, 80).validate(), Ok(()));
-        // A heartbeat must leave the idle timeout four of them (3 s: at most 750 ms).
-        assert!(quiet(750, 0).validate().is_ok());
-        assert!(matches!(
-            quiet(751, 0).validate(),
-            Err(ConfigError::OutOfRange { field: "heartbeat_ms", .. })
-        ));
-        assert!(matches!(
-            quiet(20, 0).validate(),
-            Err(ConfigError::OutOfRange { field: "heartbeat_ms", .. })
-        ));
-        // What is added to the playout buffer is at most its cap.
-        assert!(matches!(
-            quiet(500, 81).validate(),
-            Err(ConfigError::OutOfRange { field: "playout_extra_ms", .. })
-        ));
-    }
-
-    #[test]
-    fn a_bundle_that_cannot_fit_a_datagram_is_refused() {
-        let mut config = SessionConfig { players_max: 64, ..SessionConfig::default() };
-        assert!(matches!(config.validate(), Err(ConfigError::BundleTooLarge { .. })));
-        config.datagram_bytes_max = 16_000;
-        assert_eq!(config.validate(), Ok(()));
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -45,7 +45,8 @@
 //!   counted, offences past the limit disconnect), when a packet is due, send bookkeeping,
 //!   and the connection's six timers in its own small `HashedWheel`. `recovery.rs` holds its
 //!   ack ranges, sent log and RTT estimator.
-//! - `host/`: the host, one concern a file (joins, intake, sealing, transmit, its own player);
+//! - `host/`: the host, one concern a file (joins, intake, sealing, transmit, its own player,
+//!   snapshots, spectators, desync forensics);
 //!   `client/`: the client's state and game side, and its network side.
 //! - `wire/`: the wire format (datagrams, bundle records, join messages) and its total decoder.
 //! - `budget.rs`, `events.rs`, `pace.rs`, `sync.rs`, `replay.rs`, `typed.rs`: a player's per-turn
@@ -80,8 +81,8 @@ pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
 pub use config::{ConfigError, DesyncPolicy, DesyncReference, SessionConfig};
 pub use desync::{DesyncBundle, DiffError, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
 pub use host::{
-    EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, RemoveError, SpectatorGone,
-    UploadError,
+    EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, Readmit, RemoveError,
+    SpectatorGone, UploadError,
 };
 pub use pace::Pace;
 pub use replay::{
@@ -105,7 +106,7 @@ pub use wire::{
 };
 
 /// The protocol version this build speaks: the first byte of every message.
-pub const PROTOCOL_VERSION: u8 = 5;
+pub const PROTOCOL_VERSION: u8 = 6;
 
 /// Why a command was not accepted. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +139,9 @@ impl std::fmt::Display for SubmitError {
             }
             SubmitError::OverBudget { turn } => write!(f, "{turn} is over this player's budget"),
             SubmitError::NotRunning => write!(f, "session is not running"),
-            SubmitError::NoPlayer => write!(f, "a dedicated host has no player to submit for"),
+            SubmitError::NoPlayer => {
+                write!(f, "no player to submit for (a dedicated host or a spectator)")
+            }
         }
     }
 }

@@ -177,12 +177,21 @@ pub struct TypedTurn<C> {
     /// the turn, the game serializes its state and offers it (`offer_snapshot`) with its
     /// state hash. Only with `SessionConfig::snapshot_interval_turns`, only on the peer asked.
     pub wants_snapshot: bool,
+    /// A past turn replayed after a rejoin or a late join: the game executes it to catch up,
+    /// but its player should give no orders until the turns are live again (orders given
+    /// now are all stamped for the first live turn, and its budget refuses the excess).
+    pub catching_up: bool,
+    /// The game's last turn: it carries the end of the game (the host ended it, or a desync
+    /// did), the session ends once it is executed, and orders submitted after it are
+    /// refused with `NotRunning`.
+    pub last: bool,
 }
 
 impl<C: DeserializeOwned> TypedTurn<C> {
     /// Decodes a bundle's commands with codec `K`. Control records other than joins and
     /// leaves are dropped here (drivers report them as events).
     pub fn decode<K: CommandCodec>(bundle: crate::TurnBundle) -> TypedTurn<C> {
+        let last = bundle.records.iter().any(|record| matches!(record, Record::Ended(_)));
         let records = bundle
             .records
             .into_iter()
@@ -201,6 +210,8 @@ impl<C: DeserializeOwned> TypedTurn<C> {
             length_ms: bundle.length_ms,
             restore: None,
             wants_snapshot: false,
+            catching_up: false,
+            last,
         }
     }
 }
@@ -271,10 +282,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> TypedClient<C, K> {
         if self.restore.is_none() {
             self.restore = self.client.take_restore();
         }
+        // Asked before the turn is taken: whether it comes from the catch-up queue.
+        let catching_up = self.client.is_catching_up();
         let bundle = self.client.next_turn(now_ms)?;
         let mut turn = TypedTurn::decode::<K>(bundle);
         turn.restore = self.restore.take();
         turn.wants_snapshot = self.client.wants_snapshot(turn.turn);
+        turn.catching_up = catching_up;
         Some(turn)
     }
 }

@@ -164,3 +164,78 @@ fn forensics_under_the_pause_and_end_policies() {
         assert!(net.host.next_seal().0 < 50 + 2 * 16, "{policy:?}: {}", net.host.next_seal());
     }
 }
+
+/// A listen server (the host plays, seat 0) and one client, whose games part after turn 23. Two
+/// hashes that differ are a tie, and the tie goes to the lowest seat: the host's own player is
+/// the reference. The host keeps its own turn hashes and states as a client keeps its own, so
+/// the first divergent turn is pinned and both states come into a bundle, the host's as the
+/// reference. (A listen server that is the one to diverge: `phalanx/tests/forensics.rs`.)
+#[test]
+fn a_listen_servers_own_game_takes_part_in_the_forensics() {
+    use phalanx_proto::{Client, Host, Record};
+    let config = SessionConfig::default();
+    let mut host = Host::new(config.clone(), &[7]).unwrap();
+    let own = host.add_local_player().unwrap();
+    let (mut client, request) = Client::new(config, 7).unwrap();
+    let reply = host.handle_join(0, &request).reply.unwrap();
+    let remote = client.handle_join_reply(0, &reply).unwrap().player().unwrap();
+    host.start(0);
+    // Each end's game: a hash chain over its turns' records; the host's flips a bit after 23.
+    let step = |state: u64, turn: Turn, records: &[Record]| {
+        let mixed = records.iter().fold(state ^ u64::from(turn.0), |s, r| {
+            s.rotate_left(5) ^ (matches!(r, Record::Command { .. }) as u64)
+        });
+        mixed.wrapping_mul(0x0000_0100_0000_01b3)
+    };
+    let (mut host_state, mut client_state) = (1u64, 1u64);
+    let mut events = Vec::new();
+    let mut buf = Vec::new();
+    for now in (0..=6_000).step_by(5) {
+        host.handle_timeout(now);
+        client.handle_timeout(now);
+        while host.poll_transmit(now, &mut buf).is_some() {
+            client.handle_datagram(now, &buf);
+        }
+        while client.poll_transmit(now, &mut buf) {
+            host.handle_datagram(now, remote, &buf);
+        }
+        while let Some(upload) = client.poll_upload() {
+            host.handle_upload(remote, &upload).unwrap();
+        }
+        while let Some(bundle) = host.next_turn() {
+            host_state = step(host_state, bundle.turn, &bundle.records);
+            if bundle.turn == Turn(23) {
+                host_state ^= 1;
+            }
+            host.report_state_hash(bundle.turn, host_state);
+            host.keep_state(bundle.turn, host_state.to_le_bytes().to_vec()).unwrap();
+        }
+        while let Some(bundle) = client.next_turn(now) {
+            client_state = step(client_state, bundle.turn, &bundle.records);
+            client.report_state_hash(bundle.turn, client_state);
+            client.keep_state(bundle.turn, client_state.to_le_bytes().to_vec()).unwrap();
+        }
+        events.extend(std::iter::from_fn(|| host.poll_event()));
+    }
+    let pinned: Vec<_> = events
+        .iter()
+        .filter_map(|event| match event {
+            HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
+                Some((*check_turn, *first_turn, players.clone(), *exact))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pinned, vec![(Turn(30), Turn(23), vec![remote], true)]);
+    let bundle = events.iter().find_map(|event| match event {
+        HostEvent::DesyncDiagnosed(bundle) => Some(bundle.clone()),
+        _ => None,
+    });
+    let bundle = bundle.expect("diagnosed");
+    assert_eq!(
+        (bundle.first_turn, bundle.diverged.player, bundle.reference.player),
+        (Turn(23), remote, own)
+    );
+    let differs = bundle.diverged.state != bundle.reference.state;
+    assert!(differs && bundle.diverged.state.is_some(), "both states, different");
+}

@@ -2,8 +2,8 @@
 //! given. (Over real QUIC with a crashed process: `sim-tests/tests/rejoin.rs`.)
 
 use phalanx_proto::{
-    Client, ClientJoinError, Host, HostEvent, JoinError, JoinRefusal, PlayerId, Record,
-    SessionConfig, Turn,
+    Client, ClientJoinError, ConfigError, Host, HostEvent, JoinError, JoinRefusal, PlayerId,
+    Readmit, Record, RemoveError, ReplayRecord, SessionConfig, Turn,
 };
 
 const TOKENS: [u64; 2] = [11, 22];
@@ -201,4 +201,144 @@ fn an_unheard_seat_is_taken_over_by_a_new_connection_with_its_token() {
         .filter(|event| *event == HostEvent::PlayerRejoined(PlayerId(0)))
         .count();
     assert_eq!(rejoined, 2);
+}
+
+/// A started host with both players joined and nothing sealed yet, recording.
+fn started_host(config: SessionConfig) -> (Host, Vec<Client>) {
+    let mut host = Host::new(config, &TOKENS).unwrap();
+    let clients = TOKENS.iter().map(|&token| join(&mut host, 0, token).0).collect();
+    host.start(0);
+    host.start_recording(0, 10_000);
+    (host, clients)
+}
+
+/// Runs the host and `client` (player 1) until `until_ms`, player 1's datagrams both ways,
+/// the client executing every turn it is given; returns the turns it executed.
+fn run_player_one(host: &mut Host, client: &mut Client, from_ms: u64, until_ms: u64) -> Vec<Turn> {
+    let mut executed = Vec::new();
+    let mut buf = Vec::new();
+    for now in (from_ms..=until_ms).step_by(5) {
+        host.handle_timeout(now);
+        client.handle_timeout(now);
+        while let Some(to) = host.poll_transmit(now, &mut buf) {
+            if to == PlayerId(1) {
+                client.handle_datagram(now, &buf);
+            }
+        }
+        while client.poll_transmit(now, &mut buf) {
+            host.handle_datagram(now, PlayerId(1), &buf);
+        }
+        while let Some(bundle) = client.next_turn(now) {
+            executed.push(bundle.turn);
+        }
+    }
+    executed
+}
+
+/// A player removed (a kick that allows a return, or its connection closed on purpose) who
+/// is back before the turn carrying its `Left` is sealed stays seated: that turn carries
+/// neither a `Left` nor a second `Joined` for it, and the returning client plays on instead of
+/// ending on its own departure.
+#[test]
+fn a_player_back_before_its_left_is_sealed_never_leaves() {
+    let (mut host, _clients) = started_host(SessionConfig::default());
+    host.remove(0, PlayerId(1), Readmit::Allow).unwrap();
+    let (mut client, result) = join(&mut host, 2, 22);
+    assert_eq!(result, Ok(PlayerId(1)));
+    let executed = run_player_one(&mut host, &mut client, 2, 400);
+    assert!(executed.len() >= 2, "the returning client played on: {executed:?}");
+    assert_eq!(client.ended(), None);
+    let replay = host.replay().unwrap();
+    for (turn, records) in replay.turns.iter().enumerate() {
+        let membership: Vec<_> = records
+            .iter()
+            .filter(|record| matches!(record, ReplayRecord::Left(_) | ReplayRecord::Joined(_)))
+            .collect();
+        let expected = if turn == 0 {
+            vec![&ReplayRecord::Joined(0), &ReplayRecord::Joined(1)]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(membership, expected, "turn {turn}");
+    }
+}
+
+/// Once the `Left` is sealed the return is an ordinary rejoin: a later turn announces it.
+#[test]
+fn a_player_back_after_its_left_was_sealed_is_announced_again() {
+    let (mut host, mut clients) = started_host(SessionConfig::default());
+    let mut client = clients.pop().unwrap();
+    run_player_one(&mut host, &mut client, 0, 150);
+    host.remove(150, PlayerId(1), Readmit::Allow).unwrap();
+    for now in 150..=400 {
+        host.handle_timeout(now);
+    }
+    let (mut back, result) = join(&mut host, 400, 22);
+    assert_eq!(result, Ok(PlayerId(1)));
+    while back.is_catching_up() {
+        back.next_turn(400).unwrap();
+    }
+    run_player_one(&mut host, &mut back, 400, 700);
+    assert_eq!(back.ended(), None);
+    let turns = &host.replay().unwrap().turns;
+    let left = turns.iter().position(|records| records.contains(&ReplayRecord::Left(1)));
+    let joined = turns.iter().rposition(|records| records.contains(&ReplayRecord::Joined(1)));
+    assert!(left.is_some() && joined > left, "left at {left:?}, back at {joined:?}");
+}
+
+/// A kick with `Readmit::Never` revokes the token; with `Readmit::Allow` the same kick lets
+/// the player back.
+#[test]
+fn a_ban_revokes_the_token_and_a_forgiving_kick_does_not() {
+    let (mut host, _clients) = started_host(SessionConfig::default());
+    host.remove(0, PlayerId(1), Readmit::Never).unwrap();
+    let (_, banned) = join(&mut host, 5, 22);
+    assert_eq!(banned, Err(JoinError::Refused(JoinRefusal::TokenRevoked)));
+    // Later too, and it is the host's player 0 who may still be kicked and come back.
+    let (_, still) = join(&mut host, 30_000, 22);
+    assert_eq!(still, Err(JoinError::Refused(JoinRefusal::TokenRevoked)));
+    assert_eq!(
+        host.remove(30_000, PlayerId(1), Readmit::Allow),
+        Err(RemoveError::NotSeated(PlayerId(1)))
+    );
+    host.remove(30_000, PlayerId(0), Readmit::Allow).unwrap();
+    let (_, back) = join(&mut host, 30_005, 11);
+    assert_eq!(back, Ok(PlayerId(0)));
+}
+
+/// The heartbeat is a setting both ends must share: a client with another one is refused,
+/// both values named.
+#[test]
+fn a_client_with_another_heartbeat_is_refused() {
+    let mut host = Host::new(SessionConfig::default(), &TOKENS).unwrap();
+    let mut quiet = SessionConfig::default();
+    quiet.heartbeat_ms = 500;
+    let (_, request) = Client::new(quiet.clone(), 11).unwrap();
+    let response = host.handle_join(0, &request);
+    let refusal = JoinRefusal::HeartbeatMismatch { host: 0, client: 500 };
+    assert_eq!(response.result, Err(JoinError::Refused(refusal)));
+    let (mut client, _) = Client::new(quiet.clone(), 11).unwrap();
+    let seen = client.handle_join_reply(0, &response.reply.unwrap());
+    assert_eq!(seen, Err(ClientJoinError::Refused(refusal)));
+}
+
+/// Settings that could never work are refused when the host is made, not discovered in play.
+#[test]
+fn duplicate_tokens_and_late_join_without_rejoin_are_config_errors() {
+    let config = SessionConfig::default();
+    assert_eq!(
+        Host::new(config.clone(), &[1, 2, 1]).err(),
+        Some(ConfigError::DuplicateToken { token: 1 })
+    );
+    let mut host = Host::new(config.clone(), &[1, 2]).unwrap();
+    assert_eq!(host.allow_spectators(&[7, 7]), Err(ConfigError::DuplicateToken { token: 7 }));
+    assert_eq!(host.allow_spectators(&[7, 2]), Err(ConfigError::DuplicateToken { token: 2 }));
+    assert_eq!(host.allow_spectators(&[7, 8]), Ok(()));
+    let mut late = config;
+    late.late_join = true;
+    late.rejoin_window_ms = 0;
+    assert_eq!(
+        late.validate(),
+        Err(ConfigError::Needs { field: "late_join", needs: "rejoin_window_ms > 0" })
+    );
 }

@@ -6,6 +6,7 @@
 //! player's bad datagrams.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use phalanx::{Client, ClientEvent, JoinRefusal, PlayerId, TypedRecord, TypedTurn};
@@ -47,7 +48,9 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
     }
     loop {
         run.with_player(machine, |report| report.incarnations += 1);
-        let Some(client) = join::<G>(&run, machine, incarnation).await? else { return Ok(()) };
+        let Some((client, socket)) = join::<G>(&run, machine, incarnation).await? else {
+            return Ok(());
+        };
         let Some(player) = client.player() else {
             // A player's token seats a player: anything else is the host's mistake.
             run.with_player(machine, |report| report.join_error = Some("no seat".into()));
@@ -58,7 +61,7 @@ async fn machine_life<G: SimGame>(run: Run, machine: usize, setup: G::Setup) -> 
         if let Some((_, mode)) = run.config.hostile.filter(|&(hostile, _)| hostile == player) {
             misbehave(&run, machine, &client, mode);
         }
-        match play::<G>(&run, machine, (player, client), &setup, incarnation).await {
+        match play::<G>(&run, machine, (player, client, socket), &setup, incarnation).await {
             Played::Finished(client) => {
                 leave(&run, machine, client, true).await;
                 return Ok(());
@@ -95,7 +98,7 @@ async fn join<G: SimGame>(
     run: &Run,
     machine: usize,
     incarnation: u64,
-) -> turmoil::Result<Option<Client<G::Command>>> {
+) -> turmoil::Result<Option<(Client<G::Command>, Arc<SimSocket>)>> {
     let addr = SocketAddr::from((turmoil::lookup("host"), HOST_PORT));
     let mut attempt = 0u64;
     loop {
@@ -109,10 +112,10 @@ async fn join<G: SimGame>(
         let token = 100 + machine as u64;
         let mut options = run.client_options(token);
         options.session = run.config.session.clone();
-        options.socket = Some(socket);
+        options.socket = Some(socket.clone());
         options.quic_seed = Some(quic_seed(run.config.seed, stream));
         match Client::connect(addr, options).await {
-            Ok(client) => return Ok(Some(client)),
+            Ok(client) => return Ok(Some((client, socket))),
             // A restarted process may find its seat still held: the host has not timed the
             // dead connection out yet (it is given the join grace if it crashed before being
             // heard). Like a real client, wait and retry.
@@ -179,7 +182,7 @@ fn hostile_datagram(mode: Hostile, rng: &mut Rng, pn: u64) -> Vec<u8> {
 async fn play<G: SimGame>(
     run: &Run,
     machine: usize,
-    (me, mut client): (PlayerId, Client<G::Command>),
+    (me, mut client, socket): (PlayerId, Client<G::Command>, Arc<SimSocket>),
     setup: &G::Setup,
     incarnation: u64,
 ) -> Played<G::Command> {
@@ -200,8 +203,10 @@ async fn play<G: SimGame>(
         if let Some((_, restart_after_ms)) =
             crash.filter(|&(at_ms, _)| incarnation == 0 && now_ms() >= at_ms)
         {
-            // The process dies: nothing more leaves it (the partition stands in for a dead
-            // socket), and its game and session are gone.
+            // The process dies: nothing more leaves its socket, not even the close a dropped
+            // QUIC endpoint would send (the partition also cuts what is already in flight),
+            // and its game and session are gone.
+            socket.kill();
             turmoil::partition("host", format!("p{machine}").as_str());
             drop(client);
             drop(game);

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -35,6 +36,9 @@ pub struct SimSocket {
     readable: Mutex<Option<Readable>>,
     faults: Mutex<FaultState>,
     trace: Arc<Mutex<Trace>>,
+    /// Set when the process that owns the socket dies: nothing leaves it any more (not even
+    /// a transport's closing packet) and nothing reaches it.
+    dead: AtomicBool,
 }
 
 struct FaultState {
@@ -75,7 +79,19 @@ impl SimSocket {
                 lossy: Vec::new(),
             }),
             trace,
+            dead: AtomicBool::new(false),
         }))
+    }
+
+    /// The owning process dies: from now on the socket sends nothing and drops what arrives,
+    /// so a crash is silent on every transport (a QUIC connection dropped with its endpoint
+    /// would otherwise send a close the host takes for a goodbye).
+    pub(crate) fn kill(&self) {
+        self.dead.store(true, Ordering::Relaxed);
+    }
+
+    fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Relaxed)
     }
 
     /// Loses `permille` ‰ more of what this socket sends to `to`, independently.
@@ -124,6 +140,9 @@ impl AsyncUdpSocket for SimSocket {
     }
 
     fn try_send(&self, transmit: &Transmit<'_>) -> io::Result<()> {
+        if self.is_dead() {
+            return Ok(());
+        }
         let len = transmit.contents.len();
         let (copies, corrupt) = self.plan(len, transmit.destination.ip());
         self.trace.lock().expect("not poisoned").record(
@@ -164,6 +183,7 @@ impl AsyncUdpSocket for SimSocket {
         };
         loop {
             match self.socket.try_recv_from(buf) {
+                Ok(_) if self.is_dead() => {}
                 Ok((len, addr)) => {
                     *slot = RecvMeta { addr, len, stride: len, ecn: None, dst_ip: None };
                     return Poll::Ready(Ok(1));

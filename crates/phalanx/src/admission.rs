@@ -93,6 +93,10 @@ pub struct AdmissionStats {
     pub pending: u64,
     /// The most connections pending at once.
     pub pending_high_water: u64,
+    /// Over [`Transport::Udp`](crate::Transport::Udp): what the endpoint answered and dropped
+    /// before any connection (handshakes, cookies, replays) and of its connections' packets
+    /// (forged, replayed, too old). Zero over QUIC, whose refusals are the counters above.
+    pub udp: crate::udp::UdpHostStats,
 }
 
 /// Why an attempt or a join did not get in: one counter and one rate-limited event each.
@@ -228,11 +232,12 @@ impl Gate {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         let mut evicted = None;
         if pending.entries.len() >= self.limits.pending_max {
-            evicted = pending.idlest(Instant::now(), self.limits.idle_evict_after);
-            match evicted {
+            let idlest = pending.idlest(Instant::now(), self.limits.idle_evict_after);
+            match idlest {
                 Some(id) => {
                     if let Some(entry) = pending.entries.get(&id) {
                         entry.evict.notify_one();
+                        evicted = Some(entry.address);
                     }
                     pending.remove(id);
                 }
@@ -269,8 +274,8 @@ impl Gate {
             }
         };
         drop(pending);
-        if evicted.is_some() {
-            self.count(Outcome::EvictedIdle, None, None);
+        if let Some(gone) = evicted {
+            self.count(Outcome::EvictedIdle, Some(gone), None);
         }
         match outcome {
             Some(outcome) => self.count(outcome, Some(address), None),
@@ -334,6 +339,7 @@ impl Gate {
             joins_accepted: self.joins_accepted.load(Ordering::Relaxed),
             pending,
             pending_high_water: self.high_water.load(Ordering::Relaxed),
+            udp: crate::udp::UdpHostStats::default(),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The client over QUIC: connect, join on a stream, then one driver task (see `driver.rs`)
+//! The client, over QUIC or raw UDP: connect, join on a stream, then one driver task (see `driver.rs`)
 //! that owns the sans-IO [`phalanx_proto::Client`] and feeds it the connection's datagrams and
 //! timers; [`ClientSide`] is what the driver needs to know of the client.
 
@@ -51,7 +51,7 @@ pub struct ClientOptions {
     /// late join's reply carries a snapshot and the turns after it, which a loading screen
     /// can show. Default: none.
     pub join_progress: Option<JoinProgress>,
-    /// QUIC (the default) or raw UDP (a preview: see [`Transport`]); over UDP,
+    /// QUIC (the default) or raw UDP (see [`Transport`]); over UDP,
     /// `verification` must be [`HostVerification::UdpKey`], `socket` and `quic_seed` serve
     /// the UDP transport alike, and `server_name` and `join_progress` are unused.
     pub transport: Transport,
@@ -222,6 +222,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// The next turn if it is due, without waiting (for a frame loop); see [`NoTurn`].
     pub fn try_next_turn(&mut self) -> Result<TypedTurn<C>, NoTurn> {
         self.handle.try_next_turn::<C, K>()
+    }
+
+    /// Whether the last turn taken was a past one, replayed to catch up after a rejoin or a
+    /// late join ([`TypedTurn::catching_up`]): while it is, the player should give no orders
+    /// (they would all be stamped for the first live turn, whose budget refuses the excess).
+    pub fn is_catching_up(&self) -> bool {
+        self.handle.is_catching_up()
     }
 
     /// Reports the game's state hash after a check turn.
@@ -640,6 +647,10 @@ impl Side for ClientSide {
 
     fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {
         self.client.next_turn(now_ms)
+    }
+
+    fn is_catching_up(&self) -> bool {
+        self.client.is_catching_up()
     }
 
     fn is_over(&self) -> bool {

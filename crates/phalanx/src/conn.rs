@@ -18,8 +18,8 @@ pub enum Transport {
     /// Raw UDP with a Noise IK handshake ([`crate::udp`]): no packet the session did not ask
     /// for (no ACK-only packets, no MTU probes). Clients pin the host's static key
     /// ([`HostIdentity::udp_public_key`](crate::HostIdentity::udp_public_key)) with
-    /// [`HostVerification::UdpKey`](crate::HostVerification::UdpKey). A preview: no
-    /// simulator support yet.
+    /// [`HostVerification::UdpKey`](crate::HostVerification::UdpKey). phalanx-sim runs it too
+    /// (`SimConfig::transport`).
     Udp,
 }
 

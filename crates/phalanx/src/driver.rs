@@ -174,6 +174,9 @@ pub(crate) trait Side: Send + 'static {
     fn poll_event(&mut self) -> Option<Self::Event>;
     /// The next turn the game may execute.
     fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle>;
+    /// Whether the next turn [`next_turn`](Self::next_turn) hands out is a past one, replayed
+    /// to catch up after a rejoin or a late join.
+    fn is_catching_up(&self) -> bool;
     /// Whether the session is over: the driver hands over what is left and stops.
     fn is_over(&self) -> bool;
     /// When the game's next turn is due, in driver milliseconds, if known.
@@ -210,6 +213,7 @@ pub(crate) struct Handout {
     bundle: TurnBundle,
     restore: Option<Snapshot>,
     wants_snapshot: bool,
+    catching_up: bool,
 }
 
 impl Handout {
@@ -217,6 +221,7 @@ impl Handout {
         let mut turn = TypedTurn::decode::<K>(self.bundle);
         turn.restore = self.restore;
         turn.wants_snapshot = self.wants_snapshot;
+        turn.catching_up = self.catching_up;
         turn
     }
 }
@@ -230,6 +235,8 @@ pub(crate) struct Handle<Own, Event> {
     events_dropped: Arc<AtomicU64>,
     /// When the next turn is due (the driver updates it every wake).
     due: watch::Receiver<Option<tokio::time::Instant>>,
+    /// Whether the last turn handed to the game was a catch-up turn.
+    catching_up: bool,
 }
 
 /// Spawns the driver of `side`, fed by `inputs`, with room for `turns_max` turns the game has
@@ -257,6 +264,7 @@ pub(crate) fn spawn<S: Side>(
         events: event_rx,
         events_dropped,
         due,
+        catching_up: false,
     };
     (handle, driver)
 }
@@ -311,9 +319,12 @@ async fn drive<S: Side>(mut side: S, clock: Clock, mut channels: Channels<S>) {
         // session back through the window instead of queueing without bound.
         if let Some(turns) = &channels.turns {
             while turns.capacity() > 0 {
+                // Asked before the turn is taken: whether it comes from a rejoin's catch-up.
+                let catching_up = side.is_catching_up();
                 let Some(bundle) = side.next_turn(now) else { break };
                 let wants_snapshot = side.wants_snapshot(bundle.turn);
-                let handout = Handout { bundle, restore: side.take_restore(), wants_snapshot };
+                let restore = side.take_restore();
+                let handout = Handout { bundle, restore, wants_snapshot, catching_up };
                 if turns.try_send(handout).is_err() {
                     break;
                 }
@@ -356,7 +367,20 @@ impl<Own, Event> Handle<Own, Event> {
     pub(crate) async fn next_turn<C: DeserializeOwned, K: CommandCodec>(
         &mut self,
     ) -> Option<TypedTurn<C>> {
-        self.turns.recv().await.map(Handout::decode::<C, K>)
+        let handout = self.turns.recv().await?;
+        Some(self.take::<C, K>(handout))
+    }
+
+    /// Hands a turn to the game, decoded, noting whether it was a catch-up turn.
+    fn take<C: DeserializeOwned, K: CommandCodec>(&mut self, handout: Handout) -> TypedTurn<C> {
+        self.catching_up = handout.catching_up;
+        handout.decode::<C, K>()
+    }
+
+    /// Whether the last turn handed to the game was a past one, replayed to catch up after a
+    /// rejoin or a late join (see [`TypedTurn::catching_up`]).
+    pub(crate) fn is_catching_up(&self) -> bool {
+        self.catching_up
     }
 
     /// The next turn if one is waiting, decoded, without waiting.
@@ -364,7 +388,7 @@ impl<Own, Event> Handle<Own, Event> {
         &mut self,
     ) -> Result<TypedTurn<C>, NoTurn> {
         match self.turns.try_recv() {
-            Ok(handout) => Ok(handout.decode::<C, K>()),
+            Ok(handout) => Ok(self.take::<C, K>(handout)),
             Err(mpsc::error::TryRecvError::Empty) => Err(NoTurn::NotYet),
             Err(mpsc::error::TryRecvError::Disconnected) => Err(NoTurn::Over),
         }
@@ -416,7 +440,7 @@ impl<Own, Event> Handle<Own, Event> {
         tokio::select! {
             biased;
             bundle = self.turns.recv() => match bundle {
-                Some(handout) => Some(Update::Turn(handout.decode::<C, K>())),
+                Some(handout) => Some(Update::Turn(self.take::<C, K>(handout))),
                 // Closed and every turn taken. The driver queues an iteration's events before
                 // it closes the turns, so those queued now are all the game will get.
                 None => self.events.try_recv().ok().map(Update::Event),

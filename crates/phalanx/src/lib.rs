@@ -1,8 +1,10 @@
-//! phalanx: deterministic-lockstep multiplayer for real-time strategy games, over QUIC.
+//! phalanx: deterministic-lockstep multiplayer for real-time strategy games, over QUIC or raw
+//! UDP.
 //!
-//! This crate drives the sans-IO session of [`phalanx_proto`] over [quinn]: turns and commands
-//! travel in QUIC datagrams (RFC 9221) with phalanx's own acknowledgements, redundancy and
-//! timers; the join travels on one reliable stream. A [`Host`] listens and seals turns; each
+//! This crate drives the sans-IO session of [`phalanx_proto`] over [quinn] (QUIC) or its own
+//! raw-UDP transport with a Noise handshake ([`udp`]): turns and commands travel in datagrams
+//! with phalanx's own acknowledgements, redundancy and timers; the join travels on one
+//! reliable stream (or reliable message). A [`Host`] listens and seals turns; each
 //! player runs a [`Client`]. Both are generic over the game's command type (any serde type;
 //! postcard on the wire).
 //!
@@ -68,7 +70,7 @@ pub use phalanx_proto::{
     verify_replay, ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq,
     ConfigError, DefaultCodec, DesyncBundle, DesyncPolicy, DesyncReference, DesyncReport,
     DiffError, DropCounters, EndCause, EndError, EndReason, HostEvent, HostStats, JoinRefusal,
-    Joined, LinkStats, Pace, PauseBy, PeerState, PeerStats, PlayerId, RemoveError, Replay,
+    Joined, LinkStats, Pace, PauseBy, PeerState, PeerStats, PlayerId, Readmit, RemoveError, Replay,
     ReplayError, ReplayGame, ReplayVerified, SessionConfig, Snapshot, SnapshotError,
     SnapshotRejection, SpectatorGone, SpectatorId, SplitMix64, SubmitError, Ticket, Turn,
     TurnBundle, TypedRecord, TypedTurn,
@@ -311,9 +313,6 @@ pub enum SessionError {
     Remove(RemoveError),
     /// Only a host does that (a [`Session`] of a client was asked to start or end the game).
     NotHost,
-    /// Only a client does that (a [`Session`] of a host was asked to keep its game's state for
-    /// desync forensics: the host's own game is never asked for it).
-    NotClient,
     /// The snapshot was not taken (not wanted, too large, stale).
     Snapshot(SnapshotError),
 }
@@ -337,7 +336,6 @@ impl fmt::Display for SessionError {
             SessionError::End(error) => write!(f, "cannot end the game: {error}"),
             SessionError::Remove(error) => write!(f, "cannot remove the player: {error}"),
             SessionError::NotHost => write!(f, "only a host can do that"),
-            SessionError::NotClient => write!(f, "only a client can do that"),
             SessionError::Snapshot(error) => write!(f, "snapshot not taken: {error}"),
         }
     }

@@ -232,6 +232,17 @@ where
         self.over
     }
 
+    /// Whether the last turn taken was a past one, replayed to catch up after a rejoin or a
+    /// late join ([`TypedTurn::catching_up`]): while it is, the player should give no orders
+    /// (they would all be stamped for the first live turn, whose budget refuses the excess).
+    /// A host never catches up.
+    pub fn is_catching_up(&self) -> bool {
+        match &self.role {
+            Role::Client(client) => client.is_catching_up(),
+            Role::Host(_) => false,
+        }
+    }
+
     /// How the session ended (`None` while it runs). A host's ends once it is
     /// [over](Self::is_over) after its [`end`](Self::end) (or after the desync policy ended it,
     /// seen through [`try_event`](Self::try_event)), as `Finished` or `Desync`, as its clients'
@@ -308,8 +319,8 @@ where
         }
     }
 
-    /// Keeps the game's serialized state after `turn` for desync forensics (a client; see
-    /// [`Client::keep_state`]). Call it after every turn, beside
+    /// Keeps the game's serialized state after `turn` for desync forensics (see
+    /// [`Client::keep_state`] and [`Host::keep_state`]). Call it after every turn, beside
     /// [`report_state_hash`](Self::report_state_hash) for every turn:
     ///
     /// ```rust,ignore
@@ -320,11 +331,11 @@ where
     /// }
     /// ```
     ///
-    /// A host's own game is never asked for its state: on a host this is
-    /// [`SessionError::NotClient`].
+    /// A listen server's own game takes part like a client's; a dedicated host has no player
+    /// whose state could be asked for ([`SessionError::Snapshot`]).
     pub fn keep_state(&self, turn: Turn, state: Vec<u8>) -> Result<(), SessionError> {
         match &self.role {
-            Role::Host(_) => Err(SessionError::NotClient),
+            Role::Host(host) => self.runtime.block_on(host.keep_state(turn, state)),
             Role::Client(client) => self.runtime.block_on(client.keep_state(turn, state)),
         }
     }

@@ -4,7 +4,8 @@
 //! turn hashes the players send when the desync is announced, and the game goes on (warn).
 //! The players keep their state after every turn, so the host then gets both states after
 //! that turn (`HostEvent::DesyncDiagnosed`), and the game's inspection hook names the field
-//! that differs.
+//! that differs. A listen server's own game is a player like the others: when it is the one
+//! that diverges, over QUIC and raw UDP, the host pins and diagnoses it all the same.
 
 mod common;
 
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use phalanx::{
     ClientOptions, HostEvent, HostIdentity, HostOptions, HostVerification, Session, SessionConfig,
-    SessionError, SessionEvent, Turn, TypedRecord,
+    SessionError, SessionEvent, SnapshotError, Transport, Turn, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -28,8 +29,9 @@ fn config() -> SessionConfig {
 }
 
 /// Plays to `LAST_TURN`, reporting every turn's hash and keeping every turn's state;
-/// `diverges`: one bit of its `hp` flips after `DIVERGE_AFTER`.
-fn play(mut session: Session<Order>, diverges: bool) {
+/// `diverges`: one bit of its `hp` flips after `DIVERGE_AFTER`. Returns the events it saw.
+fn play(mut session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
+    let mut events = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut state = 7u64;
     let mut hp = 100u32;
@@ -52,11 +54,12 @@ fn play(mut session: Session<Order>, diverges: bool) {
                 let _ = session.submit(&Order(turn.turn.0));
             }
             if turn.turn.0 >= LAST_TURN {
+                events.extend(std::iter::from_fn(|| session.try_event()));
                 session.shutdown();
-                return;
+                return events;
             }
         }
-        while session.try_event().is_some() {}
+        events.extend(std::iter::from_fn(|| session.try_event()));
         std::thread::sleep(Duration::from_millis(5));
     }
     panic!("did not reach turn {LAST_TURN}");
@@ -85,7 +88,7 @@ fn the_first_divergent_turn_is_pinned_exactly() {
         .enumerate()
         .map(|(index, session)| std::thread::spawn(move || play(session, index == 1)))
         .collect();
-    threads.into_iter().for_each(|t| t.join().expect("no panic"));
+    threads.into_iter().for_each(|t| drop(t.join().expect("no panic")));
     // The uploads ride streams of their own: give the last ones a moment.
     std::thread::sleep(Duration::from_millis(300));
     let (mut pinned, mut diagnosed) = (Vec::new(), Vec::new());
@@ -98,11 +101,70 @@ fn the_first_divergent_turn_is_pinned_exactly() {
             _ => {}
         }
     }
-    assert!(matches!(host.keep_state(Turn(1), vec![]), Err(SessionError::NotClient)));
+    // A dedicated host has no game of its own to keep states of.
+    let refused = host.keep_state(Turn(1), vec![]);
+    assert_eq!(refused, Err(SessionError::Snapshot(SnapshotError::NotWanted { turn: Turn(1) })));
     host.shutdown();
     assert_eq!(pinned, vec![(Turn(60), Turn(DIVERGE_AFTER), vec![diverging], true)]);
     assert_eq!(diagnosed.len(), 1, "one bundle");
     let bundle = &diagnosed[0];
     assert_eq!((bundle.first_turn, bundle.diverged.player), (Turn(DIVERGE_AFTER), diverging));
     assert_eq!(bundle.diff(common::inspect), Ok(vec!["hp".to_owned()]));
+}
+
+/// A listen server whose own game diverges, with two clients that agree: the host keeps its
+/// own turn hashes and states as a client does, pins the first divergent turn naming its own
+/// player and diagnoses the field, over both transports.
+#[test]
+fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
+    for transport in [Transport::Quic, Transport::Udp] {
+        let identity = HostIdentity::generate_self_signed("forensics").unwrap();
+        let pin = match transport {
+            Transport::Udp => HostVerification::UdpKey(identity.udp_public_key()),
+            _ => HostVerification::Pinned(identity.fingerprint()),
+        };
+        let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+        options.session = config();
+        options.transport = transport;
+        options.local_player = true;
+        let host: Session<Order> = Session::host(options, None).expect("binds");
+        let addr = host.as_host().unwrap().local_addr().unwrap();
+        let own = host.player().expect("the host plays");
+        let clients: Vec<Session<Order>> = [1, 2]
+            .into_iter()
+            .map(|token| {
+                let mut options = ClientOptions::new(token, pin.clone());
+                options.session = config();
+                options.transport = transport;
+                Session::connect(addr, options, None).expect("joins")
+            })
+            .collect();
+        host.start().expect("starts");
+        let threads: Vec<_> = clients
+            .into_iter()
+            .map(|session| std::thread::spawn(move || play(session, false)))
+            .collect();
+        let events = play(host, true);
+        threads.into_iter().for_each(|t| drop(t.join().expect("no panic")));
+        let (mut pinned, mut diagnosed) = (Vec::new(), Vec::new());
+        for event in events {
+            match event {
+                SessionEvent::Host(HostEvent::DesyncPinned {
+                    check_turn,
+                    first_turn,
+                    players,
+                    exact,
+                }) => {
+                    pinned.push((check_turn, first_turn, players, exact));
+                }
+                SessionEvent::Host(HostEvent::DesyncDiagnosed(bundle)) => diagnosed.push(bundle),
+                _ => {}
+            }
+        }
+        assert_eq!(pinned, vec![(Turn(60), Turn(DIVERGE_AFTER), vec![own], true)], "{transport:?}");
+        assert_eq!(diagnosed.len(), 1, "{transport:?}: one bundle");
+        let bundle = &diagnosed[0];
+        assert_eq!((bundle.first_turn, bundle.diverged.player), (Turn(DIVERGE_AFTER), own));
+        assert_eq!(bundle.diff(common::inspect), Ok(vec!["hp".to_owned()]), "{transport:?}");
+    }
 }

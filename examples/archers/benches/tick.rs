@@ -35,6 +35,8 @@ fn battle(after: u64) -> World {
         length_ms: 100,
         restore: None,
         wants_snapshot: false,
+        catching_up: false,
+        last: false,
     });
     while world.events_pending() == 0 {
         world.tick();

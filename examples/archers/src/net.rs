@@ -118,6 +118,8 @@ pub struct HostOutcome {
     pub commands_sealed: u64,
     /// Desync reports: `(check turn, diverged players)`.
     pub desyncs: Vec<(u32, Vec<u8>)>,
+    /// What admission control refused and the transport dropped, for the operator.
+    pub admission: phalanx::AdmissionStats,
 }
 
 impl HostSession {
@@ -223,6 +225,7 @@ impl HostSession {
             outcome.turns_sealed = stats.turns_sealed;
             outcome.commands_sealed = stats.commands_sealed;
         }
+        outcome.admission = self.host.admission_stats();
         self.host.shutdown().await;
         Ok(outcome)
     }

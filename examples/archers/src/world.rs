@@ -450,6 +450,8 @@ mod tests {
             length_ms: 100,
             restore: None,
             wants_snapshot: false,
+            catching_up: false,
+            last: false,
         }
     }
 

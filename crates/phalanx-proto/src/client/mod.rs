@@ -16,14 +16,17 @@
 mod forensics;
 mod join;
 mod link;
+mod outcome;
 mod playout;
+
+pub use outcome::{ClientEvent, ClientJoinError, EndReason};
 
 use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
 use crate::budget::Usage;
-use crate::bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
+use crate::bundle::{EndCause, Record, TurnBundle};
 use crate::config::{ConfigError, SessionConfig, TURN_COST_MAX_MS};
 use crate::events::EventQueue;
 use crate::link::Link;
@@ -34,108 +37,8 @@ use crate::window::SortedWindow;
 use playout::Playout;
 
 use crate::snapshot::Snapshot;
-use crate::wire::{DecodeError, JoinRefusal, JoinRequest, Limits, PauseKind};
+use crate::wire::{JoinRequest, Limits, PauseKind};
 use crate::SubmitError;
-
-/// How a client's session ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EndReason {
-    /// Nothing arrived from the host for `idle_timeout_ms`.
-    HostLost,
-    /// The host sent more than `misbehaviour_max` malformed or impossible datagrams.
-    HostMisbehaved,
-    /// This player's `Left` record was executed: the host removed us.
-    Removed,
-    /// The host ended the session after a desync (`DesyncPolicy::End`).
-    Desync,
-    /// The host ended the game ([`Host::end`](crate::Host::end)); every turn up to the last
-    /// was executed. The code is the game's own.
-    Finished {
-        /// The game's reason, as the host gave it.
-        code: u32,
-    },
-    /// The host closed the connection on purpose (it shut down): reported by the driver
-    /// through [`Client::on_host_closed`].
-    HostClosed,
-    /// We left ([`Client::leave`]).
-    Left,
-}
-
-impl EndReason {
-    /// The reason in lower case, one word (`finished`, `host_closed`, `host_lost`...), as
-    /// reports and JSON print it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            EndReason::HostLost => "host_lost",
-            EndReason::HostMisbehaved => "host_misbehaved",
-            EndReason::Removed => "removed",
-            EndReason::Desync => "desync",
-            EndReason::Finished { .. } => "finished",
-            EndReason::HostClosed => "host_closed",
-            EndReason::Left => "left",
-        }
-    }
-}
-
-/// Something the client's driver or game should know. Drained with [`Client::poll_event`]
-/// (over QUIC: `phalanx::Client::try_event`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClientEvent {
-    /// One of our commands reached the host after its stamped turn was sealed and executes
-    /// at a later turn. Nothing was lost.
-    CommandLate {
-        /// The command.
-        seq: CommandSeq,
-        /// The turn it was stamped for.
-        stamped: Turn,
-        /// The turn it executes at.
-        executed: Turn,
-    },
-    /// The session is over for this client; see the reason.
-    Ended(EndReason),
-    /// A check turn's state hashes differ (the report names every hash and who diverged).
-    /// Raised when the bundle carrying it is executed: on the same turn on every peer.
-    Desync(DesyncReport),
-    /// The host is waiting for these players (their acknowledgements are a window behind).
-    Waiting(Vec<PlayerId>),
-    /// The stall announced by `Waiting` is over.
-    StallEnded,
-    /// The pace changed from the next turn on (raised when the bundle is executed).
-    PaceChanged(Pace),
-    /// The game pauses after this turn.
-    Paused(PauseBy),
-    /// The game resumed.
-    Resumed(PauseBy),
-}
-
-/// Why a join did not complete on the client side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ClientJoinError {
-    /// The host refused: the refusal names the cause (versions, game data, token, seats).
-    Refused(JoinRefusal),
-    /// The reply did not decode (a [`DecodeError::Version`] names the host's version).
-    Malformed(DecodeError),
-    /// The host's session parameters are not a valid config.
-    BadParameters(ConfigError),
-    /// A reply was already handled.
-    AlreadyJoined,
-}
-
-impl std::fmt::Display for ClientJoinError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientJoinError::Refused(refusal) => write!(f, "join refused: {refusal}"),
-            ClientJoinError::Malformed(error) => write!(f, "malformed join reply: {error}"),
-            ClientJoinError::BadParameters(error) => write!(f, "host sent bad parameters: {error}"),
-            ClientJoinError::AlreadyJoined => write!(f, "already joined"),
-        }
-    }
-}
-
-impl std::error::Error for ClientJoinError {}
 
 #[derive(Debug)]
 struct Unacked {
@@ -266,6 +169,7 @@ impl Client {
             protocol_version: config.protocol_version,
             game_data_hash: config.game_data_hash,
             token,
+            heartbeat_ms: config.heartbeat_ms,
         }
         .encode();
         let playout =
@@ -355,9 +259,29 @@ impl Client {
     }
 
     /// The driver saw the host close the connection on purpose (a shutdown): the session ends
-    /// at once with [`EndReason::HostClosed`] instead of waiting out the idle timeout.
+    /// at once with [`EndReason::HostClosed`] instead of waiting out the idle timeout — unless
+    /// we already hold every turn up to the game's last one (a host that ended the game and
+    /// shut down once every player had it): then those turns still play out on their
+    /// schedule, and the session ends as the last one says.
     pub fn on_host_closed(&mut self) {
-        self.end(EndReason::HostClosed);
+        if !self.holds_the_end() {
+            self.end(EndReason::HostClosed);
+        }
+    }
+
+    /// Whether every turn from the next one to execute up to one that ends the game is held.
+    fn holds_the_end(&self) -> bool {
+        let ends = |bundle: &TurnBundle| {
+            bundle.records.iter().any(|record| matches!(record, Record::Ended(_)))
+        };
+        for slot in &self.buffered {
+            match slot {
+                None => return false,
+                Some(bundle) if ends(bundle) => return true,
+                Some(_) => {}
+            }
+        }
+        false
     }
 
     /// The driver saw the host close the connection because it removed us: the session ends

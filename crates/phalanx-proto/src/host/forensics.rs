@@ -7,10 +7,15 @@
 //! Then the host asks that diverged player and the reference for their states after that turn
 //! (in their datagrams' extras); players whose games keep their states upload them, and with
 //! both in the host reports a [`DesyncBundle`] ([`HostEvent::DesyncDiagnosed`]).
+//!
+//! A listen server's own player takes part like any other: the host keeps its turn hashes (and,
+//! when its game keeps them, its states and turns) itself, so a divergence of the host's own
+//! game is pinned and diagnosed too.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use crate::bundle::{Record, TurnBundle};
 use crate::desync::{DesyncBundle, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
 use crate::replay::ReplayRecord;
 use crate::snapshot::SnapshotError;
@@ -68,6 +73,28 @@ pub(super) struct Forensics {
     /// The latest check turn that was a desync: the checks after it that still differ are the
     /// same divergence, not new ones to pin.
     last_desync: Option<Turn>,
+    /// The host's own player's latest turns, as a client keeps its own.
+    own: Own,
+    /// Copied out of `own` when a desync that involves the host's player is decided: `(check,
+    /// what of it we hold)`, until a later desync replaces it.
+    own_held: Option<(Turn, Own)>,
+}
+
+/// The host's own player's latest turn hashes, states and turns, oldest first.
+#[derive(Debug, Default)]
+struct Own {
+    hashes: VecDeque<(Turn, u64)>,
+    states: VecDeque<(Turn, Vec<u8>)>,
+    /// Kept once the game keeps states.
+    turns: VecDeque<(Turn, Vec<Record>)>,
+}
+
+/// Pushes `item` onto `queue`, keeping at most `keep` items.
+fn keep_last<T>(queue: &mut VecDeque<T>, keep: usize, item: T) {
+    if queue.len() >= keep {
+        queue.pop_front();
+    }
+    queue.push_back(item);
 }
 
 /// Why an upload was not taken.
@@ -177,6 +204,106 @@ impl Host {
             self.forensics.open.pop_front();
         }
         self.forensics.open.push_back(open);
+        if let Some(own) = self.local_player().filter(|who| hashes.iter().any(|(p, _)| p == who)) {
+            self.hold_own(check, own);
+        }
+    }
+
+    /// Entries kept of each of the host's own player's latest turns.
+    fn own_keep(&self) -> usize {
+        ((self.config.sync_interval_turns + 2 * self.config.turns_ahead_max) as usize).max(1)
+    }
+
+    /// The host's own player's hash after `turn` (every turn, for a desync's forensics).
+    pub(super) fn keep_own_hash(&mut self, turn: Turn, hash: u64) {
+        let keep = self.own_keep();
+        let own = &mut self.forensics.own;
+        if own.hashes.back().is_none_or(|&(last, _)| last < turn) {
+            keep_last(&mut own.hashes, keep, (turn, hash));
+        }
+    }
+
+    /// A turn was handed to the host's own game: keep its records while the game keeps its
+    /// states.
+    pub(super) fn keep_own_turn(&mut self, bundle: &TurnBundle) {
+        let keep = self.own_keep();
+        let own = &mut self.forensics.own;
+        if !own.states.is_empty() {
+            keep_last(&mut own.turns, keep, (bundle.turn, bundle.records.clone()));
+        }
+    }
+
+    /// Keeps the host's own game's serialized state after `turn`, which it just executed, for
+    /// desync forensics, as [`Client::keep_state`](crate::Client::keep_state) does for a
+    /// client's: call it after every turn, with [`report_state_hash`](Self::report_state_hash)
+    /// for every turn. On a desync where the host's player diverged, or is the reference, the
+    /// host diagnoses with its own state. The latest `sync_interval_turns + 2 ×
+    /// turns_ahead_max` are kept. Errors: `TooLarge` past `snapshot_bytes_max`; `NotWanted`
+    /// without a player of the host's own, or for a turn it has not executed or not after the
+    /// last one kept. Nothing is kept then.
+    pub fn keep_state(&mut self, turn: Turn, state: Vec<u8>) -> Result<(), SnapshotError> {
+        let max = self.config.snapshot_bytes_max;
+        if state.len() > max as usize {
+            return Err(SnapshotError::TooLarge { len: state.len(), max });
+        }
+        let executed = self.local_next_exec().is_some_and(|next| turn < next);
+        let own = &self.forensics.own;
+        let newer = own.states.back().is_none_or(|&(last, _)| last < turn);
+        if !executed || !newer {
+            return Err(SnapshotError::NotWanted { turn });
+        }
+        let keep = self.own_keep();
+        keep_last(&mut self.forensics.own.states, keep, (turn, state));
+        Ok(())
+    }
+
+    /// A desync at `check` involves the host's own player: its turns from the check before
+    /// are held for the forensics, and its hashes go in as a player's upload would.
+    fn hold_own(&mut self, check: Turn, player: PlayerId) {
+        let interval = self.config.sync_interval_turns.max(1);
+        let first = Turn(check.0.saturating_sub(2 * interval - 1));
+        let within = |turn: Turn| turn >= first && turn <= check;
+        let own = &self.forensics.own;
+        let hashes: Vec<(Turn, u64)> =
+            own.hashes.iter().filter(|(t, _)| within(*t)).copied().collect();
+        let held = Own {
+            states: own.states.iter().filter(|(t, _)| within(*t)).cloned().collect(),
+            turns: own.turns.iter().filter(|(t, _)| within(*t)).cloned().collect(),
+            hashes: hashes.iter().copied().collect(),
+        };
+        self.forensics.own_held = Some((check, held));
+        // Only a gapless run of hashes ending at the check turn compares turn by turn.
+        let Some(&(start, _)) = hashes.first() else { return };
+        let gapless = hashes.iter().enumerate().all(|(i, &(t, _))| t.0 == start.0 + i as u32);
+        if !gapless || hashes.last().map(|&(t, _)| t) != Some(check) {
+            return;
+        }
+        let Some(open) = self.forensics.open.iter_mut().find(|open| open.check == check) else {
+            return;
+        };
+        if !open.pinned {
+            open.lists.push((player, start, hashes.iter().map(|&(_, h)| h).collect()));
+            self.try_pin(check);
+        }
+    }
+
+    /// The host's own player's state after `turn` for check turn `check`'s forensics, as a
+    /// player would upload it.
+    fn own_state(&self, check: Turn, turn: Turn, player: PlayerId) -> Option<PeerState> {
+        let (held_check, held) = self.forensics.own_held.as_ref()?;
+        if *held_check != check {
+            return None;
+        }
+        let &(_, hash) = held.hashes.iter().find(|&&(t, _)| t == turn)?;
+        let state = held.states.iter().find(|(t, _)| *t == turn).map(|(_, s)| s.clone());
+        // At most `sync_interval_turns` of them, as a player's upload.
+        let upto: Vec<_> = held.turns.iter().filter(|(t, _)| *t <= turn).collect();
+        let skip = upto.len().saturating_sub(self.config.sync_interval_turns.max(1) as usize);
+        let turns = upto[skip..]
+            .iter()
+            .map(|(t, records)| (*t, records.iter().map(ReplayRecord::from).collect()))
+            .collect();
+        Some(PeerState { player, hash, state, turns })
     }
 
     /// Pins check turn `check`'s first divergent turn once a diverged player's hashes and an
@@ -231,6 +358,11 @@ impl Host {
             got: Vec::new(),
         });
         self.push_event(HostEvent::DesyncPinned { check_turn: check, first_turn, players, exact });
+        // The host's own player, when asked, answers here and now.
+        let own = self.local_player().filter(|&p| p == ref_player || p == first_diverged);
+        if let Some(peer) = own.and_then(|player| self.own_state(check, first_turn, player)) {
+            self.inspect_got(index, peer);
+        }
     }
 }
 
@@ -262,13 +394,20 @@ impl Host {
             .iter()
             .map(|(turn, records)| (*turn, records.iter().map(ReplayRecord::from).collect()))
             .collect();
+        self.inspect_got(index, PeerState { player, hash, state, turns });
+        Ok(())
+    }
+
+    /// One of the two states desync `index` asked for is in; with both, the diagnosis.
+    fn inspect_got(&mut self, index: usize, peer: PeerState) {
         let open = &mut self.forensics.open[index];
-        let Some(inspect) = open.inspect.as_mut() else { return Err(UploadError::State(None)) };
-        inspect.got.push(PeerState { player, hash, state, turns });
+        let Some(inspect) = open.inspect.as_mut() else { return };
+        inspect.got.push(peer);
         if inspect.got.len() < 2 {
-            return Ok(());
+            return;
         }
-        let Some(inspect) = open.inspect.take() else { return Ok(()) };
+        let check = open.check;
+        let Some(inspect) = open.inspect.take() else { return };
         let (mut reference, mut diverged) = (None, None);
         for peer in inspect.got {
             if peer.player == inspect.reference {
@@ -277,7 +416,7 @@ impl Host {
                 diverged = Some(peer);
             }
         }
-        let (Some(reference), Some(diverged)) = (reference, diverged) else { return Ok(()) };
+        let (Some(reference), Some(diverged)) = (reference, diverged) else { return };
         let bundle = DesyncBundle {
             format_version: DESYNC_BUNDLE_FORMAT_VERSION,
             protocol_version: crate::PROTOCOL_VERSION,
@@ -285,11 +424,10 @@ impl Host {
             game_data_hash: self.config.game_data_hash,
             config: format!("{:#?}", self.config),
             check_turn: check,
-            first_turn: turn,
+            first_turn: inspect.turn,
             reference,
             diverged,
         };
         self.push_event(HostEvent::DesyncDiagnosed(Arc::new(bundle)));
-        Ok(())
     }
 }

@@ -234,7 +234,7 @@ impl Host {
         let rejoin = self.config.rejoin_window_ms > 0;
         if let Some(seat) = self.seats.get_mut(player.0 as usize) {
             *seat = match seat {
-                Seat::Free | Seat::Away { .. } | Seat::Gone => return,
+                Seat::Free | Seat::Away { .. } | Seat::Gone | Seat::Revoked => return,
                 Seat::Remote(peer) if rejoinable && rejoin => Seat::Away {
                     since_ms: now_ms,
                     next_seq: peer.next_seq,

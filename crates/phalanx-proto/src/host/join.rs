@@ -72,6 +72,12 @@ impl Host {
                 client: request.game_data_hash,
             });
         }
+        if request.heartbeat_ms != self.config.heartbeat_ms {
+            return refused(JoinRefusal::HeartbeatMismatch {
+                host: self.config.heartbeat_ms,
+                client: request.heartbeat_ms,
+            });
+        }
         let Some(token) = self.tokens.iter().position(|&(token, _)| token == request.token) else {
             return match self.spectator_token(request.token) {
                 Some(index) => self.join_spectator(now_ms, index),
@@ -122,6 +128,7 @@ impl Host {
                     self.rejoin(now_ms, player, next_seq, pauses_used)
                 }
             }
+            Seat::Revoked => refused(JoinRefusal::TokenRevoked),
             Seat::Gone if self.started => refused(JoinRefusal::RejoinUnavailable),
             // The seat's connection never sent a datagram: most likely this client's own
             // earlier attempt, whose reply was lost or too slow. The new connection takes
@@ -175,7 +182,16 @@ impl Host {
         let from = self.next_seal;
         self.seats[player.0 as usize] =
             Seat::Remote(Box::new(self.new_peer(now_ms, from, next_seq, pauses_used)));
-        self.open[0].controls.push(Record::Joined(player));
+        // Back before the turn carrying its `Left` was sealed: that turn no longer carries it,
+        // and no game ever sees the player go (a `Left` and a `Joined` of one player in one
+        // turn would end the returning client on its own departure).
+        let controls = &mut self.open[0].controls;
+        match controls.iter().position(|record| *record == Record::Left(player)) {
+            Some(index) => {
+                controls.remove(index);
+            }
+            None => controls.push(Record::Joined(player)),
+        }
         self.push_event(HostEvent::PlayerRejoined(player));
         self.stats.rejoins += 1;
         let reply = self.rejoin_reply(player, Some(next_seq));

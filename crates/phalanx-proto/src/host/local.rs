@@ -9,7 +9,7 @@ use crate::replay::{Recorder, Replay, REPLAY_FORMAT_VERSION};
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 use crate::SubmitError;
 
-use super::{EndError, Host, HostEvent, LocalSeat, RemoveError, Seat};
+use super::{EndError, Host, HostEvent, LocalSeat, Readmit, RemoveError, Seat};
 
 impl Host {
     /// Pauses or resumes: the record goes into the next sealed turn. A pause takes effect
@@ -60,14 +60,24 @@ impl Host {
 
     /// Removes a remote player now (kicked by the operator, or their connection closed on
     /// purpose): a `Left` record in the next sealed turn, and the window stops waiting for
-    /// them. Their seat stays open for a rejoin within `rejoin_window_ms`, as after a timeout.
+    /// them. With [`Readmit::Allow`] their seat stays open for a rejoin within
+    /// `rejoin_window_ms`, as after a timeout (a player back before that `Left` was sealed
+    /// simply stays: no game sees it go); with [`Readmit::Never`] their token is revoked.
     /// After the game ended there is no turn for the record: the host just stops waiting for
     /// them (see [`is_finished`](Self::is_finished)).
-    pub fn remove(&mut self, now_ms: u64, player: PlayerId) -> Result<(), RemoveError> {
+    pub fn remove(
+        &mut self,
+        now_ms: u64,
+        player: PlayerId,
+        readmit: Readmit,
+    ) -> Result<(), RemoveError> {
         if !matches!(self.seats.get(player.0 as usize), Some(Seat::Remote(_))) {
             return Err(RemoveError::NotSeated(player));
         }
-        self.remove_player(now_ms, player, true);
+        self.remove_player(now_ms, player, readmit == Readmit::Allow);
+        if readmit == Readmit::Never {
+            self.seats[player.0 as usize] = Seat::Revoked;
+        }
         self.push_event(HostEvent::PlayerRemoved(player));
         Ok(())
     }
@@ -80,12 +90,14 @@ impl Host {
     pub fn resume(&mut self, now_ms: u64) {
         self.set_paused(now_ms, false, PauseBy::Host);
     }
-    /// The host's own player's state hash after executing check turn `turn` (a multiple of
-    /// `sync_interval_turns`). Ignored for other turns.
+    /// The host's own player's state hash after executing `turn`: compared with the others'
+    /// on check turns (multiples of `sync_interval_turns`); every turn's is kept for a
+    /// desync's forensics (report every turn to have the first divergent one pinned).
     pub fn report_state_hash(&mut self, turn: Turn, hash: u64) {
         if let Some(player) = self.local_player() {
             let interval = self.config.sync_interval_turns;
             self.sync.report(player, turn, hash, interval, self.next_seal);
+            self.keep_own_hash(turn, hash);
         }
     }
     /// How long the host's own game takes to simulate a turn (speed control input).
@@ -115,6 +127,10 @@ impl Host {
     /// The recording so far, if recording.
     pub fn replay(&self) -> Option<&Replay> {
         self.recorder.as_ref().map(|recorder| &recorder.replay)
+    }
+    /// The next turn the host's own player executes, if it plays.
+    pub(super) fn local_next_exec(&mut self) -> Option<Turn> {
+        self.local_seat().map(|(_, local)| local.next_exec)
     }
     /// The host's own player's seat.
     fn local_seat(&mut self) -> Option<(PlayerId, &mut LocalSeat)> {
@@ -173,6 +189,7 @@ impl Host {
                 if let Some((_, local)) = self.local_seat() {
                     local.next_exec = next.next();
                 }
+                self.keep_own_turn(&bundle);
             }
         }
         self.prune_sealed();

@@ -21,8 +21,9 @@
 //! This file holds the state (seats, open and sealed turns) and the timers; the rest is one
 //! concern a file: `join.rs` (joins, rejoins, take-overs), `intake.rs` (datagrams from players:
 //! commands, reports, offences), `seal.rs` (the turn deadline, the window, sealing and the
-//! host's own records), `transmit.rs` (datagrams to players) and `local.rs` (the host's own
-//! player and operator: submit, next turn, pause, recording).
+//! host's own records), `transmit.rs` (datagrams to players), `local.rs` (the host's own
+//! player and operator: submit, next turn, pause, recording), `snapshot.rs` (snapshots and the
+//! rejoin log), `spectate.rs` (spectators) and `forensics.rs` (desync forensics).
 
 mod forensics;
 mod intake;
@@ -55,7 +56,7 @@ pub use forensics::UploadError;
 pub use spectate::SpectatorGone;
 
 /// Something the host's driver or game should know. Drained with [`Host::poll_event`]
-/// (over QUIC: `phalanx::Host::try_event`).
+/// (in `phalanx`: `Host::try_event`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HostEvent {
@@ -191,6 +192,18 @@ impl std::fmt::Display for ObserveError {
 
 impl std::error::Error for ObserveError {}
 
+/// Whether a player removed by [`Host::remove`] may take its seat back with its token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Readmit {
+    /// The seat stays open for `rejoin_window_ms`, as after a timeout: the player may come
+    /// back with its token (a connection closed on purpose, or a kick that forgives).
+    Allow,
+    /// A ban: the token is revoked, and every later join with it is refused with
+    /// [`JoinRefusal::TokenRevoked`](crate::JoinRefusal::TokenRevoked) for the rest of the
+    /// session.
+    Never,
+}
+
 /// Why [`Host::remove`] did nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -287,6 +300,8 @@ enum Seat {
         pauses_used: u32,
     },
     Gone,
+    /// Removed for good by the host ([`Readmit::Never`]): its token is refused.
+    Revoked,
 }
 
 impl Seat {
@@ -295,7 +310,7 @@ impl Seat {
         match self {
             Seat::Remote(peer) => Some(peer.next_exec),
             Seat::Local(local) => Some(local.next_exec),
-            Seat::Free | Seat::Away { .. } | Seat::Gone => None,
+            Seat::Free | Seat::Away { .. } | Seat::Gone | Seat::Revoked => None,
         }
     }
 
@@ -367,9 +382,17 @@ pub struct Host {
     forensics: forensics::Forensics,
 }
 
+/// The first token that appears twice in `tokens`, if any.
+pub(super) fn first_duplicate(tokens: &[u64]) -> Option<u64> {
+    let mut sorted = tokens.to_vec();
+    sorted.sort_unstable();
+    sorted.windows(2).find(|pair| pair[0] == pair[1]).map(|pair| pair[0])
+}
+
 impl Host {
     /// A host in the lobby, accepting joins with any of `tokens` (each usable once; at most
-    /// `players_max` of them, or a [`ConfigError::OutOfRange`] names `tokens`).
+    /// `players_max` of them, or a [`ConfigError::OutOfRange`] names `tokens`; a token given
+    /// twice is a [`ConfigError::DuplicateToken`]).
     pub fn new(config: SessionConfig, tokens: &[u64]) -> Result<Host, ConfigError> {
         config.validate()?;
         if tokens.len() > usize::from(config.players_max) {
@@ -380,6 +403,9 @@ impl Host {
                 min: 0,
                 max: config.players_max.into(),
             });
+        }
+        if let Some(token) = first_duplicate(tokens) {
+            return Err(ConfigError::DuplicateToken { token });
         }
         let window = config.turns_ahead_max as usize;
         let mut open = VecDeque::with_capacity(window);

@@ -193,7 +193,7 @@ impl Host {
             .filter_map(|seat| match seat {
                 Seat::Remote(peer) => Some(peer.turn_ack),
                 Seat::Local(local) => Some(local.next_exec),
-                Seat::Free | Seat::Away { .. } | Seat::Gone => None,
+                Seat::Free | Seat::Away { .. } | Seat::Gone | Seat::Revoked => None,
             })
             .chain(self.observer)
             .min()

@@ -70,7 +70,8 @@ pub(super) struct Spectators {
 
 impl Host {
     /// Lets spectators join with `tokens` (each usable by one spectator at a time; at most
-    /// `spectators_max`, or a [`ConfigError::OutOfRange`] names `tokens`). A spectator gets
+    /// `spectators_max`, or a [`ConfigError::OutOfRange`] names `tokens`; a token given twice,
+    /// or also a player's, is a [`ConfigError::DuplicateToken`]). A spectator gets
     /// the sealed turns `spectator_delay_turns` after they are sealed, starting from a
     /// snapshot when it joins mid-game; the players never wait for it, and it cannot submit.
     /// Call it before the game starts: turns sealed before it are not kept for spectators.
@@ -83,6 +84,11 @@ impl Host {
                 min: 0,
                 max: max.into(),
             });
+        }
+        let players = self.tokens.iter().map(|&(token, _)| token);
+        let all: Vec<u64> = players.chain(tokens.iter().copied()).collect();
+        if let Some(token) = super::first_duplicate(&all) {
+            return Err(ConfigError::DuplicateToken { token });
         }
         self.spectators.tokens = tokens.iter().map(|&token| (token, None)).collect();
         self.spectators.slots = (0..tokens.len()).map(|_| None).collect();

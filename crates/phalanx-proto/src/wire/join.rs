@@ -21,16 +21,19 @@ pub struct JoinRequest {
     pub game_data_hash: u64,
     /// The seat token the lobby handed this player.
     pub token: u64,
+    /// The client's `heartbeat_ms` (the quiet relay's setting), which must be the host's.
+    pub heartbeat_ms: u32,
 }
 
 impl JoinRequest {
     /// The request's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(18);
+        let mut out = Vec::with_capacity(21);
         out.put_u8(self.protocol_version);
         out.put_u8(KIND_JOIN);
         out.put_u64_le(self.game_data_hash);
         out.put_u64_le(self.token);
+        put_varint(&mut out, self.heartbeat_ms.into());
         out
     }
 
@@ -41,7 +44,12 @@ impl JoinRequest {
         let mut reader = Reader::new(bytes);
         let protocol_version = reader.u8()?;
         if protocol_version != PROTOCOL_VERSION {
-            return Ok(JoinRequest { protocol_version, game_data_hash: 0, token: 0 });
+            return Ok(JoinRequest {
+                protocol_version,
+                game_data_hash: 0,
+                token: 0,
+                heartbeat_ms: 0,
+            });
         }
         match reader.u8()? {
             KIND_JOIN => {}
@@ -49,8 +57,9 @@ impl JoinRequest {
         }
         let game_data_hash = reader.u64_le()?;
         let token = reader.u64_le()?;
+        let heartbeat_ms = reader.varint_u32()?;
         reader.finish()?;
-        Ok(JoinRequest { protocol_version, game_data_hash, token })
+        Ok(JoinRequest { protocol_version, game_data_hash, token, heartbeat_ms })
     }
 }
 
@@ -92,6 +101,17 @@ pub enum JoinRefusal {
     /// The join request could not be read (not a join request of this protocol, or cut
     /// short): a bug or a foreign client, not something a retry fixes.
     Malformed,
+    /// The host removed this token's player for good ([`Readmit::Never`](crate::Readmit)):
+    /// the token seats no one for the rest of the session.
+    TokenRevoked,
+    /// The client's `heartbeat_ms` is not the host's: the quiet relay's timers on both ends
+    /// assume the same heartbeat, so the host refuses rather than let the link misjudge loss.
+    HeartbeatMismatch {
+        /// The host's `heartbeat_ms`.
+        host: u32,
+        /// The client's.
+        client: u32,
+    },
     /// The join request was longer than a join request may be.
     TooLarge {
         /// The most bytes a join request may have.
@@ -115,6 +135,11 @@ impl std::fmt::Display for JoinRefusal {
             JoinRefusal::RejoinExpired => write!(f, "rejoin window closed"),
             JoinRefusal::RejoinUnavailable => write!(f, "rejoin unavailable"),
             JoinRefusal::Malformed => write!(f, "the host could not read the join request"),
+            JoinRefusal::TokenRevoked => write!(f, "the host removed this player for good"),
+            JoinRefusal::HeartbeatMismatch { host, client } => write!(
+                f,
+                "heartbeat_ms mismatch: host {host}, client {client} (the two must agree)"
+            ),
             JoinRefusal::TooLarge { max } => {
                 write!(f, "the join request is longer than the {max} bytes a join may have")
             }
@@ -194,6 +219,8 @@ const REFUSAL_REJOIN_EXPIRED: u8 = 6;
 const REFUSAL_REJOIN_UNAVAILABLE: u8 = 7;
 const REFUSAL_MALFORMED: u8 = 8;
 const REFUSAL_TOO_LARGE: u8 = 9;
+const REFUSAL_TOKEN_REVOKED: u8 = 10;
+const REFUSAL_HEARTBEAT: u8 = 11;
 
 /// The bytes of a join reply. A rejoin's reply also needs its turns:
 /// see [`Host::handle_join`](crate::Host::handle_join), which writes them.
@@ -256,32 +283,43 @@ pub(crate) fn encode_join_reply_with_log<'a>(
         }
         Err(refusal) => {
             out.put_u8(1);
-            match *refusal {
-                JoinRefusal::VersionMismatch { host, client } => {
-                    out.put_u8(REFUSAL_VERSION);
-                    out.put_u8(host);
-                    out.put_u8(client);
-                }
-                JoinRefusal::GameDataMismatch { host, client } => {
-                    out.put_u8(REFUSAL_GAME_DATA);
-                    out.put_u64_le(host);
-                    out.put_u64_le(client);
-                }
-                JoinRefusal::BadToken => out.put_u8(REFUSAL_BAD_TOKEN),
-                JoinRefusal::TokenUsed => out.put_u8(REFUSAL_TOKEN_USED),
-                JoinRefusal::SessionFull => out.put_u8(REFUSAL_FULL),
-                JoinRefusal::GameStarted => out.put_u8(REFUSAL_STARTED),
-                JoinRefusal::RejoinExpired => out.put_u8(REFUSAL_REJOIN_EXPIRED),
-                JoinRefusal::RejoinUnavailable => out.put_u8(REFUSAL_REJOIN_UNAVAILABLE),
-                JoinRefusal::Malformed => out.put_u8(REFUSAL_MALFORMED),
-                JoinRefusal::TooLarge { max } => {
-                    out.put_u8(REFUSAL_TOO_LARGE);
-                    put_varint(&mut out, max.into());
-                }
-            }
+            encode_refusal(&mut out, refusal);
         }
     }
     out
+}
+
+/// A refusal's code and fields, after the reply's refusal byte.
+fn encode_refusal(out: &mut Vec<u8>, refusal: &JoinRefusal) {
+    match *refusal {
+        JoinRefusal::VersionMismatch { host, client } => {
+            out.put_u8(REFUSAL_VERSION);
+            out.put_u8(host);
+            out.put_u8(client);
+        }
+        JoinRefusal::GameDataMismatch { host, client } => {
+            out.put_u8(REFUSAL_GAME_DATA);
+            out.put_u64_le(host);
+            out.put_u64_le(client);
+        }
+        JoinRefusal::BadToken => out.put_u8(REFUSAL_BAD_TOKEN),
+        JoinRefusal::TokenUsed => out.put_u8(REFUSAL_TOKEN_USED),
+        JoinRefusal::SessionFull => out.put_u8(REFUSAL_FULL),
+        JoinRefusal::GameStarted => out.put_u8(REFUSAL_STARTED),
+        JoinRefusal::RejoinExpired => out.put_u8(REFUSAL_REJOIN_EXPIRED),
+        JoinRefusal::RejoinUnavailable => out.put_u8(REFUSAL_REJOIN_UNAVAILABLE),
+        JoinRefusal::Malformed => out.put_u8(REFUSAL_MALFORMED),
+        JoinRefusal::TokenRevoked => out.put_u8(REFUSAL_TOKEN_REVOKED),
+        JoinRefusal::HeartbeatMismatch { host, client } => {
+            out.put_u8(REFUSAL_HEARTBEAT);
+            put_varint(out, host.into());
+            put_varint(out, client.into());
+        }
+        JoinRefusal::TooLarge { max } => {
+            out.put_u8(REFUSAL_TOO_LARGE);
+            put_varint(out, max.into());
+        }
+    }
 }
 
 fn u16_field(reader: &mut Reader<'_>, field: &'static str) -> Result<u16, DecodeError> {
@@ -360,6 +398,11 @@ pub(crate) fn decode_join_reply_parts(
             REFUSAL_REJOIN_UNAVAILABLE => JoinRefusal::RejoinUnavailable,
             REFUSAL_MALFORMED => JoinRefusal::Malformed,
             REFUSAL_TOO_LARGE => JoinRefusal::TooLarge { max: reader.varint_u32()? },
+            REFUSAL_TOKEN_REVOKED => JoinRefusal::TokenRevoked,
+            REFUSAL_HEARTBEAT => JoinRefusal::HeartbeatMismatch {
+                host: reader.varint_u32()?,
+                client: reader.varint_u32()?,
+            },
             tag => return Err(DecodeError::UnknownTag(tag)),
         }),
         tag => return Err(DecodeError::UnknownTag(tag)),

@@ -436,7 +436,12 @@ fn accept(rejoin: Option<Rejoin>) -> JoinAccept {
 
 #[test]
 fn join_messages_round_trip() {
-    let request = JoinRequest { protocol_version: PROTOCOL_VERSION, game_data_hash: 7, token: 9 };
+    let request = JoinRequest {
+        protocol_version: PROTOCOL_VERSION,
+        game_data_hash: 7,
+        token: 9,
+        heartbeat_ms: 500,
+    };
     assert_eq!(JoinRequest::decode(&request.encode()), Ok(request));
     let spectator = JoinAccept { joined: Joined::Spectator(SpectatorId(5)), ..accept(None) };
     let replies = [
@@ -452,6 +457,8 @@ fn join_messages_round_trip() {
         Err(JoinRefusal::RejoinUnavailable),
         Err(JoinRefusal::Malformed),
         Err(JoinRefusal::TooLarge { max: 1_024 }),
+        Err(JoinRefusal::TokenRevoked),
+        Err(JoinRefusal::HeartbeatMismatch { host: 500, client: 0 }),
     ];
     for reply in replies {
         let bytes = encode_join_reply(&reply);

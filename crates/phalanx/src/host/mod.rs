@@ -1,4 +1,4 @@
-//! The host over QUIC: an accept loop, one task per connection for its join and datagrams, and
+//! The host, over QUIC or raw UDP: an accept loop, one task per connection for its join and datagrams, and
 //! one driver task (see `driver.rs`) that owns the sans-IO [`phalanx_proto::Host`] and is the
 //! only thing that touches it; [`HostSide`] is what the driver needs to know of the host.
 
@@ -11,8 +11,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use phalanx_proto::{
     CommandCodec, DefaultCodec, EndError, HostEvent, HostStats, JoinError, JoinRefusal,
-    JoinResponse, Joined, PeerStats, PlayerId, RemoveError, Replay, SessionConfig, Snapshot,
-    SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    JoinResponse, Joined, PeerStats, PlayerId, Readmit, RemoveError, Replay, SessionConfig,
+    Snapshot, SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -74,7 +74,7 @@ pub struct HostOptions {
     /// watches every turn, after `spectator_delay_turns`, from a snapshot when it comes
     /// mid-game; it cannot submit and the players never wait for it. Default: none.
     pub spectator_tokens: Vec<u64>,
-    /// QUIC (the default) or raw UDP with a Noise handshake (a preview: see [`Transport`]).
+    /// QUIC (the default) or raw UDP with a Noise handshake (see [`Transport`]).
     /// Over UDP, `socket` and `quic_seed` serve the UDP transport alike (`reset_key` is
     /// unused) and clients pin [`HostIdentity::udp_public_key`].
     pub transport: Transport,
@@ -108,6 +108,7 @@ enum HostEndpoint {
     Udp {
         local: SocketAddr,
         conns: UdpConns,
+        drops: Arc<std::sync::Mutex<crate::udp::UdpHostStats>>,
     },
 }
 
@@ -142,11 +143,12 @@ enum Command {
     Start,
     Stats(oneshot::Sender<(HostStats, Vec<(PlayerId, PeerStats)>)>),
     End(u32, oneshot::Sender<Result<Turn, EndError>>),
-    Remove(PlayerId, oneshot::Sender<Result<(), RemoveError>>),
+    Remove(PlayerId, Readmit, oneshot::Sender<Result<(), RemoveError>>),
     Pause(bool),
     Record { seed: u64, turns_max: usize },
     RequestSnapshot(oneshot::Sender<Result<(), SnapshotError>>),
     Replay(oneshot::Sender<Option<Replay>>),
+    KeepState(Turn, Vec<u8>, oneshot::Sender<Result<(), SnapshotError>>),
 }
 
 /// A running host. Generic over the game's command type `C` and codec `K` (postcard).
@@ -208,9 +210,9 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             Transport::Udp => {
                 let host = udp_host(&session, &admission, &identity, bind, socket, quic_seed)?;
                 let conns = UdpConns::default();
-                let local = host.local_addr();
+                let (local, drops) = (host.local_addr(), host.stats_handle());
                 let serve = udp_accept_loop(host, input_tx, gate.clone(), conns.clone(), uploads);
-                (HostEndpoint::Udp { local, conns }, tokio::spawn(serve))
+                (HostEndpoint::Udp { local, conns, drops }, tokio::spawn(serve))
             }
             _ => {
                 let server = server_config(&identity, &session, &admission)?;
@@ -251,7 +253,11 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// What admission control did so far: attempts admitted and refused by cause, join
     /// outcomes, connections pending now (exact counters; see [`Admission`]).
     pub fn admission_stats(&self) -> AdmissionStats {
-        self.gate.stats()
+        let mut stats = self.gate.stats();
+        if let HostEndpoint::Udp { drops, .. } = &self.endpoint {
+            stats.udp = *drops.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        stats
     }
 
     /// The host's own player, if it plays.
@@ -346,17 +352,35 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 
     /// Ends the game with the game's own `code`: the next sealed turn is the last, every peer
     /// executes up to it and ends with [`EndReason::Finished`](crate::EndReason::Finished);
-    /// [`next_turn`](Self::next_turn) returns `None` after it, and once every player holds
-    /// it the host's driver stops (then call [`shutdown`](Self::shutdown)). Returns the last
-    /// turn.
+    /// [`next_turn`](Self::next_turn) returns `None` after it. The driver stays up for
+    /// [`stats`](Self::stats) and [`replay`](Self::replay) until [`shutdown`](Self::shutdown)
+    /// (a client that still holds turns to execute when the host shuts down plays them out
+    /// and ends `Finished`). Returns the last turn.
     pub async fn end(&self, code: u32) -> Result<Turn, SessionError> {
         self.handle.ask(|reply| Command::End(code, reply)).await?.map_err(SessionError::End)
     }
 
     /// Removes (kicks) a remote player: they leave at the next sealed turn and their
     /// connection is closed ([`CLOSE_REMOVED`]: they end with `EndReason::Removed` at once).
-    pub async fn remove(&self, player: PlayerId) -> Result<(), SessionError> {
-        self.handle.ask(|reply| Command::Remove(player, reply)).await?.map_err(SessionError::Remove)
+    /// `readmit` says whether they may come back: [`Readmit::Allow`] keeps their seat open
+    /// for `rejoin_window_ms` (their token takes it back, as after a crash);
+    /// [`Readmit::Never`] is a ban (their token is refused with `JoinRefusal::TokenRevoked`
+    /// for the rest of the session).
+    pub async fn remove(&self, player: PlayerId, readmit: Readmit) -> Result<(), SessionError> {
+        let remove = |reply| Command::Remove(player, readmit, reply);
+        self.handle.ask(remove).await?.map_err(SessionError::Remove)
+    }
+
+    /// Keeps the host's own game's serialized state after `turn`, which it just executed, for
+    /// desync forensics (a listen server; see [`Client::keep_state`](crate::Client::keep_state)):
+    /// call it after every turn, with [`report_state_hash`](Self::report_state_hash) for every
+    /// turn, and a divergence of the host's own game is diagnosed like a client's
+    /// (`HostEvent::DesyncDiagnosed`). Refused with [`SessionError::Snapshot`] past
+    /// `snapshot_bytes_max`, without a player of the host's own, or for a turn not executed
+    /// yet or not after the last one kept.
+    pub async fn keep_state(&self, turn: Turn, state: Vec<u8>) -> Result<(), SessionError> {
+        let keep = |reply| Command::KeepState(turn, state, reply);
+        self.handle.ask(keep).await?.map_err(SessionError::Snapshot)
     }
 
     /// Asks for a snapshot after the next check turn, besides those of
@@ -686,7 +710,12 @@ async fn forward_datagrams(conn: &quinn::Connection, player: Joined, inputs: &mp
                     return;
                 }
             }
-            Err(quinn::ConnectionError::ApplicationClosed(_)) => {
+            // Only a client's own goodbye is a leave, as over UDP: any other close (a dropped
+            // session's implicit one among them) is a lost connection, left to the idle
+            // timeout and the rejoin window.
+            Err(quinn::ConnectionError::ApplicationClosed(close))
+                if close.error_code == quinn::VarInt::from_u32(CLOSE_LEFT) =>
+            {
                 let _ = inputs.send(Input::Left(player, id)).await;
                 return;
             }
@@ -752,8 +781,8 @@ impl Side for HostSide {
             Command::End(code, reply) => {
                 let _ = reply.send(self.host.end(now_ms, code));
             }
-            Command::Remove(player, reply) => {
-                let _ = reply.send(self.host.remove(now_ms, player));
+            Command::Remove(player, readmit, reply) => {
+                let _ = reply.send(self.host.remove(now_ms, player, readmit));
             }
             Command::Pause(true) => self.host.pause(now_ms),
             Command::Pause(false) => self.host.resume(now_ms),
@@ -763,6 +792,9 @@ impl Side for HostSide {
             }
             Command::Replay(reply) => {
                 let _ = reply.send(self.host.replay().cloned());
+            }
+            Command::KeepState(turn, state, reply) => {
+                let _ = reply.send(self.host.keep_state(turn, state));
             }
             Command::Stats(reply) => {
                 let host = &self.host;
@@ -814,7 +846,7 @@ impl Side for HostSide {
                     // stops the host waiting for the player's acknowledgements.
                     match joined {
                         Joined::Player(player) => {
-                            let _ = self.host.remove(now_ms, player);
+                            let _ = self.host.remove(now_ms, player, Readmit::Allow);
                         }
                         Joined::Spectator(id) => {
                             self.host.remove_spectator(id);
@@ -870,6 +902,10 @@ impl Side for HostSide {
 
     fn next_turn(&mut self, _now_ms: u64) -> Option<TurnBundle> {
         self.host.next_turn()
+    }
+
+    fn is_catching_up(&self) -> bool {
+        false
     }
 
     fn is_over(&self) -> bool {

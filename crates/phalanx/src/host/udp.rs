@@ -152,8 +152,15 @@ async fn read_join(conn: &Connection, receiver: &mut UdpReceiver, pass: &Pass) -
             refuse(conn, &reply).await;
             None
         }
+        // Closed by the client, or gone silent (no datagram for the idle timeout): each is
+        // counted as what it was.
         Ok(None) => {
-            gate.count(Outcome::ClosedBeforeJoin, address, None);
+            match receiver.close_reason() {
+                Some(CloseReason::Idle) => {
+                    gate.count(Outcome::JoinTimeout, address, Some("the client went silent"));
+                }
+                _ => gate.count(Outcome::ClosedBeforeJoin, address, None),
+            }
             None
         }
         Err(_) => {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use phalanx_udp::stream::{StreamConfig, ACK, SEGMENT};
@@ -156,8 +156,42 @@ struct Entry<S> {
 type Accepted<S> = (UdpConnection<S>, UdpReceiver);
 
 enum Role<S> {
-    Host { responder: Box<Responder>, accepted: mpsc::Sender<Accepted<S>> },
+    Host {
+        responder: Box<Responder>,
+        accepted: mpsc::Sender<Accepted<S>>,
+        drops: Arc<Mutex<UdpHostStats>>,
+    },
     Client,
+}
+
+/// What a UDP host's endpoint answered and dropped, over every address: handshakes (cookies,
+/// replays, packets that are not handshakes) and the data packets of its connections that did
+/// not open (forged, replayed, too old). An attack shows here before it shows anywhere else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UdpHostStats {
+    /// The handshake responder's counters.
+    pub handshakes: phalanx_udp::ResponderStats,
+    /// Data packets dropped as malformed (truncated, oversize, wrong type).
+    pub packets_malformed: u64,
+    /// Data packets whose tag did not verify (corrupted, forged, another channel's).
+    pub packets_tampered: u64,
+    /// Authentic data packets already delivered (replays).
+    pub packets_replayed: u64,
+    /// Authentic data packets older than the replay window.
+    pub packets_too_old: u64,
+}
+
+impl UdpHostStats {
+    fn count(&mut self, dropped: phalanx_udp::Dropped) {
+        let counter = match dropped {
+            phalanx_udp::Dropped::Malformed => &mut self.packets_malformed,
+            phalanx_udp::Dropped::Tampered => &mut self.packets_tampered,
+            phalanx_udp::Dropped::Replayed => &mut self.packets_replayed,
+            phalanx_udp::Dropped::TooOld => &mut self.packets_too_old,
+        };
+        *counter += 1;
+    }
 }
 
 struct Endpoint<S> {
@@ -213,8 +247,17 @@ impl<S: DatagramSocket> Endpoint<S> {
         let Some(entry) = self.peers.get_mut(&from) else { return };
         let link = entry.link.clone();
         let mut core = link.core();
-        // A packet that does not open is counted by the channel and dropped.
-        let Ok(payload) = core.channel.open(packet) else { return };
+        // A packet that does not open is counted (by the channel, and the host's endpoint) and
+        // dropped.
+        let payload = match core.channel.open(packet) {
+            Ok(payload) => payload,
+            Err(dropped) => {
+                if let Role::Host { drops, .. } = &self.role {
+                    drops.lock().unwrap_or_else(PoisonError::into_inner).count(dropped);
+                }
+                return;
+            }
+        };
         entry.last_heard = Instant::now();
         entry.response = None;
         match payload.split_first() {
@@ -244,8 +287,10 @@ impl<S: DatagramSocket> Endpoint<S> {
     /// A handshake packet from an address without a connection (the host).
     fn on_handshake(&mut self, from: SocketAddr, packet: &[u8]) {
         let now_ms = self.epoch.elapsed().as_millis() as u64;
-        let Role::Host { responder, accepted } = &mut self.role else { return };
-        match responder.handle(from, packet, now_ms) {
+        let Role::Host { responder, accepted, drops } = &mut self.role else { return };
+        let outcome = responder.handle(from, packet, now_ms);
+        drops.lock().unwrap_or_else(PoisonError::into_inner).handshakes = responder.stats();
+        match outcome {
             Outcome::Reply(reply) => {
                 let _ = self.socket.try_send_to(&reply, from);
             }
@@ -312,6 +357,7 @@ pub struct UdpHost<S = tokio::net::UdpSocket> {
     local: SocketAddr,
     public: HostPublicKey,
     accepted: mpsc::Receiver<Accepted<S>>,
+    drops: Arc<Mutex<UdpHostStats>>,
 }
 
 impl<S> std::fmt::Debug for UdpHost<S> {
@@ -328,18 +374,30 @@ impl<S: DatagramSocket> UdpHost<S> {
         let local = socket.local_addr()?;
         let public = key.public();
         let (tx, accepted) = mpsc::channel(options.peers_max.max(1));
+        let drops = Arc::new(Mutex::new(UdpHostStats::default()));
         let endpoint = Endpoint {
             socket: Arc::new(socket),
             role: Role::Host {
                 responder: Box::new(Responder::new(key, random_bytes(options.seed, b"responder"))),
                 accepted: tx,
+                drops: drops.clone(),
             },
             peers: BTreeMap::new(),
             options,
             epoch: Instant::now(),
         };
         tokio::spawn(endpoint.run());
-        Ok(UdpHost { local, public, accepted })
+        Ok(UdpHost { local, public, accepted, drops })
+    }
+
+    /// What the endpoint answered and dropped so far.
+    pub fn stats(&self) -> UdpHostStats {
+        *self.drops.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A cloneable reader of [`stats`](Self::stats), for whoever outlives this handle.
+    pub(crate) fn stats_handle(&self) -> Arc<Mutex<UdpHostStats>> {
+        self.drops.clone()
     }
 
     /// The next client whose handshake completed; `None` if the endpoint stopped.

@@ -35,7 +35,7 @@ use phalanx_udp::stream::SendError;
 use phalanx_udp::{Channel, SealError, Stream};
 use tokio::sync::mpsc;
 
-pub use endpoint::{connect, UdpConnectError, UdpHost, UdpOptions};
+pub use endpoint::{connect, UdpConnectError, UdpHost, UdpHostStats, UdpOptions};
 pub use phalanx_udp::{HostKey, HostPublicKey};
 
 /// The first byte of a channel payload: a datagram (the stream's packets use 1 and 2).

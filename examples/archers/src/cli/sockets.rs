@@ -78,10 +78,11 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
         }
         let limit = Duration::from_secs_f64(minutes * 60.0 * 3.0 + 120.0);
         let mut waiting: Option<Instant> = None;
+        let mut ended = false;
         let config = game.session();
         let outcome = session
             .serve(Duration::from_secs(300), limit, |event| {
-                eprintln!("host: {}", host_event_words(event, &mut waiting, &config));
+                eprintln!("host: {}", host_event_words(event, &mut waiting, &mut ended, &config));
             })
             .await;
         match outcome {
@@ -93,6 +94,7 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
                     outcome.commands_sealed,
                     outcome.desyncs.len()
                 );
+                eprintln!("host: {}", admission_words(&outcome.admission));
                 ExitCode::SUCCESS
             }
             Err(error) => {
@@ -103,10 +105,45 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
     })
 }
 
-/// A host event in words, for its stderr; `waiting` keeps when the current wait began.
+/// The end-of-match summary of what the host refused and dropped, for its stderr: an attack
+/// shows here (refused connections, failed handshakes, forged or replayed packets).
+fn admission_words(stats: &phalanx::AdmissionStats) -> String {
+    let udp = &stats.udp;
+    let handshakes = &udp.handshakes;
+    format!(
+        "admission: {} admitted, {} joined; refused {} busy, {} per address; {} handshakes \
+         failed, {} join timeouts, {} joins refused, {} closed before joining, {} evicted idle; \
+         udp: {} cookie replies, {} bad cookies, {} handshakes dropped (malformed {}, \
+         undecryptable {}, replayed {}), packets dropped: {} tampered, {} replayed, {} too old, \
+         {} malformed",
+        stats.admitted,
+        stats.joins_accepted,
+        stats.refused_busy,
+        stats.refused_address,
+        stats.handshakes_failed,
+        stats.join_timeouts,
+        stats.joins_refused,
+        stats.closed_before_join,
+        stats.evicted_idle,
+        handshakes.cookie_replies,
+        handshakes.bad_cookies,
+        handshakes.malformed + handshakes.undecryptable + handshakes.replayed,
+        handshakes.malformed,
+        handshakes.undecryptable,
+        handshakes.replayed,
+        udp.packets_tampered,
+        udp.packets_replayed,
+        udp.packets_too_old,
+        udp.packets_malformed,
+    )
+}
+
+/// A host event in words, for its stderr; `waiting` keeps when the current wait began, and
+/// `ended` whether the session has ended (a player that goes after that has finished).
 fn host_event_words(
     event: &HostEvent,
     waiting: &mut Option<Instant>,
+    ended: &mut bool,
     config: &phalanx::SessionConfig,
 ) -> String {
     let seconds = |ms: u32| f64::from(ms) / 1e3;
@@ -124,6 +161,9 @@ fn host_event_words(
             "player {} misbehaved (too many malformed datagrams): removed at the next sealed turn",
             player.0
         ),
+        HostEvent::PlayerRemoved(player) if *ended => {
+            format!("player {} finished the match and disconnected", player.0)
+        }
         HostEvent::PlayerRemoved(player) => {
             format!("player {} left: removed at the next sealed turn", player.0)
         }
@@ -147,7 +187,10 @@ fn host_event_words(
             "pace: {} ms turns, commands execute {} turn(s) after they are given",
             pace.turn_length_ms, pace.command_delay_turns
         ),
-        HostEvent::Ended(cause) => format!("the session ended ({cause:?})"),
+        HostEvent::Ended(cause) => {
+            *ended = true;
+            format!("the session ended ({cause:?})")
+        }
         HostEvent::Desync(report) => format!(
             "desync at turn {}: players {:?} diverged",
             report.turn.0,
