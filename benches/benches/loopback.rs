@@ -14,9 +14,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use phalanx::{
-    Client, ClientOptions, Host, HostIdentity, HostOptions, HostVerification, SessionConfig,
-};
+use phalanx::{Client, ClientOptions, Host, HostIdentity, HostOptions, HostVerification, SessionConfig};
 
 /// Turns before measuring (joins, handshakes, pace settling) and turns measured.
 const WARM_TURNS: u32 = 20;
@@ -55,7 +53,7 @@ fn run(clients: usize) -> u64 {
             let mut joined = 0;
             while joined < clients {
                 while let Some(event) = host.try_event() {
-                    joined += usize::from(matches!(event, phalanx::HostEvent::PlayerJoined(_)));
+                    joined += usize::from(matches!(event, phalanx::Event::PlayerJoined(_)));
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }

@@ -1,11 +1,11 @@
 //! Desync forensics at L2 (real quinn under turmoil, 1 % loss, 10 ms jitter), as a game uses
 //! it: players keep their state after every turn; one bit of one field of one entity flips
 //! in a random player's game after a random turn. The host pins that exact turn, gets the
-//! reference's and the diverged player's states there (`HostEvent::DesyncDiagnosed`), and
+//! reference's and the diverged player's states there (`Event::DesyncDiagnosed`), and
 //! the game's inspection hook names exactly that field; the bundle reads back; every player
 //! plays on (warn).
 
-use phalanx::{DesyncBundle, HostEvent, PlayerId, Turn, TypedRecord, TypedTurn};
+use phalanx::{desync::DesyncBundle, Event, PlayerId, Turn, TypedRecord, TypedTurn};
 use phalanx_sim::{run_with, Rng, SimConfig, SimGame};
 use phalanx_testkit::{for_each_seed, seeded_test};
 
@@ -110,7 +110,7 @@ fn the_flipped_field_is_named_at_its_first_divergent_turn() {
                 .events
                 .iter()
                 .filter_map(|(_, event)| match event {
-                    HostEvent::DesyncDiagnosed(bundle) => Some(bundle.as_ref()),
+                    Event::DesyncDiagnosed(bundle) => Some(bundle.as_ref()),
                     _ => None,
                 })
                 .collect();

@@ -3,7 +3,7 @@
 //! host pins that exact turn as the first divergent one, naming that player, and the game
 //! goes on (warn).
 
-use phalanx::{HostEvent, PlayerId, Turn};
+use phalanx::{Event, PlayerId, Turn};
 use phalanx_sim::{run_with, ChainGame, Rng, SimConfig};
 use phalanx_testkit::{for_each_seed, seeded_test};
 
@@ -23,7 +23,7 @@ fn the_first_divergent_turn_is_pinned_exactly() {
             .events
             .iter()
             .filter_map(|(_, event)| match event {
-                HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
+                Event::DesyncPinned { check_turn, first_turn, players, exact } => {
                     Some((*check_turn, *first_turn, players.clone(), *exact))
                 }
                 _ => None,

@@ -3,7 +3,7 @@
 //! every state hash matches everyone else's (L3); after the window it stays dropped (as row 7)
 //! and its join is refused with a typed error.
 
-use phalanx::{JoinRefusal, PlayerId};
+use phalanx::{error::JoinRefusal, PlayerId};
 use phalanx_sim::{run_with, ChainGame, PlayerReport, Rng, SimConfig, SimReport, Step};
 use phalanx_testkit::{for_each_seed, seeded_test};
 

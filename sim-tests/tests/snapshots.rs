@@ -4,7 +4,7 @@
 //! with everyone from there on. A game that plays on long enough for its turns to outgrow the
 //! rejoin log still takes its players back.
 
-use phalanx::{HostEvent, PlayerId, SessionConfig, SnapshotRejection};
+use phalanx::{proto::SnapshotRejection, Event, PlayerId, SessionConfig};
 use phalanx_sim::{run_with, ChainGame, PlayerReport, Rng, SimConfig, SimReport, Step};
 use phalanx_testkit::{for_each_seed, seeded_test};
 
@@ -158,7 +158,7 @@ fn a_snapshot_that_does_not_match_is_rejected_and_a_good_one_is_used() {
         let rejected = report.events.iter().filter(|(_, event)| {
             matches!(
                 event,
-                HostEvent::SnapshotRejected {
+                Event::SnapshotRejected {
                     from: Some(PlayerId(0)),
                     reason: SnapshotRejection::HashMismatch { .. },
                     ..

@@ -26,8 +26,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let identity = HostIdentity::generate_self_signed("minimal")?;
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse()?, vec![]);
     options.local_player = true; // a listen server: the host plays
-    let session = Session::<Move>::host(options, None)?;
-    session.start()?;
+    let (session, control) = Session::<Move>::host(options, None)?;
+    control.start()?;
     App::new()
         .add_plugins((MinimalPlugins, PhalanxPlugin::new(session).with_ticks_per_turn(2)))
         .hash_component::<Unit>() // hashed after every turn, in SimId order

@@ -55,10 +55,7 @@ use std::sync::{Arc, Mutex};
 use bevy::app::{App, Plugin, PreUpdate};
 use bevy::ecs::prelude::*;
 use bevy::ecs::schedule::ScheduleLabel;
-use phalanx::{
-    ClientEvent, DesyncBundle, DesyncReport, EndReason, HostEvent, PlayerId, Session, SessionEvent,
-    Turn, TypedRecord,
-};
+use phalanx::{desync::{DesyncBundle, DesyncReport}, EndReason, Event, PlayerId, Session, Turn, TypedRecord};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -349,7 +346,8 @@ where
     let state_hash = hash::state(world);
     // Errors mean the session is over: the end is told once it is.
     let _ = lockstep.session.report_state_hash(number, state_hash);
-    let keep = lockstep.keep_states && lockstep.session.as_client().is_some();
+    // A game with a player of its own keeps states (a dedicated host has none to keep).
+    let keep = lockstep.keep_states && lockstep.session.player().is_some();
     if let Some(state) = save.filter(|_| wants_snapshot || keep).map(|save| save(world)) {
         // One save serves both: the snapshot asked for and the state kept for forensics.
         if keep {
@@ -365,19 +363,12 @@ where
 }
 
 /// The message for a session event, if the game needs one.
-fn lifecycle(event: SessionEvent) -> Option<LockstepEvent> {
+fn lifecycle(event: Event) -> Option<LockstepEvent> {
     match event {
-        SessionEvent::Host(HostEvent::Desync(report))
-        | SessionEvent::Client(ClientEvent::Desync(report)) => Some(LockstepEvent::Desync(report)),
-        SessionEvent::Host(HostEvent::Waiting(players))
-        | SessionEvent::Client(ClientEvent::Waiting(players)) => {
-            Some(LockstepEvent::Waiting(players))
-        }
-        SessionEvent::Host(HostEvent::StallEnded)
-        | SessionEvent::Client(ClientEvent::StallEnded) => Some(LockstepEvent::StallEnded),
-        SessionEvent::Host(HostEvent::DesyncDiagnosed(bundle)) => {
-            Some(LockstepEvent::DesyncDiagnosed(bundle))
-        }
+        Event::Desync(report) => Some(LockstepEvent::Desync(report)),
+        Event::Waiting(players) => Some(LockstepEvent::Waiting(players)),
+        Event::StallEnded => Some(LockstepEvent::StallEnded),
+        Event::DesyncDiagnosed(bundle) => Some(LockstepEvent::DesyncDiagnosed(bundle)),
         _ => None,
     }
 }

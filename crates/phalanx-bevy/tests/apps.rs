@@ -10,10 +10,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
-use phalanx::{
-    ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, PlayerId, Session,
-    SessionConfig, Turn,
-};
+use phalanx::{ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, PlayerId, Session, SessionConfig, Turn};
 use phalanx_bevy::{
     CurrentTurn, ExecuteCommands, Lockstep, LockstepAppExt, LockstepEvent, PhalanxPlugin, SimId,
     SimulationTick, StateHash, Submit,
@@ -157,15 +154,16 @@ fn play_keeping(corrupt: Option<(usize, u32)>, end_at: u32, keep_states: bool) -
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     options.session = config();
     options.local_player = true;
-    let host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let mut sessions = vec![host];
     for token in 1..=3 {
         let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
         options.session = config();
         sessions.push(Session::connect(addr, options, None).expect("joins"));
     }
-    sessions[0].start().expect("starts");
+    control.start().expect("starts");
     let corrupt_at = |index: usize| corrupt.filter(|c| c.0 == index).map(|c| c.1);
     let mut apps: Vec<App> =
         sessions.into_iter().enumerate().map(|(i, s)| app(s, corrupt_at(i), keep_states)).collect();
@@ -178,8 +176,7 @@ fn play_keeping(corrupt: Option<(usize, u32)>, end_at: u32, keep_states: bool) -
         let host_turn = apps[0].world().resource::<StateHash>().turn.map_or(0, |t| t.0);
         if host_turn >= end_at && !ended {
             ended = true;
-            let mut lockstep = apps[0].world_mut().resource_mut::<Lockstep<Order>>();
-            lockstep.session_mut().end(0).expect("the host ends it");
+            control.end(0).expect("the host ends it");
         }
         if apps.iter().all(|app| app.world().resource::<Seen>().ended.is_some()) {
             break;
@@ -295,15 +292,16 @@ fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     options.session = session.clone();
     options.local_player = true;
-    let host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let connect = |token| {
         let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
         options.session = session.clone();
         Session::<Order>::connect(addr, options, None).expect("joins")
     };
     let first = connect(1);
-    host.start().expect("starts");
+    control.start().expect("starts");
     // `app` registers the game's snapshots (save and restore).
     let mut apps = vec![app(host, None, false), app(first, None, false)];
     let (mut alphas, deadline) = (Vec::new(), Instant::now() + Duration::from_secs(60));

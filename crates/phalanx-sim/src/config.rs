@@ -126,7 +126,7 @@ pub struct SimConfig {
     pub desync_at: Option<(PlayerId, u32)>,
     /// Players keep their game's state after every turn ([`SimGame::save`](crate::SimGame::save),
     /// `Client::keep_state`), so that a desync's forensics gets both states at the first
-    /// divergent turn (`HostEvent::DesyncDiagnosed` in [`SimReport::events`](crate::SimReport::events)).
+    /// divergent turn (`Event::DesyncDiagnosed` in [`SimReport::events`](crate::SimReport::events)).
     /// Off by default: a save every turn costs the game's time.
     pub keep_states: bool,
     /// A hostile node tries this many joins with bad tokens while the game runs (row 22).

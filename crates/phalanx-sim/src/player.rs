@@ -9,7 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use phalanx::{Client, ClientEvent, JoinRefusal, PlayerId, TypedRecord, TypedTurn};
+use phalanx::{error::JoinRefusal, Client, Event, PlayerId, TypedRecord, TypedTurn};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -269,7 +269,7 @@ fn record_turn<C: Serialize + DeserializeOwned>(
 ) {
     let me = client.player().unwrap_or(PlayerId(u8::MAX));
     while let Some(event) = client.try_event() {
-        if let ClientEvent::Desync(desync) = event {
+        if let Event::Desync(desync) = event {
             let diverged = desync.diverged.clone();
             run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
         }

@@ -1,9 +1,7 @@
 //! What a run produced: one [`PlayerReport`] per player, in seat order, and the run-wide
 //! counts (trace digest, datagrams, host events).
 
-use phalanx::{
-    ClientStats, CommandSeq, EndReason, HostEvent, JoinRefusal, PlayerId, SpectatorId, Ticket, Turn,
-};
+use phalanx::{error::JoinRefusal, proto::{CommandSeq, SpectatorId, Ticket}, stats::ClientStats, EndReason, Event, PlayerId, Turn};
 
 use crate::Step;
 

@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use phalanx::{Fingerprint, Host, HostEvent, HostIdentity, HostOptions, PlayerId};
+use phalanx::{Event, Fingerprint, Host, HostIdentity, HostOptions, PlayerId};
 
 use crate::director::{director_node, flood_node};
 use crate::player::player_node;
@@ -219,7 +219,7 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
             biased;
             event = host.next_event(), if events_open => match event {
                 Some(event) => {
-                    if matches!(event, HostEvent::PlayerJoined(_)) {
+                    if matches!(event, Event::PlayerJoined(_)) {
                         joined += 1;
                     }
                     let line = (now_ms(), format!("{event:?}"));

@@ -22,7 +22,9 @@ use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::tls::{client_tls, HostVerification, Mismatch};
 use crate::transport::{transport_config, End};
 use crate::udp::{QuinnSocket, Received, UdpError, UdpOptions, UdpReceiver};
-use crate::{Clock, ConnectError, JoinStreamError, NoTurn, SessionError, Submitter, Update};
+use crate::error::JoinStreamError;
+use crate::session::{NoTurn, Submitter, Update};
+use crate::{Clock, ConnectError, Event, SessionError};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -137,7 +139,7 @@ pub struct Client<C, K: CommandCodec = DefaultCodec> {
     endpoint: Option<quinn::Endpoint>,
     connection: Conn,
     joined: Joined,
-    handle: Handle<Command, ClientEvent>,
+    handle: Handle<Command, Event>,
     ended: tokio::sync::watch::Receiver<Option<EndReason>>,
     driver: JoinHandle<()>,
     _types: PhantomData<fn(C) -> (C, K)>,
@@ -297,18 +299,18 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// [`next_event`](Self::next_event) would each need this handle. Cancel-safe; `None` once
     /// the session is over and its last turn and events were taken (so `while let Some(u) =
     /// x.next_update().await` ends with the game, though the driver stays up for `stats`).
-    pub async fn next_update(&mut self) -> Option<Update<C, ClientEvent>> {
+    pub async fn next_update(&mut self) -> Option<Update<C>> {
         self.handle.next_update::<C, K>().await
     }
 
     /// The next event, waiting for it (cancel-safe: use it in `select!` beside the game's own
     /// work); `None` once the session's driver has stopped.
-    pub async fn next_event(&mut self) -> Option<ClientEvent> {
+    pub async fn next_event(&mut self) -> Option<Event> {
         self.handle.next_event().await
     }
 
     /// The next event, if one is waiting.
-    pub fn try_event(&mut self) -> Option<ClientEvent> {
+    pub fn try_event(&mut self) -> Option<Event> {
         self.handle.try_event()
     }
 
@@ -537,7 +539,7 @@ struct ClientSide {
 impl Side for ClientSide {
     type Command = Command;
     type Inputs = Datagrams;
-    type Event = ClientEvent;
+    type Event = Event;
     // A lost connection does not stop the driver: the session's idle timer ends it shortly
     // with a typed outcome (HostLost).
     const STOPS_WHEN_INPUTS_END: bool = false;
@@ -636,13 +638,13 @@ impl Side for ClientSide {
         true
     }
 
-    fn poll_event(&mut self) -> Option<ClientEvent> {
+    fn poll_event(&mut self) -> Option<Event> {
         let event = self.client.poll_event()?;
         crate::trace::client_event(&event);
         if let ClientEvent::Ended(reason) = event {
             let _ = self.ended.send(Some(reason));
         }
-        Some(event)
+        Some(event.into())
     }
 
     fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {

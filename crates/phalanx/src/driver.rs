@@ -20,7 +20,8 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use crate::{Clock, NoTurn, SessionError};
+use crate::session::NoTurn;
+use crate::{Clock, SessionError};
 
 /// Events kept for the application; see [`EventQueue`] for what happens past it.
 const EVENTS_MAX: usize = 1_024;
@@ -484,6 +485,41 @@ impl<Own, Event> Handle<Own, Event> {
         self.send(command(reply)).await?;
         answer.await.map_err(|_| SessionError::Closed)
     }
+
+    /// A cloneable sender of this end's own commands, for a thread that is not the game's.
+    pub(crate) fn control(&self) -> Control<Own> {
+        Control { commands: self.commands.clone() }
+    }
+}
+
+/// Sends a driver its end's own commands from any thread, blocking (not from inside an async
+/// task: tokio refuses to block there).
+pub(crate) struct Control<Own> {
+    commands: mpsc::Sender<Command<Own>>,
+}
+
+impl<Own> Clone for Control<Own> {
+    fn clone(&self) -> Self {
+        Control { commands: self.commands.clone() }
+    }
+}
+
+impl<Own> Control<Own> {
+    /// Sends a command and waits until the driver has it.
+    pub(crate) fn tell(&self, command: Own) -> Result<(), SessionError> {
+        let command = Command::Own(command);
+        self.commands.blocking_send(command).map_err(|_| SessionError::Closed)
+    }
+
+    /// Sends a command that carries a reply channel, and waits for the answer.
+    pub(crate) fn ask<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<T>) -> Own,
+    ) -> Result<T, SessionError> {
+        let (reply, answer) = oneshot::channel();
+        self.tell(command(reply))?;
+        answer.blocking_recv().map_err(|_| SessionError::Closed)
+    }
 }
 
 async fn submit<C: Serialize, K: CommandCodec>(
@@ -531,7 +567,7 @@ impl<C: Serialize, K: CommandCodec> Submitter<C, K> {
 /// What [`Host::next_update`](crate::Host::next_update) and
 /// [`Client::next_update`](crate::Client::next_update) return: a turn to execute, or an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Update<C, E> {
+pub enum Update<C, E = crate::Event> {
     /// The next turn, in order.
     Turn(TypedTurn<C>),
     /// An event.

@@ -51,34 +51,28 @@
 mod admission;
 mod client;
 mod conn;
+pub mod desync;
 mod driver;
+pub mod error;
+mod event;
 mod host;
-mod session;
+pub mod session;
 mod tls;
+pub mod replay;
+pub mod stats;
 mod trace;
 mod transport;
 pub mod udp;
 
-use std::fmt;
-
-pub use admission::{Admission, AdmissionStats};
-pub use client::{Client, ClientOptions, JoinProgress, RawDatagramSender};
+pub use client::{Client, ClientOptions};
 pub use conn::Transport;
-pub use driver::{Submitter, Update};
-pub use host::{Host, HostOptions, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
-pub use phalanx_proto::{
-    verify_replay, ClientEvent, ClientJoinError, ClientStats, CodecError, CommandCodec, CommandSeq,
-    ConfigError, DefaultCodec, DesyncBundle, DesyncPolicy, DesyncReference, DesyncReport,
-    DiffError, DropCounters, EndCause, EndError, EndReason, HostEvent, HostStats, JoinRefusal,
-    Joined, LinkStats, Pace, PauseBy, PeerState, PeerStats, PlayerId, Readmit, RemoveError, Replay,
-    ReplayError, ReplayGame, ReplayVerified, SessionConfig, Snapshot, SnapshotError,
-    SnapshotRejection, SpectatorGone, SpectatorId, SplitMix64, SubmitError, Ticket, Turn,
-    TurnBundle, TypedRecord, TypedTurn,
-};
-pub use session::{Session, SessionEvent, SessionStats};
-pub use tls::{
-    Fingerprint, FingerprintParseError, HostIdentity, HostVerification, IdentityError, ALPN,
-};
+pub use error::{ConnectError, HostError, SessionError};
+pub use event::Event;
+pub use host::{Host, HostControl, HostOptions};
+pub use phalanx_proto as proto;
+pub use phalanx_proto::{EndReason, PlayerId, Readmit, SessionConfig, Turn, TypedRecord, TypedTurn};
+pub use session::Session;
+pub use tls::{Fingerprint, HostIdentity, HostVerification};
 
 /// Seeds an endpoint's randomness and connection ids, for reproducible simulations.
 pub(crate) fn seed_endpoint(
@@ -155,190 +149,3 @@ impl Clock {
     }
 }
 
-/// Why a host could not start.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum HostError {
-    /// The session config is invalid.
-    Config(phalanx_proto::ConfigError),
-    /// The identity does not make a TLS configuration.
-    Identity(IdentityError),
-    /// The TLS configuration does not suit QUIC (no TLS 1.3 cipher suite QUIC can start with).
-    Tls(quinn::crypto::rustls::NoInitialCipherSuite),
-    /// The socket could not be bound.
-    Bind(std::io::Error),
-    /// No tokio runtime is running: call from inside one.
-    NoRuntime,
-    /// `local_player` was asked for but the session has no free seat.
-    NoSeatForLocalPlayer,
-}
-
-impl fmt::Display for HostError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HostError::Config(error) => write!(f, "invalid session config: {error}"),
-            HostError::Identity(error) => error.fmt(f),
-            HostError::Tls(error) => write!(f, "TLS configuration: {error}"),
-            HostError::Bind(error) => write!(f, "cannot bind the socket: {error}"),
-            HostError::NoRuntime => write!(f, "no tokio runtime is running"),
-            HostError::NoSeatForLocalPlayer => write!(f, "no seat left for the host's player"),
-        }
-    }
-}
-
-impl std::error::Error for HostError {}
-
-/// How the join's reliable stream failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum JoinStreamError {
-    /// Sending the join request failed.
-    Write(quinn::WriteError),
-    /// The stream was closed before the request was finished.
-    Closed(quinn::ClosedStream),
-    /// Reading the host's reply failed (or it was longer than a join reply may be).
-    Read(quinn::ReadToEndError),
-}
-
-impl fmt::Display for JoinStreamError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinStreamError::Write(error) => write!(f, "sending the request: {error}"),
-            JoinStreamError::Closed(error) => write!(f, "finishing the request: {error}"),
-            JoinStreamError::Read(error) => write!(f, "reading the reply: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for JoinStreamError {}
-
-/// Why a client could not join.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum ConnectError {
-    /// The session config is invalid.
-    Config(phalanx_proto::ConfigError),
-    /// The TLS configuration could not be built.
-    Tls(rustls::Error),
-    /// The local socket could not be bound.
-    Endpoint(std::io::Error),
-    /// The connection could not be started (bad address or server name).
-    Connect(quinn::ConnectError),
-    /// The connection failed: unreachable host, certificate not accepted, or closed.
-    Connection(quinn::ConnectionError),
-    /// The join stream failed.
-    Stream(JoinStreamError),
-    /// No tokio runtime with IO and time is running: call from inside one (or use a
-    /// [`Session`], which brings its own).
-    NoRuntime,
-    /// The host did not answer the join in time.
-    Timeout,
-    /// The host refused every connection attempt before its handshake until the join
-    /// timeout: too many connections are waiting to join (or too many from this address;
-    /// see [`Admission`]). `connect` already tried again at short intervals.
-    HostBusy,
-    /// The host refused the join, or its reply was unusable.
-    Join(phalanx_proto::ClientJoinError),
-    /// The host's certificate is not the pinned one: another host, or an impostor.
-    WrongHost {
-        /// The fingerprint the client pinned.
-        expected: Fingerprint,
-        /// The one the host presented.
-        found: Fingerprint,
-    },
-    /// Over [`Transport::Udp`]: the handshake failed (a wrong pinned key names both keys).
-    Udp(udp::UdpConnectError),
-    /// Over [`Transport::Udp`]: the join's reliable message failed (the connection ended
-    /// before the reply, or the reply was over the limit).
-    UdpJoin(udp::UdpError),
-    /// [`Transport::Udp`] needs [`HostVerification::UdpKey`], and only it takes that.
-    VerificationForOtherTransport,
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectError::Config(error) => write!(f, "invalid session config: {error}"),
-            ConnectError::Tls(error) => write!(f, "TLS configuration: {error}"),
-            ConnectError::Endpoint(error) => write!(f, "cannot bind a local socket: {error}"),
-            ConnectError::Connect(error) => write!(f, "cannot connect: {error}"),
-            ConnectError::Connection(error) => write!(f, "connection failed: {error}"),
-            ConnectError::Stream(error) => write!(f, "join stream failed: {error}"),
-            ConnectError::NoRuntime => write!(f, "no tokio runtime is running"),
-            ConnectError::Timeout => write!(f, "the host did not answer the join in time"),
-            ConnectError::HostBusy => {
-                write!(f, "the host is busy (too many connections waiting to join): retry soon")
-            }
-            ConnectError::WrongHost { expected, found } => write!(
-                f,
-                "the host's certificate fingerprint is {found}, not the pinned {expected}: \
-                 another host (or an impostor) answers at that address"
-            ),
-            ConnectError::Join(error) => error.fmt(f),
-            ConnectError::Udp(error) => error.fmt(f),
-            ConnectError::UdpJoin(error) => write!(f, "join over UDP failed: {error}"),
-            ConnectError::VerificationForOtherTransport => {
-                f.write_str("Transport::Udp pins HostVerification::UdpKey, and only it takes one")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {}
-
-impl ConnectError {
-    /// The host's refusal, if the host refused the join (as opposed to a network or setup
-    /// failure): retrying the same join will not help.
-    pub fn refusal(&self) -> Option<JoinRefusal> {
-        match self {
-            ConnectError::Join(phalanx_proto::ClientJoinError::Refused(refusal)) => Some(*refusal),
-            _ => None,
-        }
-    }
-}
-
-/// Why an operation on a running session failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SessionError {
-    /// The command did not encode.
-    Codec(CodecError),
-    /// The session refused the command (too large, over budget, not running).
-    Submit(SubmitError),
-    /// The session's driver has stopped (the session ended or was shut down).
-    Closed,
-    /// [`Host::end`] was refused (not started, or already ending).
-    End(EndError),
-    /// [`Host::remove`] was refused (nobody remote in that seat).
-    Remove(RemoveError),
-    /// Only a host does that (a [`Session`] of a client was asked to start or end the game).
-    NotHost,
-    /// The snapshot was not taken (not wanted, too large, stale).
-    Snapshot(SnapshotError),
-}
-
-/// Why `try_next_turn` returned no turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NoTurn {
-    /// The next turn has not arrived, or its time on the playout schedule has not come.
-    NotYet,
-    /// The session is over and every turn was taken: none will come.
-    Over,
-}
-
-impl fmt::Display for SessionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SessionError::Codec(error) => error.fmt(f),
-            SessionError::Submit(error) => error.fmt(f),
-            SessionError::Closed => write!(f, "the session has ended"),
-            SessionError::End(error) => write!(f, "cannot end the game: {error}"),
-            SessionError::Remove(error) => write!(f, "cannot remove the player: {error}"),
-            SessionError::NotHost => write!(f, "only a host can do that"),
-            SessionError::Snapshot(error) => write!(f, "snapshot not taken: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for SessionError {}

@@ -1,4 +1,6 @@
-//! The polling session: phalanx for a game loop that is not async.
+//! The polling session: phalanx for a game loop that is not async; and what sessions of every
+//! kind share beyond the crate root (admission limits, the join's progress, turn updates, the
+//! close codes).
 //!
 //! A [`Session`] is any role — a host that plays, a dedicated host that observes every turn,
 //! a client — behind one set of calls a frame loop makes every frame: [`Session::try_next_turn`]
@@ -6,24 +8,44 @@
 //! It runs the same drivers as the async [`Host`] and [`Client`], on a tokio runtime it owns
 //! (one worker thread, started by the constructor) or on one it is given.
 //!
-//! Calls that need the driver's answer (`submit`, `stats`, `end`...) wait for it: a channel
-//! round trip to a task that does nothing slow, tens of microseconds. They must not be made
-//! from inside an async task of the same runtime (tokio refuses to block there): a game that
-//! is async already uses [`Host`] and [`Client`] directly.
+//! A host's session comes with a [`HostControl`]: the host's controls (start, end, kick,
+//! pause, recording, its address and pin) on a cloneable handle that a lobby or an operator
+//! thread holds while the frame loop owns the session.
+//!
+//! Calls that need the driver's answer (`submit`, `stats`...) wait for it: a channel round trip
+//! to a task that does nothing slow, tens of microseconds. They must not be made from inside an
+//! async task of the same runtime (tokio refuses to block there): a game that is async already
+//! uses [`Host`] and [`Client`] directly.
 
 use std::net::SocketAddr;
 
+pub use crate::admission::Admission;
+pub use crate::client::{JoinProgress, RawDatagramSender};
+pub use crate::driver::{Submitter, Update};
+pub use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
+pub use crate::tls::ALPN;
+
 use phalanx_proto::{
-    ClientEvent, ClientStats, CommandCodec, DefaultCodec, EndCause, EndReason, HostEvent,
-    HostStats, PeerStats, PlayerId, Ticket, Turn, TypedTurn,
+    ClientStats, CommandCodec, DefaultCodec, EndReason, HostStats, PeerStats, PlayerId, Ticket,
+    Turn, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::{
-    Client, ClientOptions, ConnectError, Host, HostError, HostOptions, NoTurn, SessionError,
-    Submitter,
+    Client, ClientOptions, ConnectError, Event, Host, HostControl, HostError, HostOptions,
+    SessionError,
 };
+
+/// Why `try_next_turn` returned no turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NoTurn {
+    /// The next turn has not arrived, or its time on the playout schedule has not come.
+    NotYet,
+    /// The session is over and every turn was taken: none will come.
+    Over,
+}
 
 /// Where a session's tasks run.
 #[derive(Debug)]
@@ -64,16 +86,6 @@ impl Runtime {
 enum Role<C, K: CommandCodec> {
     Host(Host<C, K>),
     Client(Client<C, K>),
-}
-
-/// Something a session's driver tells the game: the host's events or a client's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SessionEvent {
-    /// From a host (a listen server or a dedicated host).
-    Host(HostEvent),
-    /// From a client.
-    Client(ClientEvent),
 }
 
 /// A session's counters: the host's (with every connected player's) or a client's.
@@ -121,8 +133,6 @@ pub struct Session<C, K: CommandCodec = DefaultCodec> {
     role: Role<C, K>,
     runtime: Runtime,
     over: bool,
-    /// A host's end: from its own `end`, or the desync policy's `Ended` event.
-    host_end: Option<EndReason>,
 }
 
 impl<C, K> Session<C, K>
@@ -131,15 +141,18 @@ where
     K: CommandCodec,
 {
     /// A host (see [`HostOptions`]: `local_player` for a listen server, `observe_turns` for a
-    /// dedicated host whose game takes every turn). `runtime`: the game's tokio runtime, or
-    /// `None` to start one for the session.
+    /// dedicated host whose game takes every turn), and its controls — start, end, kick,
+    /// pause, recording, its address and pin — for the lobby or an operator thread to hold
+    /// ([`HostControl`]). `runtime`: the game's tokio runtime, or `None` to start one for the
+    /// session.
     pub fn host(
         options: HostOptions,
         runtime: Option<tokio::runtime::Handle>,
-    ) -> Result<Self, HostError> {
+    ) -> Result<(Self, HostControl), HostError> {
         let runtime = Runtime::new(runtime).map_err(HostError::Bind)?;
         let host = runtime.block_on(Host::bind(options))?;
-        Ok(Session { role: Role::Host(host), runtime, over: false, host_end: None })
+        let control = host.control();
+        Ok((Session { role: Role::Host(host), runtime, over: false }, control))
     }
 
     /// A client: connects and joins (waiting for the join's answer). `runtime` as for
@@ -151,30 +164,12 @@ where
     ) -> Result<Self, ConnectError> {
         let runtime = Runtime::new(runtime).map_err(ConnectError::Endpoint)?;
         let client = runtime.block_on(Client::connect(addr, options))?;
-        Ok(Session { role: Role::Client(client), runtime, over: false, host_end: None })
+        Ok(Session { role: Role::Client(client), runtime, over: false })
     }
 
-    /// The underlying host, for what only a host does (its address, fingerprint, `remove`...);
-    /// its async methods run with [`block_on`](Self::block_on).
-    pub fn as_host(&self) -> Option<&Host<C, K>> {
-        match &self.role {
-            Role::Host(host) => Some(host),
-            Role::Client(_) => None,
-        }
-    }
-
-    /// The underlying client, if this session is one.
-    pub fn as_client(&self) -> Option<&Client<C, K>> {
-        match &self.role {
-            Role::Client(client) => Some(client),
-            Role::Host(_) => None,
-        }
-    }
-
-    /// Runs a future on the session's runtime and waits for it (for the async methods of
-    /// [`as_host`](Self::as_host) and [`as_client`](Self::as_client)).
-    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
-        self.runtime.block_on(future)
+    /// Whether this session is a host's (a listen server or a dedicated host).
+    pub fn is_host(&self) -> bool {
+        matches!(self.role, Role::Host(_))
     }
 
     /// Our player: a client's, or a listen server's own (`None` for a dedicated host).
@@ -182,14 +177,6 @@ where
         match &self.role {
             Role::Host(host) => host.local_player(),
             Role::Client(client) => client.player(),
-        }
-    }
-
-    /// Starts the game (a host; a client's session starts when the host's does).
-    pub fn start(&self) -> Result<(), SessionError> {
-        match &self.role {
-            Role::Host(host) => self.runtime.block_on(host.start()),
-            Role::Client(_) => Err(SessionError::NotHost),
         }
     }
 
@@ -244,27 +231,20 @@ where
     }
 
     /// How the session ended (`None` while it runs). A host's ends once it is
-    /// [over](Self::is_over) after its [`end`](Self::end) (or after the desync policy ended it,
-    /// seen through [`try_event`](Self::try_event)), as `Finished` or `Desync`, as its clients'
-    /// do.
+    /// [over](Self::is_over) after [`HostControl::end`] (or after the desync policy ended it),
+    /// as `Finished` or `Desync`, as its clients' do.
     pub fn ended(&self) -> Option<EndReason> {
         match &self.role {
             Role::Client(client) => client.ended(),
-            Role::Host(_) => self.host_end.filter(|_| self.over),
+            Role::Host(host) => host.ended().filter(|_| self.over),
         }
     }
 
     /// The next event, if one is waiting.
-    pub fn try_event(&mut self) -> Option<SessionEvent> {
+    pub fn try_event(&mut self) -> Option<Event> {
         match &mut self.role {
-            Role::Host(host) => {
-                let event = host.try_event()?;
-                if let HostEvent::Ended(EndCause::Desync) = event {
-                    self.host_end = Some(EndReason::Desync);
-                }
-                Some(SessionEvent::Host(event))
-            }
-            Role::Client(client) => client.try_event().map(SessionEvent::Client),
+            Role::Host(host) => host.try_event(),
+            Role::Client(client) => client.try_event(),
         }
     }
 
@@ -340,6 +320,17 @@ where
         }
     }
 
+    /// Asks for a pause (`true`) or a resume (`false`): a host pauses or resumes at once
+    /// (after the next sealed turn); a client asks the host, which grants it within the
+    /// session's pause limits. Every peer gets `Event::Paused` / `Event::Resumed`.
+    pub fn request_pause(&self, pause: bool) -> Result<(), SessionError> {
+        match &self.role {
+            Role::Host(host) if pause => self.runtime.block_on(host.pause()),
+            Role::Host(host) => self.runtime.block_on(host.resume()),
+            Role::Client(client) => self.runtime.block_on(client.request_pause(pause)),
+        }
+    }
+
     /// The session's counters.
     pub fn stats(&self) -> Result<SessionStats, SessionError> {
         match &self.role {
@@ -348,26 +339,6 @@ where
                 Ok(SessionStats::Host(stats, peers))
             }
             Role::Client(client) => self.runtime.block_on(client.stats()).map(SessionStats::Client),
-        }
-    }
-
-    /// Ends the game for everyone (a host; see [`Host::end`]). Returns the last turn.
-    pub fn end(&mut self, code: u32) -> Result<Turn, SessionError> {
-        match &self.role {
-            Role::Host(host) => {
-                let last = self.runtime.block_on(host.end(code))?;
-                self.host_end = Some(EndReason::Finished { code });
-                Ok(last)
-            }
-            Role::Client(_) => Err(SessionError::NotHost),
-        }
-    }
-
-    /// Asks for a snapshot after the next check turn (a host; see [`Host::request_snapshot`]).
-    pub fn request_snapshot(&self) -> Result<(), SessionError> {
-        match &self.role {
-            Role::Host(host) => self.runtime.block_on(host.request_snapshot()),
-            Role::Client(_) => Err(SessionError::NotHost),
         }
     }
 

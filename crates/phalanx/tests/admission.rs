@@ -8,10 +8,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use phalanx::{
-    Admission, Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions,
-    HostVerification, JoinRefusal,
-};
+use phalanx::{error::JoinRefusal, session::Admission, Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions, HostVerification};
 
 type Order = u32;
 

@@ -11,10 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use phalanx::{
-    ClientOptions, ConnectError, HostEvent, HostIdentity, HostOptions, HostVerification,
-    JoinRefusal, Session, SessionConfig, SessionEvent, TypedRecord, TypedTurn,
-};
+use phalanx::{error::JoinRefusal, ClientOptions, ConnectError, Event, HostIdentity, HostOptions, HostVerification, Session, SessionConfig, TypedRecord, TypedTurn};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -113,7 +110,7 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
         .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
         .collect();
     sessions.push(Session::connect(addr, doomed, Some(runtime.handle().clone())).expect("joins"));
-    host.start().expect("starts");
+    control.start().expect("starts");
 
     let mut threads = Vec::new();
     for (index, mut session) in sessions.into_iter().enumerate() {
@@ -144,9 +141,9 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
     let back = &games[2];
     let restored = back.restored.expect("the new process restored a snapshot");
     assert!((40..=CRASH_TURN + 60).contains(&restored), "restored turn {restored}");
-    assert!(events.iter().any(|e| matches!(e, HostEvent::SnapshotStored { .. })), "{events:?}");
-    assert!(events.contains(&HostEvent::PlayerRejoined(phalanx::PlayerId(2))), "{events:?}");
-    assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
+    assert!(events.iter().any(|e| matches!(e, Event::SnapshotStored { .. })), "{events:?}");
+    assert!(events.contains(&Event::PlayerRejoined(phalanx::PlayerId(2))), "{events:?}");
+    assert!(!events.iter().any(|e| matches!(e, Event::Desync(_))), "{events:?}");
     // Every check turn two games both executed has one hash; the new process has many.
     let after: Vec<u32> = back.checks.keys().copied().filter(|&t| t > restored).collect();
     assert!(after.len() >= 10, "checks after the restore: {after:?}");
@@ -194,7 +191,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
         .into_iter()
         .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
         .collect();
-    host.start().expect("starts");
+    control.start().expect("starts");
     let mut threads: Vec<_> = sessions
         .into_iter()
         .map(|mut session| {
@@ -222,7 +219,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
     let late = &games[2];
     let restored = late.restored.expect("the late joiner started from a snapshot");
     assert!(restored >= 20, "restored turn {restored}");
-    assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
+    assert!(!events.iter().any(|e| matches!(e, Event::Desync(_))), "{events:?}");
     let after: Vec<u32> = late.checks.keys().copied().filter(|&t| t > restored).collect();
     assert!(after.len() >= 5, "checks after the start: {after:?}");
     for turn in after {
@@ -237,7 +234,7 @@ fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
     let connect = move |token| Session::connect(addr, options(token, fingerprint), None);
     let sessions: Vec<Session<Order>> =
         [1, 2, 71].into_iter().map(|token| connect(token).expect("joins")).collect();
-    host.start().expect("starts");
+    control.start().expect("starts");
     let mut threads: Vec<_> = sessions
         .into_iter()
         .map(|mut session| {
@@ -267,7 +264,7 @@ fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
     }));
     let games: Vec<Game> = threads.into_iter().map(|t| t.join().expect("no panic")).collect();
     let events = host_events(host);
-    assert!(!events.iter().any(|e| matches!(e, HostEvent::Desync(_))), "{events:?}");
+    assert!(!events.iter().any(|e| matches!(e, Event::Desync(_))), "{events:?}");
     assert_eq!(games[2].restored, None, "the first spectator watched from turn 0");
     let restored = games[3].restored.expect("the second started from a snapshot");
     for (index, game) in games.iter().enumerate().skip(2) {
@@ -282,7 +279,7 @@ fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
 /// Every event the host queued, then shuts it down.
 fn host_events(mut host: Session<Order>) -> Vec<HostEvent> {
     let mut events = Vec::new();
-    while let Some(SessionEvent::Host(event)) = host.try_event() {
+    while let Some(event) = host.try_event() {
         events.push(event);
     }
     host.shutdown();
@@ -300,7 +297,8 @@ fn host(
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens);
     options.session = config();
     adjust(&mut options);
-    let host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     (host, addr, fingerprint)
 }

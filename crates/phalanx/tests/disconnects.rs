@@ -6,10 +6,7 @@
 
 use std::time::Duration;
 
-use phalanx::{
-    Client, ClientOptions, ConnectError, EndReason, Host, HostEvent, HostIdentity, HostOptions,
-    HostVerification, JoinRefusal, PlayerId, Readmit, SessionConfig, Transport,
-};
+use phalanx::{error::JoinRefusal, Client, ClientOptions, ConnectError, EndReason, Event, Host, HostIdentity, HostOptions, HostVerification, PlayerId, Readmit, SessionConfig, Transport};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -131,9 +128,9 @@ async fn back_before_the_seal(transport: Transport, away: Away) {
     assert_eq!(first.await.unwrap().0, Some(EndReason::Finished { code: 7 }));
     // Before the end (after it, each player's goodbye closes its seat).
     let events = game.events();
-    let end = events.iter().position(|e| matches!(e, HostEvent::Ended(_))).expect("the end");
+    let end = events.iter().position(|e| matches!(e, Event::Ended(_))).expect("the end");
     let removed =
-        events[..end].iter().filter(|e| **e == HostEvent::PlayerRemoved(PlayerId(1))).count();
+        events[..end].iter().filter(|e| **e == Event::PlayerRemoved(PlayerId(1))).count();
     assert_eq!(removed, 1, "{transport:?}, {away:?}: removed once, not again: {events:?}");
     game.host.shutdown().await;
 }
@@ -204,13 +201,13 @@ async fn a_dropped_client_is_timed_out_not_taken_for_a_leave() {
             drop(second);
             let gone = loop {
                 let event = game.host.next_event().await.expect("the host runs");
-                if let HostEvent::PlayerTimedOut(PlayerId(1))
-                | HostEvent::PlayerRemoved(PlayerId(1)) = event
+                if let Event::PlayerTimedOut(PlayerId(1))
+                | Event::PlayerRemoved(PlayerId(1)) = event
                 {
                     break event;
                 }
             };
-            assert_eq!(gone, HostEvent::PlayerTimedOut(PlayerId(1)), "{transport:?}");
+            assert_eq!(gone, Event::PlayerTimedOut(PlayerId(1)), "{transport:?}");
             game.host.end(0).await.unwrap();
             assert_eq!(first.await.unwrap().0, Some(EndReason::Finished { code: 0 }));
             game.host.shutdown().await;

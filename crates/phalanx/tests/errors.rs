@@ -4,10 +4,7 @@
 
 use std::time::Duration;
 
-use phalanx::{
-    ConfigError, Host, HostError, HostIdentity, HostOptions, SessionConfig, SessionError,
-    SubmitError,
-};
+use phalanx::{error::{ConfigError, SubmitError}, Host, HostError, HostIdentity, HostOptions, SessionConfig, SessionError};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);

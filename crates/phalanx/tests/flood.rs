@@ -34,10 +34,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::attacker_config;
-use phalanx::{
-    Admission, Client, ClientOptions, EndReason, Fingerprint, Host, HostEvent, HostIdentity,
-    HostOptions, HostVerification, SessionConfig, TypedRecord,
-};
+use phalanx::{session::Admission, Client, ClientOptions, EndReason, Event, Fingerprint, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, TypedRecord};
 
 type Order = (u8, u32);
 
@@ -364,14 +361,14 @@ fn flood_host() {
         println!("LISTENING {} {}", host.local_addr().unwrap(), host.fingerprint());
         let mut joined = 0;
         while joined < 2 {
-            if let Some(HostEvent::PlayerJoined(_)) = host.next_event().await {
+            if let Some(Event::PlayerJoined(_)) = host.next_event().await {
                 joined += 1;
             }
         }
         host.start().await.unwrap();
         end_rx.recv().await;
         host.end(0).await.unwrap();
-        while !matches!(host.next_event().await, Some(HostEvent::Ended(_)) | None) {}
+        while !matches!(host.next_event().await, Some(Event::Ended(_)) | None) {}
         println!("STATS {:?}", host.admission_stats());
         // Serve until the parent kills this process: the players still execute the last turn.
         tokio::time::sleep(Duration::from_secs(60)).await;

@@ -1,9 +1,9 @@
 //! Desync forensics over real QUIC on loopback, as a game uses it: three players in frame
 //! loops report their state hash after every turn; one player's state diverges after turn
-//! 57. The host pins the first divergent turn exactly (`HostEvent::DesyncPinned`) from the
+//! 57. The host pins the first divergent turn exactly (`Event::DesyncPinned`) from the
 //! turn hashes the players send when the desync is announced, and the game goes on (warn).
 //! The players keep their state after every turn, so the host then gets both states after
-//! that turn (`HostEvent::DesyncDiagnosed`), and the game's inspection hook names the field
+//! that turn (`Event::DesyncDiagnosed`), and the game's inspection hook names the field
 //! that differs. A listen server's own game is a player like the others: when it is the one
 //! that diverges, over QUIC and raw UDP, the host pins and diagnoses it all the same.
 
@@ -11,10 +11,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use phalanx::{
-    ClientOptions, HostEvent, HostIdentity, HostOptions, HostVerification, Session, SessionConfig,
-    SessionError, SessionEvent, SnapshotError, Transport, Turn, TypedRecord,
-};
+use phalanx::{error::SnapshotError, ClientOptions, Event, HostIdentity, HostOptions, HostVerification, Session, SessionConfig, SessionError, Transport, Turn, TypedRecord};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -30,7 +27,12 @@ fn config() -> SessionConfig {
 
 /// Plays to `LAST_TURN`, reporting every turn's hash and keeping every turn's state;
 /// `diverges`: one bit of its `hp` flips after `DIVERGE_AFTER`. Returns the events it saw.
-fn play(mut session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
+fn play(session: Session<Order>, diverges: bool) -> Vec<Event> {
+    play_to(session, diverges, LAST_TURN)
+}
+
+/// As [`play`], to `last`.
+fn play_to(mut session: Session<Order>, diverges: bool, last: u32) -> Vec<Event> {
     let mut events = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut state = 7u64;
@@ -53,7 +55,7 @@ fn play(mut session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
             if turn.turn.0 % 4 == 0 {
                 let _ = session.submit(&Order(turn.turn.0));
             }
-            if turn.turn.0 >= LAST_TURN {
+            if turn.turn.0 >= last {
                 events.extend(std::iter::from_fn(|| session.try_event()));
                 session.shutdown();
                 return events;
@@ -62,7 +64,7 @@ fn play(mut session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
         events.extend(std::iter::from_fn(|| session.try_event()));
         std::thread::sleep(Duration::from_millis(5));
     }
-    panic!("did not reach turn {LAST_TURN}");
+    panic!("did not reach turn {last}");
 }
 
 #[test]
@@ -71,8 +73,9 @@ fn the_first_divergent_turn_is_pinned_exactly() {
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     options.session = config();
-    let mut host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (mut host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let sessions: Vec<Session<Order>> = [1, 2, 3]
         .into_iter()
         .map(|token| {
@@ -82,7 +85,7 @@ fn the_first_divergent_turn_is_pinned_exactly() {
         })
         .collect();
     let diverging = sessions[1].player().expect("a player");
-    host.start().expect("starts");
+    control.start().expect("starts");
     let threads: Vec<_> = sessions
         .into_iter()
         .enumerate()
@@ -92,12 +95,12 @@ fn the_first_divergent_turn_is_pinned_exactly() {
     // The uploads ride streams of their own: give the last ones a moment.
     std::thread::sleep(Duration::from_millis(300));
     let (mut pinned, mut diagnosed) = (Vec::new(), Vec::new());
-    while let Some(SessionEvent::Host(event)) = host.try_event() {
+    while let Some(event) = host.try_event() {
         match event {
-            HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
+            Event::DesyncPinned { check_turn, first_turn, players, exact } => {
                 pinned.push((check_turn, first_turn, players, exact));
             }
-            HostEvent::DesyncDiagnosed(bundle) => diagnosed.push(bundle),
+            Event::DesyncDiagnosed(bundle) => diagnosed.push(bundle),
             _ => {}
         }
     }
@@ -127,8 +130,9 @@ fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
         options.session = config();
         options.transport = transport;
         options.local_player = true;
-        let host: Session<Order> = Session::host(options, None).expect("binds");
-        let addr = host.as_host().unwrap().local_addr().unwrap();
+        let (host, control): (Session<Order>, _) =
+            Session::host(options, None).expect("binds");
+        let addr = control.local_addr();
         let own = host.player().expect("the host plays");
         let clients: Vec<Session<Order>> = [1, 2]
             .into_iter()
@@ -139,25 +143,26 @@ fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
                 Session::connect(addr, options, None).expect("joins")
             })
             .collect();
-        host.start().expect("starts");
+        control.start().expect("starts");
         let threads: Vec<_> = clients
             .into_iter()
             .map(|session| std::thread::spawn(move || play(session, false)))
             .collect();
-        let events = play(host, true);
+        // The host plays on past the clients' last turn, so that it never leaves before them.
+        let events = play_to(host, true, LAST_TURN + 50);
         threads.into_iter().for_each(|t| drop(t.join().expect("no panic")));
         let (mut pinned, mut diagnosed) = (Vec::new(), Vec::new());
         for event in events {
             match event {
-                SessionEvent::Host(HostEvent::DesyncPinned {
+                Event::DesyncPinned {
                     check_turn,
                     first_turn,
                     players,
                     exact,
-                }) => {
+                } => {
                     pinned.push((check_turn, first_turn, players, exact));
                 }
-                SessionEvent::Host(HostEvent::DesyncDiagnosed(bundle)) => diagnosed.push(bundle),
+                Event::DesyncDiagnosed(bundle) => diagnosed.push(bundle),
                 _ => {}
             }
         }

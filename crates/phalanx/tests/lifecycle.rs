@@ -5,11 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use phalanx::{
-    verify_replay, Client, ClientEvent, ClientOptions, DefaultCodec, EndError, EndReason, Host,
-    HostIdentity, HostOptions, HostVerification, PauseBy, PlayerId, ReplayGame, SessionConfig,
-    SessionError, TurnBundle, TypedRecord, TypedTurn,
-};
+use phalanx::{error::EndError, proto::{DefaultCodec, PauseBy}, replay::{ReplayGame, TurnBundle, verify_replay}, Client, ClientOptions, EndReason, Event, Host, HostIdentity, HostOptions, HostVerification, PlayerId, SessionConfig, SessionError, TypedRecord, TypedTurn};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -151,8 +147,8 @@ async fn the_host_ends_the_game_for_everyone() {
     for client in &seen {
         assert_eq!(client.ended, Some(EndReason::Finished { code: 7 }), "{client:?}");
         assert_eq!(client.last_turn, Some(last.0), "executes up to the last turn");
-        assert!(client.events.contains(&ClientEvent::Paused(PauseBy::Host)), "{client:?}");
-        assert!(client.events.contains(&ClientEvent::Resumed(PauseBy::Host)), "{client:?}");
+        assert!(client.events.contains(&Event::Paused(PauseBy::Host)), "{client:?}");
+        assert!(client.events.contains(&Event::Resumed(PauseBy::Host)), "{client:?}");
     }
     let replay = replay.expect("the driver answered").expect("recording");
     assert_eq!(replay.seed, 42);
@@ -290,7 +286,7 @@ async fn a_next_update_loop_ends_with_the_game() {
                         host.end(0).await.unwrap();
                     }
                 }
-                phalanx::Update::Event(ClientEvent::Ended(reason)) => ended = Some(reason),
+                phalanx::Update::Event(Event::Ended(reason)) => ended = Some(reason),
                 phalanx::Update::Event(_) => {}
             }
         }

@@ -5,10 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use phalanx::{
-    Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions, HostVerification,
-    SessionConfig, TypedRecord,
-};
+use phalanx::{Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, TypedRecord};
 use phalanx_proto::{ClientJoinError, JoinRefusal};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use phalanx::{
-    ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, Session, SessionConfig,
-    SessionEvent, TypedRecord,
+    ClientOptions, EndReason, Event, HostControl, HostIdentity, HostOptions, HostVerification,
+    Session, SessionConfig, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -22,7 +22,10 @@ fn config() -> SessionConfig {
 /// The game loop every role runs: take every due turn, submit an order every few turns (when
 /// the session has a player), end the game at `end_at` (a host), sleep a frame; stop when the
 /// session is over. Returns every executed turn, rendered, and the last turn `end` named.
-fn frame_loop(session: &mut Session<Order>, end_at: Option<u32>) -> (Vec<String>, Option<u32>) {
+fn frame_loop(
+    session: &mut Session<Order>,
+    end_at: Option<(u32, &HostControl)>,
+) -> (Vec<String>, Option<u32>) {
     let deadline = Instant::now() + Duration::from_secs(20);
     let (mut turns, mut last) = (Vec::new(), None);
     let mut timed_frames = 0;
@@ -38,13 +41,13 @@ fn frame_loop(session: &mut Session<Order>, end_at: Option<u32>) -> (Vec<String>
             if session.player().is_some() && turn.turn.0 % 3 == 0 {
                 session.submit(&Order(turn.turn.0)).expect("within budget");
             }
-            if end_at == Some(turn.turn.0) {
-                last = Some(session.end(9).expect("a host ends the game").0);
+            if let Some((_, control)) = end_at.filter(|&(at, _)| at == turn.turn.0) {
+                last = Some(control.end(9).expect("a host ends the game").0);
             }
             turns.push(format!("{:?}", turn.records));
         }
         while let Some(event) = session.try_event() {
-            if let SessionEvent::Client(phalanx::ClientEvent::Desync(report)) = event {
+            if let phalanx::Event::Desync(report) = event {
                 panic!("desync {report:?}");
             }
         }
@@ -66,8 +69,9 @@ fn game(host_plays: bool) -> Game {
     options.session = config();
     options.local_player = host_plays;
     options.observe_turns = !host_plays;
-    let mut host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (mut host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let clients: Vec<Session<Order>> = [1, 2]
         .into_iter()
         .map(|token| {
@@ -76,7 +80,7 @@ fn game(host_plays: bool) -> Game {
             Session::connect(addr, options, None).expect("joins")
         })
         .collect();
-    host.start().expect("starts");
+    control.start().expect("starts");
     let threads: Vec<_> = clients
         .into_iter()
         .map(|mut client| {
@@ -88,8 +92,8 @@ fn game(host_plays: bool) -> Game {
             })
         })
         .collect();
-    let (turns, last) = frame_loop(&mut host, Some(40));
-    let mut results = vec![(turns, None)];
+    let (turns, last) = frame_loop(&mut host, Some((40, &control)));
+    let mut results = vec![(turns, host.ended())];
     results.extend(threads.into_iter().map(|thread| thread.join().expect("no panic")));
     host.shutdown();
     (last.expect("the host reached turn 40"), results)
@@ -120,22 +124,37 @@ fn a_dedicated_host_and_its_clients_share_one_loop() {
     check(&game(false));
 }
 
+/// The host's controls are a handle of their own: a lobby thread holds a clone, reads the
+/// address and pin, pauses and resumes while the frame loop runs; after the host shut down
+/// every control says the session is closed.
 #[test]
-fn a_client_cannot_end_the_game() {
+fn the_host_controls_work_from_another_thread_and_close_with_the_host() {
     let identity = HostIdentity::generate_self_signed("polling").unwrap();
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
     options.session = config();
-    let host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
     options.session = config();
-    let mut client: Session<Order> = Session::connect(addr, options, None).expect("joins");
-    assert!(matches!(client.end(0), Err(phalanx::SessionError::NotHost)));
-    assert!(matches!(client.start(), Err(phalanx::SessionError::NotHost)));
+    let client: Session<Order> = Session::connect(addr, options, None).expect("joins");
+    assert_eq!(control.fingerprint(), fingerprint);
+    assert_eq!(control.udp_key(), None, "a QUIC host has no UDP key");
+    let lobby = control.clone();
+    let thread = std::thread::spawn(move || {
+        lobby.start().expect("starts");
+        lobby.pause().expect("pauses");
+        lobby.resume().expect("resumes");
+        lobby.stats().expect("stats").0.turns_sealed
+    });
+    thread.join().expect("the lobby thread");
+    assert_eq!(control.admission_stats().joins_accepted, 1);
     let _ = TypedRecord::<Order>::Left; // the record type games match on is public
     client.shutdown();
     host.shutdown();
+    assert_eq!(control.end(0), Err(phalanx::SessionError::Closed));
+    assert_eq!(control.start(), Err(phalanx::SessionError::Closed));
 }
 
 /// Orders come from an input thread through a `Submitter` while the frame loop only executes
@@ -147,13 +166,14 @@ fn orders_can_come_from_another_thread() {
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
     options.session = config();
     options.observe_turns = true;
-    let mut host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (mut host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
     options.session = config();
     let mut client: Session<Order> = Session::connect(addr, options, None).expect("joins");
     let submitter = client.submitter();
-    host.start().expect("starts");
+    control.start().expect("starts");
     let input = std::thread::spawn(move || {
         (0..10u32)
             .map(|order| {

@@ -9,10 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use phalanx::{
-    Client, ClientOptions, Fingerprint, Host, HostIdentity, HostOptions, HostVerification,
-    SessionConfig, TypedRecord,
-};
+use phalanx::{Client, ClientOptions, Fingerprint, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, TypedRecord};
 
 type Order = (u8, u32);
 
@@ -110,7 +107,7 @@ fn loopback_node() {
             let mut joined = 0;
             while joined < 2 {
                 while let Some(event) = host.try_event() {
-                    if matches!(event, phalanx::HostEvent::PlayerJoined(_)) {
+                    if matches!(event, phalanx::Event::PlayerJoined(_)) {
                         joined += 1;
                     }
                 }

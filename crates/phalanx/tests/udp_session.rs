@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use phalanx::udp::UdpConnectError;
 use phalanx::{
-    ClientOptions, ConnectError, EndReason, HostEvent, HostIdentity, HostOptions, HostVerification,
-    Session, SessionConfig, SessionEvent, Transport, TypedRecord,
+    ClientOptions, ConnectError, EndReason, Event, HostControl, HostIdentity, HostOptions,
+    HostVerification, Session, SessionConfig, Transport, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -34,15 +34,16 @@ fn client_options(token: u64, verification: HostVerification) -> ClientOptions {
 }
 
 /// A host over UDP and its three joined clients.
-fn start() -> (Session<Order>, Vec<Session<Order>>) {
+fn start() -> (Session<Order>, HostControl, Vec<Session<Order>>) {
     let identity = HostIdentity::generate_self_signed("udp").unwrap();
     let key = identity.udp_public_key();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     options.session = config();
     options.transport = Transport::Udp;
     options.observe_turns = true; // a dedicated host that runs the game too, to end it
-    let host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let clients = [1, 2, 3]
         .into_iter()
         .map(|token| {
@@ -50,8 +51,8 @@ fn start() -> (Session<Order>, Vec<Session<Order>>) {
                 .expect("joins over UDP")
         })
         .collect();
-    host.start().expect("starts");
-    (host, clients)
+    control.start().expect("starts");
+    (host, control, clients)
 }
 
 /// A client's frame loop: every turn's commands rendered, its state hash reported and state
@@ -87,7 +88,7 @@ fn play(mut session: Session<Order>, diverges: bool) -> (Vec<String>, Option<End
 
 #[test]
 fn three_clients_play_over_udp_and_a_desync_is_diagnosed() {
-    let (mut host, clients) = start();
+    let (mut host, control, clients) = start();
     let diverging = clients[1].player().expect("a player");
     let threads: Vec<_> = clients
         .into_iter()
@@ -99,15 +100,15 @@ fn three_clients_play_over_udp_and_a_desync_is_diagnosed() {
     while !host.is_over() && Instant::now() < deadline {
         while let Some(turn) = host.try_next_turn() {
             if turn.turn.0 == END_AT && ended_at.is_none() {
-                ended_at = Some(host.end(0).expect("the host ends it"));
+                ended_at = Some(control.end(0).expect("the host ends it"));
             }
         }
         while let Some(event) = host.try_event() {
             match event {
-                SessionEvent::Host(HostEvent::DesyncPinned { first_turn, players, .. }) => {
+                Event::DesyncPinned { first_turn, players, .. } => {
                     pinned.push((first_turn.0, players));
                 }
-                SessionEvent::Host(HostEvent::DesyncDiagnosed(bundle)) => diagnosed.push(bundle),
+                Event::DesyncDiagnosed(bundle) => diagnosed.push(bundle),
                 _ => {}
             }
         }
@@ -132,8 +133,9 @@ fn a_wrong_key_and_a_mismatched_verification_fail_with_typed_errors() {
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     options.transport = Transport::Udp;
-    let host: Session<Order> = Session::host(options, None).expect("binds");
-    let addr = host.as_host().unwrap().local_addr().unwrap();
+    let (host, control): (Session<Order>, _) =
+        Session::host(options, None).expect("binds");
+    let addr = control.local_addr();
     let other = HostIdentity::generate_self_signed("someone else").unwrap().udp_public_key();
     let error =
         Session::<Order>::connect(addr, client_options(1, HostVerification::UdpKey(other)), None)

@@ -19,7 +19,7 @@ use bevy::prelude::*;
 use bevy::render::view::screenshot::{save_to_disk, Screenshot, ScreenshotCaptured};
 use bevy::window::WindowResolution;
 use clap::Parser;
-use phalanx::{ClientOptions, HostIdentity, HostOptions, HostVerification, Session};
+use phalanx::{ClientOptions, HostControl, HostIdentity, HostOptions, HostVerification, Session};
 use phalanx_bevy::{Lockstep, LockstepEvent, StateHash};
 
 use battle::Match;
@@ -56,6 +56,8 @@ struct Args {
 #[derive(Resource)]
 struct Plan {
     end_at: Option<u32>,
+    /// The host's controls (the window's app is the listen server).
+    control: HostControl,
     screenshot: Option<(PathBuf, Duration)>,
     started: Instant,
 }
@@ -71,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if game.units < game.players {
         return Err("--units must be at least --players".into());
     }
-    let (host, clients) = sessions(game.players)?;
+    let (host, control, clients) = sessions(game.players)?;
     std::thread::Builder::new().name("bots".into()).spawn(move || bots(clients, game))?;
 
     let mut app = App::new();
@@ -85,6 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     app.add_plugins(draw::DrawPlugin { units: game.units })
         .insert_resource(Plan {
             end_at: (args.turns > 0).then_some(args.turns),
+            control,
             screenshot: args
                 .screenshot
                 .map(|path| (path, Duration::from_secs_f32(args.screenshot_after.max(0.0)))),
@@ -100,7 +103,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// A listen server for player 0 and a joined client for each other player.
 /// The window's session (the host) and the bots' (clients).
-type Sessions = (Session<Order>, Vec<Session<Order>>);
+type Sessions = (Session<Order>, HostControl, Vec<Session<Order>>);
 
 fn sessions(players: usize) -> Result<Sessions, Box<dyn std::error::Error>> {
     let identity = HostIdentity::generate_self_signed("archers-bevy")?;
@@ -108,15 +111,15 @@ fn sessions(players: usize) -> Result<Sessions, Box<dyn std::error::Error>> {
     let tokens: Vec<u64> = (1..players as u64).collect();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse()?, tokens.clone());
     options.local_player = true;
-    let host = Session::host(options, None)?;
-    let addr = host.as_host().ok_or("not a host")?.local_addr()?;
+    let (host, control) = Session::host(options, None)?;
+    let addr = control.local_addr();
     let mut clients = Vec::new();
     for token in tokens {
         let options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
         clients.push(Session::connect(addr, options, None)?);
     }
-    host.start()?;
-    Ok((host, clients))
+    control.start()?;
+    Ok((host, control, clients))
 }
 
 /// The other players: headless apps, updated in turn until every session is over.
@@ -144,16 +147,11 @@ fn bots(clients: Vec<Session<Order>>, game: Match) {
     }
 }
 
-fn end_game(
-    plan: Res<Plan>,
-    hash: Res<StateHash>,
-    mut lockstep: ResMut<Lockstep<Order>>,
-    mut done: Local<bool>,
-) {
+fn end_game(plan: Res<Plan>, hash: Res<StateHash>, mut done: Local<bool>) {
     let (Some(end_at), Some(turn)) = (plan.end_at, hash.turn) else { return };
     if turn.0 >= end_at && !*done {
         *done = true;
-        if let Err(error) = lockstep.session_mut().end(0) {
+        if let Err(error) = plan.control.end(0) {
             warn!("could not end the game: {error}");
         }
     }

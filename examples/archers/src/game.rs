@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use phalanx::{PlayerId, SplitMix64, Turn, TypedRecord, TypedTurn};
+use phalanx::{proto::SplitMix64, PlayerId, Turn, TypedRecord, TypedTurn};
 use phalanx_proto::{CommandCodec, DefaultCodec, ReplayRecord};
 use phalanx_sim::SimGame;
 

@@ -2,7 +2,7 @@
 //! [`DesyncBundle::diff`](phalanx::DesyncBundle::diff) calls on each side's state, and the
 //! side-by-side view `archers diff BUNDLE` prints.
 
-use phalanx::{DesyncBundle, DiffError};
+use phalanx::{desync::DesyncBundle, error::DiffError};
 
 use crate::world::World;
 

@@ -9,10 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use phalanx::udp::HostPublicKey;
-use phalanx::{
-    Client, ClientEvent, ClientOptions, Fingerprint, Host, HostEvent, HostIdentity, HostOptions,
-    HostVerification, SessionConfig, Transport, TypedRecord, TypedTurn, Update,
-};
+use phalanx::{session::Update, Client, ClientOptions, Event, Fingerprint, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, Transport, TypedRecord, TypedTurn};
 use phalanx_sim::SimGame;
 
 use crate::game::{Archers, Setup};
@@ -188,17 +185,17 @@ impl HostSession {
             };
             if let Some(event) = event {
                 match &event {
-                    HostEvent::PlayerJoined(_) => outcome.joined += 1,
-                    HostEvent::PlayerTimedOut(player)
-                    | HostEvent::PlayerMisbehaved(player)
-                    | HostEvent::PlayerRemoved(player) => {
+                    Event::PlayerJoined(_) => outcome.joined += 1,
+                    Event::PlayerTimedOut(player)
+                    | Event::PlayerMisbehaved(player)
+                    | Event::PlayerRemoved(player) => {
                         gone.insert(*player);
                     }
                     // Back within the rejoin window: it plays again.
-                    HostEvent::PlayerRejoined(player) => {
+                    Event::PlayerRejoined(player) => {
                         gone.remove(player);
                     }
-                    HostEvent::Desync(report) => outcome
+                    Event::Desync(report) => outcome
                         .desyncs
                         .push((report.turn.0, report.diverged.iter().map(|p| p.0).collect())),
                     _ => {}
@@ -428,7 +425,7 @@ impl<F: FnMut(Notice)> Seat<F> {
         while let Some(update) = client.next_update().await {
             match update {
                 Update::Turn(turn) => self.take_turn(&mut client, turn).await,
-                Update::Event(ClientEvent::Ended(_)) => break,
+                Update::Event(Event::Ended(_)) => break,
                 Update::Event(event) => self.on_event(event),
             }
         }
@@ -505,11 +502,11 @@ impl<F: FnMut(Notice)> Seat<F> {
     fn on_event(&mut self, event: ClientEvent) {
         let turn = self.outcome.turns.saturating_sub(1);
         match event {
-            ClientEvent::Desync(report) => self
+            Event::Desync(report) => self
                 .outcome
                 .desyncs
                 .push((report.turn.0, report.diverged.iter().map(|p| p.0).collect())),
-            ClientEvent::Waiting(players) => {
+            Event::Waiting(players) => {
                 let players: Vec<u8> = players.iter().map(|p| p.0).collect();
                 // One notice per wait, unless it names other players.
                 if self.waiting_since.as_ref().is_none_or(|(_, named)| *named != players) {
@@ -519,7 +516,7 @@ impl<F: FnMut(Notice)> Seat<F> {
                     (self.notices)(Notice::Waiting { players, turn });
                 }
             }
-            ClientEvent::StallEnded => {
+            Event::StallEnded => {
                 if let Some((since, _)) = self.waiting_since.take() {
                     (self.notices)(Notice::WaitOver { waited: since.elapsed(), turn });
                 }

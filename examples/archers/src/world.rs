@@ -2,7 +2,7 @@
 //! impacts, reloads) in phalanx-wheel's `HierarchicalWheel` on sim ticks, and a state hash
 //! that covers the units and every pending event.
 
-use phalanx::{PlayerId, SplitMix64, TypedRecord, TypedTurn};
+use phalanx::{proto::SplitMix64, PlayerId, TypedRecord, TypedTurn};
 use phalanx_wheel::HierarchicalWheel;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -432,7 +432,7 @@ pub fn spawn(player: usize, players: usize) -> (i32, i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phalanx::{CommandSeq, Turn};
+    use phalanx::{proto::CommandSeq, Turn};
 
     fn turn(number: u32, orders: Vec<(u8, Order)>) -> TypedTurn<Order> {
         let records = orders

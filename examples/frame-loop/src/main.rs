@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use phalanx::{
-    ClientEvent, ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification,
-    SessionConfig, SessionEvent,
+    ClientOptions, EndReason, Event, HostControl, HostIdentity, HostOptions, HostVerification,
+    SessionConfig,
 };
 use world::{Order, World};
 
@@ -67,10 +67,15 @@ struct Outcome {
     frames: u64,
 }
 
-/// The frame loop every role runs. The match lasts `match_length`; `ends` (the host): this
-/// loop ends it then.
-fn frame_loop(mut session: Session, clock: Instant, match_length: Duration, ends: bool) -> Outcome {
-    let end_after = ends.then_some(match_length);
+/// The frame loop every role runs. The match lasts `match_length`; with the host's `control`
+/// (the host's loop), this loop ends it then.
+fn frame_loop(
+    mut session: Session,
+    clock: Instant,
+    match_length: Duration,
+    control: Option<HostControl>,
+) -> Outcome {
+    let end_after = control.is_some().then_some(match_length);
     let me = session.player().map(|player| player.0);
     let mut world = World::new(4);
     let mut turn_length = Duration::from_millis(100);
@@ -101,7 +106,7 @@ fn frame_loop(mut session: Session, clock: Instant, match_length: Duration, ends
             }
         }
         while let Some(event) = session.try_event() {
-            if let SessionEvent::Client(ClientEvent::Desync(report)) = event {
+            if let Event::Desync(report) = event {
                 log_problem(&format!("desync: {report:?}"));
             }
         }
@@ -112,7 +117,7 @@ fn frame_loop(mut session: Session, clock: Instant, match_length: Duration, ends
             && outcome.end_called_ms.is_none()
         {
             outcome.end_called_ms = Some(clock.elapsed().as_millis() as u64);
-            if let Err(error) = session.end(0) {
+            if let Some(Err(error)) = control.as_ref().map(|control| control.end(0)) {
                 log_problem(&format!("end: {error}"));
             }
         }
@@ -132,9 +137,17 @@ fn log_problem(line: &str) {
     eprintln!("frame-loop: {line}");
 }
 
+/// The session's settings, the same on every machine. `game_data_hash` names the game's rules
+/// and data: a client built with other rules is refused at the join instead of desyncing.
 fn session_config() -> SessionConfig {
-    SessionConfig::default()
+    let mut config = SessionConfig::default();
+    config.game_data_hash = GAME_DATA_HASH;
+    config
 }
+
+/// This build's rules and data (the grid's size, the units, the bot): a real game hashes its
+/// data files and its version.
+const GAME_DATA_HASH: u64 = 0x6672_616d_652d_6c6f;
 
 /// Runs the match; every outcome, the host's first.
 fn run(cli: &Cli) -> Result<Vec<Outcome>, String> {
@@ -147,22 +160,22 @@ fn run(cli: &Cli) -> Result<Vec<Outcome>, String> {
     options.session = session_config();
     options.local_player = cli.role == Role::Listen;
     options.observe_turns = cli.role == Role::Dedicated;
-    let host = Session::host(options, None).map_err(|e| e.to_string())?;
-    let addr = host.as_host().ok_or("a host")?.local_addr().map_err(|e| e.to_string())?;
+    let (host, control) = Session::host(options, None).map_err(|e| e.to_string())?;
+    let addr = control.local_addr();
     let mut joined = Vec::new();
     for token in tokens {
         let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
         options.session = session_config();
         joined.push(Session::connect(addr, options, None).map_err(|e| e.to_string())?);
     }
-    host.start().map_err(|e| e.to_string())?;
+    control.start().map_err(|e| e.to_string())?;
     let clock = Instant::now();
     let end_after = Duration::from_secs_f64(cli.seconds.max(0.0));
     let threads: Vec<_> = joined
         .into_iter()
-        .map(|session| std::thread::spawn(move || frame_loop(session, clock, end_after, false)))
+        .map(|session| std::thread::spawn(move || frame_loop(session, clock, end_after, None)))
         .collect();
-    let mut outcomes = vec![frame_loop(host, clock, end_after, true)];
+    let mut outcomes = vec![frame_loop(host, clock, end_after, Some(control))];
     for thread in threads {
         outcomes.push(thread.join().map_err(|_| "a player's loop panicked")?);
     }

@@ -54,7 +54,6 @@ impl EndReason {
 /// Something the client's driver or game should know. Drained with [`Client::poll_event`]
 /// (over QUIC: `phalanx::Client::try_event`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ClientEvent {
     /// One of our commands reached the host after its stamped turn was sealed and executes
     /// at a later turn. Nothing was lost.

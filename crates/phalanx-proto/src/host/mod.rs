@@ -58,7 +58,6 @@ pub use spectate::SpectatorGone;
 /// Something the host's driver or game should know. Drained with [`Host::poll_event`]
 /// (in `phalanx`: `Host::try_event`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum HostEvent {
     /// A player joined; their `Joined` record is in the next sealed turn.
     PlayerJoined(PlayerId),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use phalanx_proto::{
-    CommandCodec, DefaultCodec, EndError, HostEvent, HostStats, JoinError, JoinRefusal,
+    CommandCodec, DefaultCodec, EndError, EndReason, HostEvent, HostStats, JoinError, JoinRefusal,
     JoinResponse, Joined, PeerStats, PlayerId, Readmit, RemoveError, Replay, SessionConfig,
     Snapshot, SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
@@ -25,9 +25,12 @@ use crate::conn::{Conn, Transport};
 use crate::driver::{self, Handle, Side};
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, End, JOIN_BYTES_MAX};
-use crate::{Clock, HostError, NoTurn, SessionError, Submitter, Update};
+use crate::session::{NoTurn, Submitter, Update};
+use crate::{Clock, Event, HostError, SessionError};
 
+mod control;
 mod udp;
+pub use control::HostControl;
 use udp::udp_accept_loop;
 
 /// QUIC application error code when the host closes a connection it removed or refused.
@@ -154,12 +157,13 @@ enum Command {
 /// A running host. Generic over the game's command type `C` and codec `K` (postcard).
 pub struct Host<C, K: CommandCodec = DefaultCodec> {
     endpoint: HostEndpoint,
-    fingerprint: Fingerprint,
     local_player: Option<PlayerId>,
-    handle: Handle<Command, HostEvent>,
+    handle: Handle<Command, Event>,
     driver: JoinHandle<()>,
     accept: JoinHandle<()>,
-    gate: Arc<Gate>,
+    control: HostControl,
+    /// How the session ended, once the turn carrying the end is sealed.
+    ended: tokio::sync::watch::Receiver<Option<EndReason>>,
     _types: PhantomData<fn(C) -> (C, K)>,
 }
 
@@ -222,19 +226,43 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
                 (HostEndpoint::Quic(endpoint), accept)
             }
         };
-        let side = HostSide { host, conns: BTreeMap::new() };
+        let (ended_tx, ended) = tokio::sync::watch::channel(None);
+        let side = HostSide { host, conns: BTreeMap::new(), ended: ended_tx };
         let window = session.turns_ahead_max as usize;
         let (handle, driver) = driver::spawn(side, Clock::new, input_rx, window);
+        let (local, drops, udp_key) = match &endpoint {
+            HostEndpoint::Quic(endpoint) => {
+                (endpoint.local_addr().map_err(HostError::Bind)?, None, None)
+            }
+            HostEndpoint::Udp { local, drops, .. } => {
+                (*local, Some(drops.clone()), Some(identity.udp_public_key()))
+            }
+        };
+        let fingerprint = identity.fingerprint();
+        let control =
+            HostControl { control: handle.control(), local, fingerprint, udp_key, gate, drops };
         Ok(Host {
             endpoint,
-            gate,
-            fingerprint: identity.fingerprint(),
             local_player,
             handle,
             driver,
             accept,
+            control,
+            ended,
             _types: PhantomData,
         })
+    }
+
+    /// The host's controls as a cloneable, blocking handle, for a lobby or operator thread
+    /// (see [`HostControl`]).
+    pub fn control(&self) -> HostControl {
+        self.control.clone()
+    }
+
+    /// How the session ended, once the turn carrying its end was sealed (`None` while it
+    /// runs): `Finished` after [`end`](Self::end), `Desync` under `DesyncPolicy::End`.
+    pub fn ended(&self) -> Option<EndReason> {
+        *self.ended.borrow()
     }
 
     /// The address the host listens on.
@@ -247,17 +275,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 
     /// The fingerprint clients must pin.
     pub fn fingerprint(&self) -> Fingerprint {
-        self.fingerprint
+        self.control.fingerprint()
     }
 
     /// What admission control did so far: attempts admitted and refused by cause, join
     /// outcomes, connections pending now (exact counters; see [`Admission`]).
     pub fn admission_stats(&self) -> AdmissionStats {
-        let mut stats = self.gate.stats();
-        if let HostEndpoint::Udp { drops, .. } = &self.endpoint {
-            stats.udp = *drops.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        stats
+        self.control.admission_stats()
     }
 
     /// The host's own player, if it plays.
@@ -330,18 +354,18 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// [`next_event`](Self::next_event) would each need this handle. Cancel-safe; `None` once
     /// the session is over and its last turn and events were taken (so `while let Some(u) =
     /// x.next_update().await` ends with the game, though the driver stays up for `stats`).
-    pub async fn next_update(&mut self) -> Option<Update<C, HostEvent>> {
+    pub async fn next_update(&mut self) -> Option<Update<C>> {
         self.handle.next_update::<C, K>().await
     }
 
     /// The next event, waiting for it (cancel-safe: use it in `select!` beside the game's own
     /// work); `None` once the session's driver has stopped.
-    pub async fn next_event(&mut self) -> Option<HostEvent> {
+    pub async fn next_event(&mut self) -> Option<Event> {
         self.handle.next_event().await
     }
 
     /// The next event, if one is waiting.
-    pub fn try_event(&mut self) -> Option<HostEvent> {
+    pub fn try_event(&mut self) -> Option<Event> {
         self.handle.try_event()
     }
 
@@ -731,6 +755,7 @@ async fn forward_datagrams(conn: &quinn::Connection, player: Joined, inputs: &mp
 struct HostSide {
     host: phalanx_proto::Host,
     conns: BTreeMap<Joined, Conn>,
+    ended: tokio::sync::watch::Sender<Option<EndReason>>,
 }
 
 impl HostSide {
@@ -744,7 +769,7 @@ impl HostSide {
 impl Side for HostSide {
     type Command = Command;
     type Inputs = mpsc::Receiver<Input>;
-    type Event = HostEvent;
+    type Event = Event;
     const STOPS_WHEN_INPUTS_END: bool = true;
 
     fn datagram_bytes_max(&self) -> usize {
@@ -878,9 +903,12 @@ impl Side for HostSide {
         true
     }
 
-    fn poll_event(&mut self) -> Option<HostEvent> {
+    fn poll_event(&mut self) -> Option<Event> {
         let event = self.host.poll_event()?;
         crate::trace::host_event(&event);
+        if let HostEvent::Ended(cause) = event {
+            let _ = self.ended.send(Some(crate::event::end_reason(cause)));
+        }
         let gone = match event {
             HostEvent::PlayerTimedOut(player)
             | HostEvent::PlayerMisbehaved(player)
@@ -897,7 +925,7 @@ impl Side for HostSide {
         if let Some(conn) = gone.and_then(|joined| self.conns.remove(&joined)) {
             conn.close(CLOSE_REMOVED, b"removed");
         }
-        Some(event)
+        Some(event.into())
     }
 
     fn next_turn(&mut self, _now_ms: u64) -> Option<TurnBundle> {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use archers::inspect::{self, Difference};
-use phalanx::{DesyncBundle, HostEvent};
+use phalanx::{desync::DesyncBundle, Event};
 use phalanx_sim::SimReport;
 use serde::Serialize;
 
@@ -20,12 +20,12 @@ const MAGIC: &[u8; 15] = b"archers-desync\n";
 pub(crate) fn annotate(desyncs: &mut [Desync], report: &SimReport) {
     for (_, event) in &report.events {
         match event {
-            HostEvent::DesyncPinned { check_turn, first_turn, .. } => {
+            Event::DesyncPinned { check_turn, first_turn, .. } => {
                 if let Some(desync) = desyncs.iter_mut().find(|d| d.turn == check_turn.0) {
                     desync.first_turn = Some(first_turn.0);
                 }
             }
-            HostEvent::DesyncDiagnosed(bundle) => {
+            Event::DesyncDiagnosed(bundle) => {
                 let check = bundle.check_turn.0;
                 if let Some(desync) = desyncs.iter_mut().find(|d| d.turn == check) {
                     let differences = inspect::differences(bundle).unwrap_or_default();
@@ -40,7 +40,7 @@ pub(crate) fn annotate(desyncs: &mut [Desync], report: &SimReport) {
 /// The first desync bundle the host reported, if any.
 pub(crate) fn first_bundle(report: &SimReport) -> Option<&DesyncBundle> {
     report.events.iter().find_map(|(_, event)| match event {
-        HostEvent::DesyncDiagnosed(bundle) => Some(bundle.as_ref()),
+        Event::DesyncDiagnosed(bundle) => Some(bundle.as_ref()),
         _ => None,
     })
 }

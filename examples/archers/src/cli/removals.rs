@@ -3,7 +3,7 @@
 //! waited for the removal. A removed player is not a disagreement: its hashes are compared
 //! with the others' over the turns it executed.
 
-use phalanx::{HostEvent, PlayerId};
+use phalanx::{Event, PlayerId};
 use phalanx_sim::{PlayerReport, SimReport};
 use serde::Serialize;
 
@@ -54,9 +54,9 @@ pub(crate) struct Removed {
 /// The host's reason for a removal event, in the JSON's words.
 fn cause(event: &HostEvent) -> Option<(PlayerId, &'static str)> {
     match event {
-        HostEvent::PlayerTimedOut(player) => Some((*player, "timed_out")),
-        HostEvent::PlayerMisbehaved(player) => Some((*player, "misbehaved")),
-        HostEvent::PlayerRemoved(player) => Some((*player, "removed")),
+        Event::PlayerTimedOut(player) => Some((*player, "timed_out")),
+        Event::PlayerMisbehaved(player) => Some((*player, "misbehaved")),
+        Event::PlayerRemoved(player) => Some((*player, "removed")),
         _ => None,
     }
 }

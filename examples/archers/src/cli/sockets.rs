@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use archers::net::{self, ClientOutcome};
-use phalanx::HostEvent;
+use phalanx::Event;
 use serde::Serialize;
 
 use super::json::{self, Desync};
@@ -148,26 +148,26 @@ fn host_event_words(
 ) -> String {
     let seconds = |ms: u32| f64::from(ms) / 1e3;
     match event {
-        HostEvent::PlayerJoined(player) => format!("player {} joined", player.0),
-        HostEvent::PlayerRejoined(player) => format!("player {} rejoined", player.0),
-        HostEvent::PlayerTimedOut(player) => format!(
+        Event::PlayerJoined(player) => format!("player {} joined", player.0),
+        Event::PlayerRejoined(player) => format!("player {} rejoined", player.0),
+        Event::PlayerTimedOut(player) => format!(
             "player {} timed out (nothing heard for {:.1} s): removed at the next sealed turn; \
              its seat is kept {:.0} s for a rejoin",
             player.0,
             seconds(config.idle_timeout_ms),
             seconds(config.rejoin_window_ms)
         ),
-        HostEvent::PlayerMisbehaved(player) => format!(
+        Event::PlayerMisbehaved(player) => format!(
             "player {} misbehaved (too many malformed datagrams): removed at the next sealed turn",
             player.0
         ),
-        HostEvent::PlayerRemoved(player) if *ended => {
+        Event::PlayerRemoved(player) if *ended => {
             format!("player {} finished the match and disconnected", player.0)
         }
-        HostEvent::PlayerRemoved(player) => {
+        Event::PlayerRemoved(player) => {
             format!("player {} left: removed at the next sealed turn", player.0)
         }
-        HostEvent::Waiting(players) => {
+        Event::Waiting(players) => {
             waiting.get_or_insert_with(Instant::now);
             let players: Vec<u8> = players.iter().map(|p| p.0).collect();
             format!(
@@ -176,22 +176,22 @@ fn host_event_words(
                 seconds(config.stall_notice_ms)
             )
         }
-        HostEvent::StallEnded => match waiting.take() {
+        Event::StallEnded => match waiting.take() {
             Some(since) => format!(
                 "the wait is over after {:.1} s; sealing turns again",
                 since.elapsed().as_secs_f64() + seconds(config.stall_notice_ms)
             ),
             None => "the wait is over; sealing turns again".into(),
         },
-        HostEvent::PaceChanged(pace) => format!(
+        Event::PaceChanged(pace) => format!(
             "pace: {} ms turns, commands execute {} turn(s) after they are given",
             pace.turn_length_ms, pace.command_delay_turns
         ),
-        HostEvent::Ended(cause) => {
+        Event::Ended(cause) => {
             *ended = true;
             format!("the session ended ({cause:?})")
         }
-        HostEvent::Desync(report) => format!(
+        Event::Desync(report) => format!(
             "desync at turn {}: players {:?} diverged",
             report.turn.0,
             report.diverged.iter().map(|p| p.0).collect::<Vec<_>>()
