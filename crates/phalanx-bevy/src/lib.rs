@@ -349,7 +349,8 @@ where
     let state_hash = hash::state(world);
     // Errors mean the session is over: the end is told once it is.
     let _ = lockstep.session.report_state_hash(number, state_hash);
-    let keep = lockstep.keep_states && lockstep.session.as_client().is_some();
+    // A game with a player of its own keeps states (a dedicated host has none to keep).
+    let keep = lockstep.keep_states && lockstep.session.player().is_some();
     if let Some(state) = save.filter(|_| wants_snapshot || keep).map(|save| save(world)) {
         // One save serves both: the snapshot asked for and the state kept for forensics.
         if keep {

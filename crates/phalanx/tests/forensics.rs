@@ -30,7 +30,12 @@ fn config() -> SessionConfig {
 
 /// Plays to `LAST_TURN`, reporting every turn's hash and keeping every turn's state;
 /// `diverges`: one bit of its `hp` flips after `DIVERGE_AFTER`. Returns the events it saw.
-fn play(mut session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
+fn play(session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
+    play_to(session, diverges, LAST_TURN)
+}
+
+/// As [`play`], to `last`.
+fn play_to(mut session: Session<Order>, diverges: bool, last: u32) -> Vec<SessionEvent> {
     let mut events = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut state = 7u64;
@@ -53,7 +58,7 @@ fn play(mut session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
             if turn.turn.0 % 4 == 0 {
                 let _ = session.submit(&Order(turn.turn.0));
             }
-            if turn.turn.0 >= LAST_TURN {
+            if turn.turn.0 >= last {
                 events.extend(std::iter::from_fn(|| session.try_event()));
                 session.shutdown();
                 return events;
@@ -62,7 +67,7 @@ fn play(mut session: Session<Order>, diverges: bool) -> Vec<SessionEvent> {
         events.extend(std::iter::from_fn(|| session.try_event()));
         std::thread::sleep(Duration::from_millis(5));
     }
-    panic!("did not reach turn {LAST_TURN}");
+    panic!("did not reach turn {last}");
 }
 
 #[test]
@@ -144,7 +149,8 @@ fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
             .into_iter()
             .map(|session| std::thread::spawn(move || play(session, false)))
             .collect();
-        let events = play(host, true);
+        // The host plays on past the clients' last turn, so that it never leaves before them.
+        let events = play_to(host, true, LAST_TURN + 50);
         threads.into_iter().for_each(|t| drop(t.join().expect("no panic")));
         let (mut pinned, mut diagnosed) = (Vec::new(), Vec::new());
         for event in events {
