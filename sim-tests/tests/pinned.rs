@@ -41,12 +41,12 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "lossy",
-            0xfe354a56c2b77bf1,
+            0xb03a0267b921840e,
             vec![Some(0x546bd309287a9829), Some(0x546bd309287a9829), Some(0x546bd309287a9829)],
         ),
         (
             "removed",
-            0x079280b20e564427,
+            0x2303dbfffc5e67b4,
             vec![Some(0x115794958254fa39), Some(0xa0abdc97d1582995), Some(0xa0abdc97d1582995)],
         ),
     ];

@@ -7,12 +7,13 @@
 //! while two real players join and play. It checks that:
 //!
 //! - each real player's join completes within 1 s, during the flood;
-//! - the host's resident memory grows by at most 10 MB from its cold start, and is back within
-//!   2 MB of its baseline afterwards. The baseline is read after a warm-up flood of 200
-//!   attempts: the first few hundred handshakes of a process take it from about 6 to about
-//!   11 MB once and for all (the code pages of the handshake paths, the allocator arenas of
-//!   its threads); what the test holds the host to is that 2,000 more attempts add little and
-//!   leave nothing behind;
+//! - the host's resident memory grows by at most 10 MB from its cold start over two floods
+//!   (admission control bounds what a flood can hold), and the second flood leaves it within
+//!   2 MB of where the first left it. The allocator keeps the pages a flood touched for reuse
+//!   rather than returning them to the system (about 6 MB cold, 11–14 MB after a first flood
+//!   here), so the steady bound is the first flood's high-water mark: what the test holds the
+//!   host to is that it does not grow flood after flood. The baseline is therefore read after a
+//!   warm-up flood as large as the measured one;
 //! - the match ends with both players in the same state;
 //! - the host's admission counters account for the flood (refusals, evictions, timeouts) and
 //!   never held more than `pending_max` connections at once.
@@ -43,8 +44,9 @@ const ATTEMPTS: usize = 2_000;
 const ADDRESSES: usize = 40;
 /// Attempts in flight per source address.
 const LANES: usize = 5;
-/// Attempts of the warm-up before the baseline is read.
-const WARM_UP_ATTEMPTS: usize = 200;
+/// Attempts of the warm-up flood before the baseline is read: a whole flood, so that the
+/// baseline holds what the allocator keeps of one (see the module docs).
+const WARM_UP_ATTEMPTS: usize = ATTEMPTS;
 
 const MB: u64 = 1024 * 1024;
 
@@ -126,7 +128,7 @@ fn a_flood_of_unjoined_connections_during_a_match() {
 }
 
 async fn flood_during_a_match(pid: u32, stdin: &mut ChildStdin, output: &Receiver<String>) {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(240);
     let announced = expect_line(output, "LISTENING ", deadline);
     let (addr, fingerprint) = announced.split_once(' ').expect("address and fingerprint");
     let addr: SocketAddr = addr.parse().unwrap();
@@ -136,7 +138,7 @@ async fn flood_during_a_match(pid: u32, stdin: &mut ChildStdin, output: &Receive
     // and the figures below are what the flood itself adds and leaves behind.
     let cold = rss(pid);
     let warm_up = flood_thread(addr, WARM_UP_ATTEMPTS, Arc::new(FloodCounts::default()));
-    tokio::time::timeout(Duration::from_secs(30), warm_up).await.expect("warm-up ends").unwrap();
+    tokio::time::timeout(Duration::from_secs(90), warm_up).await.expect("warm-up ends").unwrap();
     tokio::time::sleep(Duration::from_secs(6)).await;
     let baseline = rss(pid);
 
