@@ -14,7 +14,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use phalanx::{Client, ClientOptions, Host, HostIdentity, HostOptions, HostVerification, SessionConfig};
+use phalanx::{
+    Client, ClientOptions, Host, HostIdentity, HostOptions, HostVerification, SessionConfig,
+};
 
 /// Turns before measuring (joins, handshakes, pace settling) and turns measured.
 const WARM_TURNS: u32 = 20;

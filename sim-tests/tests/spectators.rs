@@ -100,7 +100,7 @@ fn a_spectator_sending_commands_is_refused_and_dropped_and_the_game_is_untouched
         let dropped = report.events.iter().any(|(_, event)| {
             matches!(
                 event,
-                phalanx::Event::SpectatorLeft(id, phalanx::SpectatorGone::Misbehaved)
+                phalanx::Event::SpectatorLeft(id, phalanx::proto::SpectatorGone::Misbehaved)
                     if id.0 == 0
             )
         });

@@ -55,7 +55,10 @@ use std::sync::{Arc, Mutex};
 use bevy::app::{App, Plugin, PreUpdate};
 use bevy::ecs::prelude::*;
 use bevy::ecs::schedule::ScheduleLabel;
-use phalanx::{desync::{DesyncBundle, DesyncReport}, EndReason, Event, PlayerId, Session, Turn, TypedRecord};
+use phalanx::{
+    desync::{DesyncBundle, DesyncReport},
+    EndReason, Event, PlayerId, Session, Turn, TypedRecord,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 

@@ -10,9 +10,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
-use phalanx::{ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, PlayerId, Session, SessionConfig, Turn};
+use phalanx::{
+    ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, PlayerId, Session,
+    SessionConfig, Turn,
+};
 use phalanx_bevy::{
-    CurrentTurn, ExecuteCommands, Lockstep, LockstepAppExt, LockstepEvent, PhalanxPlugin, SimId,
+    CurrentTurn, ExecuteCommands, LockstepAppExt, LockstepEvent, PhalanxPlugin, SimId,
     SimulationTick, StateHash, Submit,
 };
 
@@ -38,7 +41,7 @@ struct Seen {
     desyncs: Vec<u32>,
     ended: Option<Option<EndReason>>,
     player: Option<PlayerId>,
-    diagnosed: Vec<std::sync::Arc<phalanx::DesyncBundle>>,
+    diagnosed: Vec<std::sync::Arc<phalanx::desync::DesyncBundle>>,
 }
 
 /// This app flips one unit's hit points after this turn.
@@ -154,8 +157,7 @@ fn play_keeping(corrupt: Option<(usize, u32)>, end_at: u32, keep_states: bool) -
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     options.session = config();
     options.local_player = true;
-    let (host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let mut sessions = vec![host];
     for token in 1..=3 {
@@ -292,8 +294,7 @@ fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     options.session = session.clone();
     options.local_player = true;
-    let (host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let connect = |token| {
         let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));

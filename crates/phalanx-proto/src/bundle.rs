@@ -58,7 +58,6 @@ pub enum PauseBy {
 
 /// Why the host ended the session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum EndCause {
     /// A desync, under `DesyncPolicy::End`.
     Desync,

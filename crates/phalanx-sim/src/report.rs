@@ -1,7 +1,12 @@
 //! What a run produced: one [`PlayerReport`] per player, in seat order, and the run-wide
 //! counts (trace digest, datagrams, host events).
 
-use phalanx::{error::JoinRefusal, proto::{CommandSeq, SpectatorId, Ticket}, stats::ClientStats, EndReason, Event, PlayerId, Turn};
+use phalanx::{
+    error::JoinRefusal,
+    proto::{CommandSeq, SpectatorId, Ticket},
+    stats::ClientStats,
+    EndReason, Event, PlayerId, Turn,
+};
 
 use crate::Step;
 
@@ -22,7 +27,7 @@ pub struct SimReport {
     /// The same host events typed, with their simulated time (without the timeline's host
     /// steps, which `host_events` also lists): who timed out, misbehaved or was removed, and
     /// when the host waited.
-    pub events: Vec<(u64, HostEvent)>,
+    pub events: Vec<(u64, Event)>,
     /// A digest of every datagram's (time, source, destination, size, copies delivered).
     pub trace_digest: u64,
     /// Datagrams handed to the network.
@@ -335,7 +340,7 @@ pub enum SimError {
         partial: Box<SimReport>,
     },
     /// The host's identity could not be made.
-    Identity(phalanx::IdentityError),
+    Identity(phalanx::error::IdentityError),
 }
 
 impl std::fmt::Display for SimError {

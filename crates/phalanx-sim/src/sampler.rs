@@ -26,7 +26,7 @@ impl Sampler {
         Sampler { machine, every_ms, next_ms: 0, open: BTreeMap::new() }
     }
 
-    pub(crate) fn submitted(&mut self, ticket: &phalanx::Ticket) {
+    pub(crate) fn submitted(&mut self, ticket: &phalanx::proto::Ticket) {
         if self.every_ms > 0 {
             self.open.insert(ticket.seq.0, turmoil::elapsed().as_millis() as u64);
         }

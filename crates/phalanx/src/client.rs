@@ -18,12 +18,12 @@ use tokio::task::JoinHandle;
 
 use crate::conn::{Conn, Transport};
 use crate::driver::{self, Datagrams, FromHost, Handle, Side};
+use crate::error::JoinStreamError;
 use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
+use crate::session::{NoTurn, Submitter, Update};
 use crate::tls::{client_tls, HostVerification, Mismatch};
 use crate::transport::{transport_config, End};
 use crate::udp::{QuinnSocket, Received, UdpError, UdpOptions, UdpReceiver};
-use crate::error::JoinStreamError;
-use crate::session::{NoTurn, Submitter, Update};
 use crate::{Clock, ConnectError, Event, SessionError};
 
 /// Everything a client needs to join a host.

@@ -56,10 +56,10 @@ mod driver;
 pub mod error;
 mod event;
 mod host;
-pub mod session;
-mod tls;
 pub mod replay;
+pub mod session;
 pub mod stats;
+mod tls;
 mod trace;
 mod transport;
 pub mod udp;
@@ -70,7 +70,9 @@ pub use error::{ConnectError, HostError, SessionError};
 pub use event::Event;
 pub use host::{Host, HostControl, HostOptions};
 pub use phalanx_proto as proto;
-pub use phalanx_proto::{EndReason, PlayerId, Readmit, SessionConfig, Turn, TypedRecord, TypedTurn};
+pub use phalanx_proto::{
+    EndReason, PlayerId, Readmit, SessionConfig, Turn, TypedRecord, TypedTurn,
+};
 pub use session::Session;
 pub use tls::{Fingerprint, HostIdentity, HostVerification};
 
@@ -148,4 +150,3 @@ impl Clock {
         self.0 + std::time::Duration::from_millis(ms)
     }
 }
-

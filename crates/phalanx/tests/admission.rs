@@ -8,7 +8,10 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use phalanx::{error::JoinRefusal, session::Admission, Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions, HostVerification};
+use phalanx::{
+    error::JoinRefusal, session::Admission, Client, ClientOptions, ConnectError, Host,
+    HostIdentity, HostOptions, HostVerification,
+};
 
 type Order = u32;
 

@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use phalanx::{error::JoinRefusal, ClientOptions, ConnectError, Event, HostIdentity, HostOptions, HostVerification, Session, SessionConfig, TypedRecord, TypedTurn};
+use phalanx::{
+    error::JoinRefusal, ClientOptions, ConnectError, Event, HostControl, HostIdentity, HostOptions,
+    HostVerification, Session, SessionConfig, TypedRecord, TypedTurn,
+};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -96,7 +99,8 @@ fn options(token: u64, fingerprint: phalanx::Fingerprint) -> ClientOptions {
 
 #[test]
 fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
-    let (host, addr, fingerprint) = host(vec![1, 2, 3], |_| {});
+    let (host, control, fingerprint) = host(vec![1, 2, 3], |_| {});
+    let addr = control.local_addr();
     // The player that crashes runs on a runtime of the test's, over a socket that can die.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (socket, dead) = {
@@ -165,14 +169,14 @@ fn rejoin(
         let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let seen = received.clone();
         let mut options = options(3, fingerprint);
-        options.join_progress = Some(phalanx::JoinProgress::new(move |bytes| {
+        options.join_progress = Some(phalanx::session::JoinProgress::new(move |bytes| {
             seen.fetch_max(bytes, Ordering::Relaxed);
         }));
         match Session::connect(addr, options, None) {
             Ok(session) => return (session, received.load(Ordering::Relaxed)),
-            Err(ConnectError::Join(phalanx::ClientJoinError::Refused(JoinRefusal::TokenUsed)))
-                if Instant::now() < deadline =>
-            {
+            Err(ConnectError::Join(phalanx::error::ClientJoinError::Refused(
+                JoinRefusal::TokenUsed,
+            ))) if Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err(error) => panic!("rejoin failed: {error}"),
@@ -182,11 +186,12 @@ fn rejoin(
 
 #[test]
 fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
-    let (host, addr, fingerprint) = host(vec![1, 2, 3], |options| {
+    let (host, control, fingerprint) = host(vec![1, 2, 3], |options| {
         options.session.late_join = true;
         // No interval: the host asks for one snapshot before the late player comes.
         options.session.snapshot_interval_turns = 0;
     });
+    let addr = control.local_addr();
     let sessions: Vec<Session<Order>> = [1, 2]
         .into_iter()
         .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
@@ -204,7 +209,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(1_000));
-    host.request_snapshot().expect("sync checks are on");
+    control.request_snapshot().expect("sync checks are on");
     threads.push(std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1_000));
         let mut session =
@@ -229,8 +234,9 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
 
 #[test]
 fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
-    let (host, addr, fingerprint) =
+    let (host, control, fingerprint) =
         host(vec![1, 2], |options| options.spectator_tokens = vec![71, 72]);
+    let addr = control.local_addr();
     let connect = move |token| Session::connect(addr, options(token, fingerprint), None);
     let sessions: Vec<Session<Order>> =
         [1, 2, 71].into_iter().map(|token| connect(token).expect("joins")).collect();
@@ -277,7 +283,7 @@ fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
 }
 
 /// Every event the host queued, then shuts it down.
-fn host_events(mut host: Session<Order>) -> Vec<HostEvent> {
+fn host_events(mut host: Session<Order>) -> Vec<Event> {
     let mut events = Vec::new();
     while let Some(event) = host.try_event() {
         events.push(event);
@@ -287,18 +293,16 @@ fn host_events(mut host: Session<Order>) -> Vec<HostEvent> {
 }
 
 /// A dedicated host on loopback for `tokens`, with the test's session and `adjust`ed options:
-/// its session, its address and the fingerprint to pin.
+/// its session, its controls and the fingerprint to pin.
 fn host(
     tokens: Vec<u64>,
     adjust: impl FnOnce(&mut HostOptions),
-) -> (Session<Order>, std::net::SocketAddr, phalanx::Fingerprint) {
+) -> (Session<Order>, HostControl, phalanx::Fingerprint) {
     let identity = HostIdentity::generate_self_signed("catch-up").unwrap();
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens);
     options.session = config();
     adjust(&mut options);
-    let (host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
-    let addr = control.local_addr();
-    (host, addr, fingerprint)
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
+    (host, control, fingerprint)
 }

@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use phalanx::{error::JoinRefusal, Client, ClientOptions, ConnectError, EndReason, Event, Host, HostIdentity, HostOptions, HostVerification, PlayerId, Readmit, SessionConfig, Transport};
+use phalanx::{
+    error::JoinRefusal, Client, ClientOptions, ConnectError, EndReason, Event, Host, HostIdentity,
+    HostOptions, HostVerification, PlayerId, Readmit, SessionConfig, Transport,
+};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -69,7 +72,7 @@ impl Match {
     }
 
     /// Every host event so far.
-    fn events(&mut self) -> Vec<HostEvent> {
+    fn events(&mut self) -> Vec<Event> {
         std::iter::from_fn(|| self.host.try_event()).collect()
     }
 }
@@ -129,8 +132,7 @@ async fn back_before_the_seal(transport: Transport, away: Away) {
     // Before the end (after it, each player's goodbye closes its seat).
     let events = game.events();
     let end = events.iter().position(|e| matches!(e, Event::Ended(_))).expect("the end");
-    let removed =
-        events[..end].iter().filter(|e| **e == Event::PlayerRemoved(PlayerId(1))).count();
+    let removed = events[..end].iter().filter(|e| **e == Event::PlayerRemoved(PlayerId(1))).count();
     assert_eq!(removed, 1, "{transport:?}, {away:?}: removed once, not again: {events:?}");
     game.host.shutdown().await;
 }
@@ -201,8 +203,8 @@ async fn a_dropped_client_is_timed_out_not_taken_for_a_leave() {
             drop(second);
             let gone = loop {
                 let event = game.host.next_event().await.expect("the host runs");
-                if let Event::PlayerTimedOut(PlayerId(1))
-                | Event::PlayerRemoved(PlayerId(1)) = event
+                if let Event::PlayerTimedOut(PlayerId(1)) | Event::PlayerRemoved(PlayerId(1)) =
+                    event
                 {
                     break event;
                 }

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use phalanx::{error::{ConfigError, SubmitError}, Host, HostError, HostIdentity, HostOptions, SessionConfig, SessionError};
+use phalanx::{
+    error::{ConfigError, SubmitError},
+    Host, HostError, HostIdentity, HostOptions, SessionConfig, SessionError,
+};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);

@@ -35,7 +35,10 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::attacker_config;
-use phalanx::{session::Admission, Client, ClientOptions, EndReason, Event, Fingerprint, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, TypedRecord};
+use phalanx::{
+    session::Admission, Client, ClientOptions, EndReason, Event, Fingerprint, Host, HostIdentity,
+    HostOptions, HostVerification, SessionConfig, TypedRecord,
+};
 
 type Order = (u8, u32);
 

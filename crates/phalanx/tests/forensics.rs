@@ -11,7 +11,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use phalanx::{error::SnapshotError, ClientOptions, Event, HostIdentity, HostOptions, HostVerification, Session, SessionConfig, SessionError, Transport, Turn, TypedRecord};
+use phalanx::{
+    error::SnapshotError, ClientOptions, Event, HostIdentity, HostOptions, HostVerification,
+    Session, SessionConfig, SessionError, Transport, Turn, TypedRecord,
+};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -73,8 +76,7 @@ fn the_first_divergent_turn_is_pinned_exactly() {
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     options.session = config();
-    let (mut host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (mut host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let sessions: Vec<Session<Order>> = [1, 2, 3]
         .into_iter()
@@ -130,8 +132,7 @@ fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
         options.session = config();
         options.transport = transport;
         options.local_player = true;
-        let (host, control): (Session<Order>, _) =
-            Session::host(options, None).expect("binds");
+        let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
         let addr = control.local_addr();
         let own = host.player().expect("the host plays");
         let clients: Vec<Session<Order>> = [1, 2]
@@ -154,12 +155,7 @@ fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
         let (mut pinned, mut diagnosed) = (Vec::new(), Vec::new());
         for event in events {
             match event {
-                Event::DesyncPinned {
-                    check_turn,
-                    first_turn,
-                    players,
-                    exact,
-                } => {
+                Event::DesyncPinned { check_turn, first_turn, players, exact } => {
                     pinned.push((check_turn, first_turn, players, exact));
                 }
                 Event::DesyncDiagnosed(bundle) => diagnosed.push(bundle),

@@ -5,7 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use phalanx::{error::EndError, proto::{DefaultCodec, PauseBy}, replay::{ReplayGame, TurnBundle, verify_replay}, Client, ClientOptions, EndReason, Event, Host, HostIdentity, HostOptions, HostVerification, PlayerId, SessionConfig, SessionError, TypedRecord, TypedTurn};
+use phalanx::{
+    error::EndError,
+    proto::{DefaultCodec, PauseBy},
+    replay::{verify_replay, ReplayGame, TurnBundle},
+    Client, ClientOptions, EndReason, Event, Host, HostIdentity, HostOptions, HostVerification,
+    PlayerId, SessionConfig, SessionError, TypedRecord, TypedTurn,
+};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
@@ -61,7 +67,7 @@ impl ReplayGame for Chain {
 #[derive(Debug)]
 struct Seen {
     last_turn: Option<u32>,
-    events: Vec<ClientEvent>,
+    events: Vec<Event>,
     left: Vec<PlayerId>,
     ended: Option<EndReason>,
     ended_at: Instant,
@@ -279,15 +285,15 @@ async fn a_next_update_loop_ends_with_the_game() {
         let (mut turns, mut ended, mut last) = (0u32, None, None);
         while let Some(update) = client.next_update().await {
             match update {
-                phalanx::Update::Turn(turn) => {
+                phalanx::session::Update::Turn(turn) => {
                     turns += 1;
                     last = Some(turn.turn);
                     if turns == 10 {
                         host.end(0).await.unwrap();
                     }
                 }
-                phalanx::Update::Event(Event::Ended(reason)) => ended = Some(reason),
-                phalanx::Update::Event(_) => {}
+                phalanx::session::Update::Event(Event::Ended(reason)) => ended = Some(reason),
+                phalanx::session::Update::Event(_) => {}
             }
         }
         let stats = client.stats().await;

@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use phalanx::{Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, TypedRecord};
+use phalanx::{
+    Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions, HostVerification,
+    SessionConfig, TypedRecord,
+};
 use phalanx_proto::{ClientJoinError, JoinRefusal};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -229,7 +232,7 @@ async fn the_host_never_accepts_early_data() {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
             .with_no_client_auth();
-        tls.alpn_protocols = vec![phalanx::ALPN.to_vec()];
+        tls.alpn_protocols = vec![phalanx::session::ALPN.to_vec()];
         tls.enable_early_data = true;
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use phalanx::{
-    ClientOptions, EndReason, Event, HostControl, HostIdentity, HostOptions, HostVerification,
-    Session, SessionConfig, TypedRecord,
+    ClientOptions, EndReason, HostControl, HostIdentity, HostOptions, HostVerification, Session,
+    SessionConfig, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -69,8 +69,7 @@ fn game(host_plays: bool) -> Game {
     options.session = config();
     options.local_player = host_plays;
     options.observe_turns = !host_plays;
-    let (mut host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (mut host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let clients: Vec<Session<Order>> = [1, 2]
         .into_iter()
@@ -133,8 +132,7 @@ fn the_host_controls_work_from_another_thread_and_close_with_the_host() {
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
     options.session = config();
-    let (host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
     options.session = config();
@@ -166,8 +164,7 @@ fn orders_can_come_from_another_thread() {
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
     options.session = config();
     options.observe_turns = true;
-    let (mut host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (mut host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
     options.session = config();
@@ -188,7 +185,7 @@ fn orders_can_come_from_another_thread() {
         turns
     });
     let sent = input.join().expect("no panic");
-    let (observed, _) = frame_loop(&mut host, Some(40));
+    let (observed, _) = frame_loop(&mut host, Some((40, &control)));
     let played = player.join().expect("no panic");
     host.shutdown();
     assert_eq!(sent.len(), 10);

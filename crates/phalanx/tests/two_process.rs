@@ -9,7 +9,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use phalanx::{Client, ClientOptions, Fingerprint, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, TypedRecord};
+use phalanx::{
+    Client, ClientOptions, Fingerprint, Host, HostIdentity, HostOptions, HostVerification,
+    SessionConfig, TypedRecord,
+};
 
 type Order = (u8, u32);
 

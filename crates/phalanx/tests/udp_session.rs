@@ -41,8 +41,7 @@ fn start() -> (Session<Order>, HostControl, Vec<Session<Order>>) {
     options.session = config();
     options.transport = Transport::Udp;
     options.observe_turns = true; // a dedicated host that runs the game too, to end it
-    let (host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let clients = [1, 2, 3]
         .into_iter()
@@ -133,8 +132,7 @@ fn a_wrong_key_and_a_mismatched_verification_fail_with_typed_errors() {
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     options.transport = Transport::Udp;
-    let (host, control): (Session<Order>, _) =
-        Session::host(options, None).expect("binds");
+    let (_host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let other = HostIdentity::generate_self_signed("someone else").unwrap().udp_public_key();
     let error =

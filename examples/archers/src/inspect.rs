@@ -1,5 +1,5 @@
 //! Desync forensics for the archers: the inspection hook phalanx's
-//! [`DesyncBundle::diff`](phalanx::DesyncBundle::diff) calls on each side's state, and the
+//! [`DesyncBundle::diff`](phalanx::desync::DesyncBundle::diff) calls on each side's state, and the
 //! side-by-side view `archers diff BUNDLE` prints.
 
 use phalanx::{desync::DesyncBundle, error::DiffError};
@@ -29,7 +29,7 @@ pub struct Difference {
 /// The parts of the two states in `bundle` that differ, with their values.
 pub fn differences(bundle: &DesyncBundle) -> Result<Vec<Difference>, DiffError> {
     let names = bundle.diff(inspect)?;
-    let describe = |peer: &phalanx::PeerState| {
+    let describe = |peer: &phalanx::desync::PeerState| {
         let world = peer.state.as_deref().and_then(World::load);
         world.map(|w| w.describe()).ok_or(DiffError::NotInspected(peer.player))
     };

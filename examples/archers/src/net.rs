@@ -9,7 +9,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use phalanx::udp::HostPublicKey;
-use phalanx::{session::Update, Client, ClientOptions, Event, Fingerprint, Host, HostIdentity, HostOptions, HostVerification, SessionConfig, Transport, TypedRecord, TypedTurn};
+use phalanx::{
+    session::Update, Client, ClientOptions, Event, Fingerprint, Host, HostIdentity, HostOptions,
+    HostVerification, SessionConfig, Transport, TypedRecord, TypedTurn,
+};
 use phalanx_sim::SimGame;
 
 use crate::game::{Archers, Setup};
@@ -116,7 +119,7 @@ pub struct HostOutcome {
     /// Desync reports: `(check turn, diverged players)`.
     pub desyncs: Vec<(u32, Vec<u8>)>,
     /// What admission control refused and the transport dropped, for the operator.
-    pub admission: phalanx::AdmissionStats,
+    pub admission: phalanx::stats::AdmissionStats,
 }
 
 impl HostSession {
@@ -159,7 +162,7 @@ impl HostSession {
         mut self,
         join_wait: Duration,
         limit: Duration,
-        mut events: impl FnMut(&HostEvent),
+        mut events: impl FnMut(&Event),
     ) -> Result<HostOutcome, String> {
         let started = tokio::time::Instant::now();
         let mut outcome = HostOutcome::default();
@@ -328,7 +331,7 @@ impl std::fmt::Display for Notice {
 /// Why a join failed, in words; a game-data mismatch also says what enters the hash.
 fn join_failure(error: &phalanx::ConnectError, game: &Match) -> String {
     match error.refusal() {
-        Some(phalanx::JoinRefusal::GameDataMismatch { .. }) => format!(
+        Some(phalanx::error::JoinRefusal::GameDataMismatch { .. }) => format!(
             "cannot join: {error}. The game-data hash covers the match flags --players, --units, \
              --seed and --minutes (in turns); this client has players {}, units {}, seed {}, \
              {} turns: start it with the host's flags (the host prints a ready client command)",
@@ -499,7 +502,7 @@ impl<F: FnMut(Notice)> Seat<F> {
     }
 
     /// Keeps desync reports; tells of the host's waits.
-    fn on_event(&mut self, event: ClientEvent) {
+    fn on_event(&mut self, event: Event) {
         let turn = self.outcome.turns.saturating_sub(1);
         match event {
             Event::Desync(report) => self

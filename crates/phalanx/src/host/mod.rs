@@ -23,9 +23,9 @@ use tracing::Instrument;
 use crate::admission::{Admission, AdmissionStats, Gate, Outcome, Pass, Verdict};
 use crate::conn::{Conn, Transport};
 use crate::driver::{self, Handle, Side};
+use crate::session::{NoTurn, Submitter, Update};
 use crate::tls::{Fingerprint, HostIdentity};
 use crate::transport::{transport_config, End, JOIN_BYTES_MAX};
-use crate::session::{NoTurn, Submitter, Update};
 use crate::{Clock, Event, HostError, SessionError};
 
 mod control;

@@ -15,7 +15,7 @@ pub fn attacker_config() -> quinn::ClientConfig {
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
         .with_no_client_auth();
-    tls.alpn_protocols = vec![phalanx::ALPN.to_vec()];
+    tls.alpn_protocols = vec![phalanx::session::ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC TLS");
     quinn::ClientConfig::new(Arc::new(crypto))
 }

@@ -52,7 +52,7 @@ pub(crate) struct Removed {
 }
 
 /// The host's reason for a removal event, in the JSON's words.
-fn cause(event: &HostEvent) -> Option<(PlayerId, &'static str)> {
+fn cause(event: &Event) -> Option<(PlayerId, &'static str)> {
     match event {
         Event::PlayerTimedOut(player) => Some((*player, "timed_out")),
         Event::PlayerMisbehaved(player) => Some((*player, "misbehaved")),

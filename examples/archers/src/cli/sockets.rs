@@ -107,7 +107,7 @@ pub(crate) fn host(args: &HostArgs) -> ExitCode {
 
 /// The end-of-match summary of what the host refused and dropped, for its stderr: an attack
 /// shows here (refused connections, failed handshakes, forged or replayed packets).
-fn admission_words(stats: &phalanx::AdmissionStats) -> String {
+fn admission_words(stats: &phalanx::stats::AdmissionStats) -> String {
     let udp = &stats.udp;
     let handshakes = &udp.handshakes;
     format!(
@@ -141,7 +141,7 @@ fn admission_words(stats: &phalanx::AdmissionStats) -> String {
 /// A host event in words, for its stderr; `waiting` keeps when the current wait began, and
 /// `ended` whether the session has ended (a player that goes after that has finished).
 fn host_event_words(
-    event: &HostEvent,
+    event: &Event,
     waiting: &mut Option<Instant>,
     ended: &mut bool,
     config: &phalanx::SessionConfig,
