@@ -95,3 +95,45 @@ fn crashed_client_is_refused_after_the_window() {
         Ok(())
     });
 }
+
+/// A crash is silent on both transports (a dead process sends nothing, not even a QUIC close):
+/// the host times the player out, never takes it for a leave, and the process that restarts
+/// half a second later waits out the seat (`TokenUsed`), rejoins and plays to the end in
+/// agreement.
+#[test]
+fn a_crash_is_silent_and_a_quick_restart_plays_on_over_both_transports() {
+    for transport in [phalanx::Transport::Quic, phalanx::Transport::Udp] {
+        let name =
+            seeded_test!("a_crash_is_silent_and_a_quick_restart_plays_on_over_both_transports");
+        for_each_seed(name, 6, |seed| {
+            let mut config = scenario(seed, 30_000, 500);
+            config.transport = transport;
+            let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+            report.check_agreement()?;
+            let crashed = seat(&report, 1)?;
+            if crashed.incarnations != 2 || crashed.ended.is_some() || crashed.refusal.is_some() {
+                return Err(format!(
+                    "{transport:?}: player 1: {} processes, ended {:?}, refusal {:?}",
+                    crashed.incarnations, crashed.ended, crashed.refusal
+                ));
+            }
+            // Removed (taken for a leave) before it came back: what a leaked close did. (At the
+            // end every player's goodbye removes it, as it should.)
+            let host = &report.host_events;
+            let back = host.iter().position(|(_, e)| e.contains("PlayerRejoined(PlayerId(1))"));
+            let removed = host[..back.unwrap_or(host.len())]
+                .iter()
+                .filter(|(_, e)| e.contains("PlayerRemoved(PlayerId(1))"))
+                .count();
+            let timed_out = events(&report, "PlayerTimedOut");
+            if timed_out != 1 || removed != 0 || back.is_none() {
+                return Err(format!("{transport:?}: host events {:?}", report.host_events));
+            }
+            let turns: Vec<usize> = report.players.iter().map(|p| p.hashes.len()).collect();
+            if turns.iter().any(|&t| t != TURNS as usize) {
+                return Err(format!("{transport:?}: turns executed {turns:?}"));
+            }
+            Ok(())
+        });
+    }
+}

@@ -3,7 +3,7 @@
 
 use phalanx_proto::{
     Client, ClientJoinError, ConfigError, Host, HostEvent, JoinError, JoinRefusal, PlayerId,
-    Readmit, Record, RemoveError, ReplayRecord, SessionConfig, Turn,
+    Readmit, Record, RemoveError, ReplayRecord, SessionConfig, Turn, TurnBundle,
 };
 
 const TOKENS: [u64; 2] = [11, 22];
@@ -214,7 +214,12 @@ fn started_host(config: SessionConfig) -> (Host, Vec<Client>) {
 
 /// Runs the host and `client` (player 1) until `until_ms`, player 1's datagrams both ways,
 /// the client executing every turn it is given; returns the turns it executed.
-fn run_player_one(host: &mut Host, client: &mut Client, from_ms: u64, until_ms: u64) -> Vec<Turn> {
+fn run_player_one(
+    host: &mut Host,
+    client: &mut Client,
+    from_ms: u64,
+    until_ms: u64,
+) -> Vec<TurnBundle> {
     let mut executed = Vec::new();
     let mut buf = Vec::new();
     for now in (from_ms..=until_ms).step_by(5) {
@@ -228,9 +233,7 @@ fn run_player_one(host: &mut Host, client: &mut Client, from_ms: u64, until_ms: 
         while client.poll_transmit(now, &mut buf) {
             host.handle_datagram(now, PlayerId(1), &buf);
         }
-        while let Some(bundle) = client.next_turn(now) {
-            executed.push(bundle.turn);
-        }
+        executed.extend(std::iter::from_fn(|| client.next_turn(now)));
     }
     executed
 }
@@ -341,4 +344,35 @@ fn duplicate_tokens_and_late_join_without_rejoin_are_config_errors() {
         late.validate(),
         Err(ConfigError::Needs { field: "late_join", needs: "rejoin_window_ms > 0" })
     );
+}
+
+/// A returning player's game is told which turns are past: every turn of the catch-up carries
+/// `catching_up`, the first live one does not, and the one that ends the game is marked `last`.
+#[test]
+fn catch_up_turns_are_marked_and_so_is_the_last_turn() {
+    use phalanx_proto::TypedClient;
+    let mut host = host_with_timed_out_players(SessionConfig::default());
+    let (client, result) = join(&mut host, 11_000, 22);
+    assert_eq!(result, Ok(PlayerId(1)));
+    let live = host.next_seal();
+    let mut client: TypedClient<u32> = TypedClient::new(client);
+    let mut past = Vec::new();
+    while client.inner().is_catching_up() {
+        let turn = client.next_turn(11_000).expect("a past turn");
+        assert!(turn.catching_up && !turn.last, "turn {:?}", turn.turn);
+        past.push(turn.turn);
+    }
+    assert_eq!(past, (0..live.0).map(Turn).collect::<Vec<_>>());
+    // The live turns: the host ends the game; the turn that carries the end is the last.
+    let last = host.end(11_000, 5).unwrap();
+    let seen: Vec<(Turn, bool)> = run_player_one(&mut host, client.inner(), 11_000, 14_000)
+        .into_iter()
+        .map(|bundle| {
+            let turn =
+                phalanx_proto::TypedTurn::<u32>::decode::<phalanx_proto::DefaultCodec>(bundle);
+            (turn.turn, turn.last)
+        })
+        .collect();
+    assert_eq!(seen.last(), Some(&(last, true)), "{seen:?}");
+    assert!(seen[..seen.len() - 1].iter().all(|&(_, last)| !last));
 }

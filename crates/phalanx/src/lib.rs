@@ -150,3 +150,8 @@ impl Clock {
         self.0 + std::time::Duration::from_millis(ms)
     }
 }
+
+/// The README's examples, compiled as doc tests (its first game must build against the API).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

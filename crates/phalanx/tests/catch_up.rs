@@ -38,6 +38,10 @@ struct Game {
     checks: BTreeMap<u32, u64>,
     /// The snapshot this process started from: its turn.
     restored: Option<u32>,
+    /// The turns it executed as a rejoin's catch-up (past turns, `TypedTurn::catching_up`),
+    /// and the first it executed live.
+    caught_up: Vec<u32>,
+    first_live: Option<u32>,
 }
 
 impl Game {
@@ -71,6 +75,12 @@ fn play(session: &mut Session<Order>, game: &mut Game, until: u32) {
         while let Some(turn) = session.try_next_turn() {
             game.execute(&turn);
             let number = turn.turn.0;
+            assert_eq!(session.is_catching_up(), turn.catching_up, "turn {number}");
+            if turn.catching_up {
+                game.caught_up.push(number);
+            } else {
+                game.first_live.get_or_insert(number);
+            }
             if number % 10 == 0 {
                 game.checks.insert(number, game.state);
                 session.report_state_hash(turn.turn, game.state).expect("running");
@@ -79,7 +89,8 @@ fn play(session: &mut Session<Order>, game: &mut Game, until: u32) {
                 let state = game.state.to_le_bytes().to_vec();
                 session.offer_snapshot(turn.turn, game.state, state).expect("wanted");
             }
-            if number % 5 == 0 {
+            // A player gives no orders while its game replays past turns.
+            if number % 5 == 0 && !turn.catching_up {
                 let _ = session.submit(&Order(number));
             }
             if number >= until {
@@ -145,6 +156,13 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
     let back = &games[2];
     let restored = back.restored.expect("the new process restored a snapshot");
     assert!((40..=CRASH_TURN + 60).contains(&restored), "restored turn {restored}");
+    // The returning game replayed the turns after its snapshot as catch-up, then played live;
+    // the others never caught up.
+    let first_live = back.first_live.expect("it played live");
+    let expected: Vec<u32> = (restored + 1..first_live).collect();
+    assert!(!expected.is_empty(), "live play resumed at {first_live}, after {restored}");
+    assert_eq!(back.caught_up, expected, "catch-up turns");
+    assert!(games[..2].iter().all(|game| game.caught_up.is_empty()));
     assert!(events.iter().any(|e| matches!(e, Event::SnapshotStored { .. })), "{events:?}");
     assert!(events.contains(&Event::PlayerRejoined(phalanx::PlayerId(2))), "{events:?}");
     assert!(!events.iter().any(|e| matches!(e, Event::Desync(_))), "{events:?}");

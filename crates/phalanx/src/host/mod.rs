@@ -185,28 +185,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             spectator_tokens,
             transport,
         } = options;
-        let seats = usize::from(session.players_max) - usize::from(local_player);
-        if tokens.len() > seats {
-            // Every token promises a seat: the host's own player takes one of them.
-            return Err(HostError::Config(phalanx_proto::ConfigError::OutOfRange {
-                field: "tokens",
-                value: tokens.len() as u64,
-                min: 0,
-                max: seats as u64,
-            }));
-        }
-        let mut host =
-            phalanx_proto::Host::new(session.clone(), &tokens).map_err(HostError::Config)?;
-        host.allow_spectators(&spectator_tokens).map_err(HostError::Config)?;
-        let local_player = if local_player {
-            Some(host.add_local_player().map_err(|_| HostError::NoSeatForLocalPlayer)?)
-        } else {
-            if observe_turns {
-                // Before the start and without a local player: cannot be refused.
-                let _ = host.observe_turns();
-            }
-            None
-        };
+        let roles = (local_player, observe_turns);
+        let (host, local_player) = session_host(&session, &tokens, &spectator_tokens, roles)?;
         let (input_tx, input_rx) = mpsc::channel(INPUTS_MAX);
         let uploads = session.snapshot_upload_bytes_max();
         let gate = Gate::new(admission.clone());
@@ -453,6 +433,38 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             }
         }
     }
+}
+
+/// The sans-IO host for `tokens` and `spectator_tokens`, with the host's own player when it
+/// plays (`roles.0`), or observing every turn (`roles.1`); and that player.
+fn session_host(
+    session: &SessionConfig,
+    tokens: &[u64],
+    spectator_tokens: &[u64],
+    (local_player, observe_turns): (bool, bool),
+) -> Result<(phalanx_proto::Host, Option<PlayerId>), HostError> {
+    let seats = usize::from(session.players_max) - usize::from(local_player);
+    if tokens.len() > seats {
+        // Every token promises a seat: the host's own player takes one of them.
+        return Err(HostError::Config(phalanx_proto::ConfigError::OutOfRange {
+            field: "tokens",
+            value: tokens.len() as u64,
+            min: 0,
+            max: seats as u64,
+        }));
+    }
+    let mut host = phalanx_proto::Host::new(session.clone(), tokens).map_err(HostError::Config)?;
+    host.allow_spectators(spectator_tokens).map_err(HostError::Config)?;
+    let local_player = if local_player {
+        Some(host.add_local_player().map_err(|_| HostError::NoSeatForLocalPlayer)?)
+    } else {
+        if observe_turns {
+            // Before the start and without a local player: cannot be refused.
+            let _ = host.observe_turns();
+        }
+        None
+    };
+    Ok((host, local_player))
 }
 
 /// The QUIC endpoint: on `socket` (a simulator's) or a real one bound to `bind`.
