@@ -355,7 +355,7 @@ fn catch_up_turns_are_marked_and_so_is_the_last_turn() {
     let (client, result) = join(&mut host, 11_000, 22);
     assert_eq!(result, Ok(PlayerId(1)));
     let live = host.next_seal();
-    let mut client: TypedClient<u32> = TypedClient::new(client);
+    let mut client: TypedClient<u32, Codec> = TypedClient::new(client);
     let mut past = Vec::new();
     while client.inner().is_catching_up() {
         let turn = client.next_turn(11_000).expect("a past turn");
@@ -368,11 +368,24 @@ fn catch_up_turns_are_marked_and_so_is_the_last_turn() {
     let seen: Vec<(Turn, bool)> = run_player_one(&mut host, client.inner(), 11_000, 14_000)
         .into_iter()
         .map(|bundle| {
-            let turn =
-                phalanx_proto::TypedTurn::<u32>::decode::<phalanx_proto::DefaultCodec>(bundle);
+            let turn = phalanx_proto::TypedTurn::<u32>::decode::<Codec>(bundle);
             (turn.turn, turn.last)
         })
         .collect();
     assert_eq!(seen.last(), Some(&(last, true)), "{seen:?}");
     assert!(seen[..seen.len() - 1].iter().all(|&(_, last)| !last));
+}
+
+/// postcard, as the default codec is, for builds of the crate without a codec feature.
+struct Codec;
+
+impl phalanx_proto::CommandCodec for Codec {
+    fn encode<C: serde::Serialize>(command: &C) -> Result<Vec<u8>, phalanx_proto::CodecError> {
+        postcard::to_allocvec(command).map_err(|e| phalanx_proto::CodecError::new(e.to_string()))
+    }
+    fn decode<C: serde::de::DeserializeOwned>(
+        bytes: &[u8],
+    ) -> Result<C, phalanx_proto::CodecError> {
+        postcard::from_bytes(bytes).map_err(|e| phalanx_proto::CodecError::new(e.to_string()))
+    }
 }
