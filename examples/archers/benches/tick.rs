@@ -24,7 +24,7 @@ fn battle(after: u64) -> World {
             let (first, count, _) = world.army(PlayerId(p));
             TypedRecord::Command {
                 player: PlayerId(p),
-                seq: phalanx_proto::CommandSeq(u32::from(p)),
+                seq: phalanx::proto::CommandSeq(u32::from(p)),
                 command: Ok(Order::AttackMove { first, count, x: 2048, y: 2048 }),
             }
         })

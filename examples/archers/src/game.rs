@@ -7,8 +7,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use phalanx::proto::{CommandCodec, DefaultCodec};
+use phalanx::replay::ReplayRecord;
 use phalanx::{proto::SplitMix64, PlayerId, Turn, TypedRecord, TypedTurn};
-use phalanx_proto::{CommandCodec, DefaultCodec, ReplayRecord};
 use phalanx_sim::SimGame;
 
 use crate::world::{self, Order, World};

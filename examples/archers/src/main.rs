@@ -1,5 +1,5 @@
 //! The 1500-archer lockstep demo: 8 bot players command 1500 archers in a deterministic
-//! battle, over real QUIC (quinn) under phalanx-sim's simulated network — RTT 40–150 ms,
+//! battle, over raw UDP with Noise (or QUIC) under phalanx-sim's simulated network — RTT 40–150 ms,
 //! 1–3 % loss, jitter, and one player cut off for a few seconds — then it prints what AoE's
 //! authors cared about: did everyone agree, how much bandwidth, how much command latency, and
 //! writes an HTML report with plots over time and the battlefield.

@@ -49,7 +49,7 @@ impl Match {
 }
 
 /// The demo's departure from the default session: the quiet relay, the profile for a
-/// 28.8 kbit/s modem (issue 17; README "Where the bytes go"). 150 ms turns (AoE used 200);
+/// 28.8 kbit/s modem (see docs/design/quiet-relay.md). 150 ms turns (AoE used 200);
 /// a client acknowledges turns in a heartbeat every 500 ms instead of every turn and sends its
 /// commands at once (and once more); the host never repeats a turn on its own (once its link
 /// to a player lost a datagram, each turn's datagram carries the two before it that are not

@@ -2,7 +2,8 @@
 //! executed and the agreed state hash after **every** turn (not only the check turns) — in
 //! postcard. `archers replay FILE` re-simulates the battle from it and compares every hash.
 
-use phalanx_proto::{verify_replay, Replay, ReplayGame, TurnBundle, TypedTurn};
+use phalanx::replay::{verify_replay, Replay, ReplayGame, TurnBundle};
+use phalanx::TypedTurn;
 use serde::{Deserialize, Serialize};
 
 use crate::world::{Order, World};
@@ -30,7 +31,7 @@ pub enum ReplayFileError {
     /// Not a replay file of this demo, or damaged.
     Corrupt(String),
     /// The re-simulation disagreed with the recording.
-    Verify(phalanx_proto::ReplayError),
+    Verify(phalanx::error::ReplayError),
 }
 
 impl std::fmt::Display for ReplayFileError {
@@ -72,7 +73,7 @@ impl ReplayFile {
 
     /// Re-simulates the match from its bundles and compares the state hash after every
     /// recorded turn. Returns the turns executed and hashes compared.
-    pub fn verify(&self) -> Result<phalanx_proto::ReplayVerified, ReplayFileError> {
+    pub fn verify(&self) -> Result<phalanx::replay::ReplayVerified, ReplayFileError> {
         let mut game = ReplayWorld(World::new(
             usize::from(self.players),
             self.units as usize,
@@ -88,7 +89,7 @@ struct ReplayWorld(World);
 impl ReplayGame for ReplayWorld {
     fn execute(&mut self, bundle: &TurnBundle) {
         let turn: TypedTurn<Order> =
-            TypedTurn::decode::<phalanx_proto::DefaultCodec>(bundle.clone());
+            TypedTurn::decode::<phalanx::proto::DefaultCodec>(bundle.clone());
         self.0.execute(&turn);
     }
 

@@ -12,7 +12,8 @@ use std::process::{Command, Output};
 
 use archers::replay::ReplayFile;
 use archers::world::Order;
-use phalanx_proto::{CommandCodec, DefaultCodec, ReplayRecord};
+use phalanx::proto::{CommandCodec, DefaultCodec};
+use phalanx::replay::ReplayRecord;
 use serde_json::{json, Value};
 
 mod common;

@@ -65,12 +65,12 @@ pub(crate) fn read(path: &Path) -> Result<DesyncBundle, String> {
         .ok_or_else(|| format!("{} is not an archers desync bundle", path.display()))?;
     let bundle: DesyncBundle = postcard::from_bytes(body)
         .map_err(|e| format!("{}: not a readable bundle: {e}", path.display()))?;
-    if bundle.format_version != phalanx_proto::DESYNC_BUNDLE_FORMAT_VERSION {
+    if bundle.format_version != phalanx::desync::DESYNC_BUNDLE_FORMAT_VERSION {
         return Err(format!(
             "{}: bundle format {} (this build reads {})",
             path.display(),
             bundle.format_version,
-            phalanx_proto::DESYNC_BUNDLE_FORMAT_VERSION
+            phalanx::desync::DESYNC_BUNDLE_FORMAT_VERSION
         ));
     }
     Ok(bundle)

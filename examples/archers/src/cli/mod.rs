@@ -27,7 +27,7 @@ use phalanx::Fingerprint;
     name = "archers",
     version,
     about = "archers — the 1500-archer lockstep demo (phalanx). With no subcommand, plays the \
-             whole match over real QUIC in the network simulator (same as `archers simulate`).",
+             whole match in the network simulator, over raw UDP by default (same as `archers simulate`).",
     long_about = None,
     args_conflicts_with_subcommands = true,
     after_help = "Through cargo: cargo run --release -p archers -- [COMMAND] [OPTIONS]"

@@ -13,8 +13,8 @@ use archers::game::{Archers, Observed, Observer, Setup};
 use archers::net;
 use archers::replay::{ReplayFile, MAGIC};
 use archers::report::{self, ReportInput, UDP_IP_BYTES};
+use phalanx::replay::{Replay, REPLAY_FORMAT_VERSION};
 use phalanx::PlayerId;
-use phalanx_proto::{Replay, REPLAY_FORMAT_VERSION};
 use phalanx_sim::{run_with, SimConfig, SimReport, Step};
 use serde::Serialize;
 
@@ -521,7 +521,7 @@ fn replay_file(
         units: args.game.units as u32,
         replay: Replay {
             format_version: REPLAY_FORMAT_VERSION,
-            protocol_version: phalanx_proto::PROTOCOL_VERSION,
+            protocol_version: phalanx::proto::PROTOCOL_VERSION,
             game_data_hash: session.game_data_hash,
             seed: args.game.seed,
             players_max: args.game.players as u8,
