@@ -6,7 +6,8 @@
 //! it has executed that turn: it must still play it out.
 //!
 //! Each transport runs `PHALANX_MATCH_END_RUNS` matches (default 1) of `PHALANX_MATCH_END_MINUTES`
-//! (default 0.5) with 2 players; the documented sweep (docs/internals/testing.md) runs 100.
+//! (default 0.5) with 2 players; the documented sweep (`examples/archers/sweep-match-end.sh`,
+//! docs/internals/testing.md) runs 100 per transport, 8 at a time.
 
 use std::time::{Duration, Instant};
 
