@@ -5,9 +5,10 @@
 //! down as soon as every player holds the last turn, so a client may hear the host close before
 //! it has executed that turn: it must still play it out.
 //!
-//! Each transport runs `PHALANX_MATCH_END_RUNS` matches (default 1) of `PHALANX_MATCH_END_MINUTES`
-//! (default 0.5) with 2 players; the documented sweep (`examples/archers/sweep-match-end.sh`,
-//! docs/internals/testing.md) runs 100 per transport, 8 at a time.
+//! Each transport runs `PHALANX_MATCH_END_RUNS` matches (default 2) of `PHALANX_MATCH_END_MINUTES`
+//! (default 0.5), run `i` with `PHALANX_MATCH_END_PLAYERS + i` players (default 2: 2, then 3).
+//! The documented sweep (`examples/archers/sweep-match-end.sh`, docs/internals/testing.md) runs
+//! 100 per transport, 8 at a time.
 
 use std::time::{Duration, Instant};
 
@@ -85,12 +86,12 @@ fn one_match(transport: &str, players: usize, minutes: &str) -> Result<(), Strin
 }
 
 fn runs_over(transport: &str) {
-    let runs: usize = env_or("PHALANX_MATCH_END_RUNS", 1);
+    let runs: usize = env_or("PHALANX_MATCH_END_RUNS", 2);
     let minutes: String = env_or("PHALANX_MATCH_END_MINUTES", "0.5".to_owned());
     let players: usize = env_or("PHALANX_MATCH_END_PLAYERS", 2);
     let failures: Vec<String> = (0..runs)
         .filter_map(|run| {
-            one_match(transport, players, &minutes).err().map(|e| format!("run {run}: {e}"))
+            one_match(transport, players + run, &minutes).err().map(|e| format!("run {run}: {e}"))
         })
         .collect();
     assert!(
