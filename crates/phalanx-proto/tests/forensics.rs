@@ -9,6 +9,19 @@ use phalanx_proto::{
     DesyncBundle, DesyncPolicy, DiffError, HostEvent, PlayerId, SessionConfig, SplitMix64, Turn,
 };
 
+/// Every `DesyncPinned` event: `(check turn, first divergent turn, players, exact)`.
+fn pinned(events: &[HostEvent]) -> Vec<(Turn, Turn, Vec<PlayerId>, bool)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
+                Some((*check_turn, *first_turn, players.clone(), *exact))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn a_divergence_is_pinned_to_its_exact_first_turn() {
     let mut rng = SplitMix64::new(15);
@@ -19,16 +32,7 @@ fn a_divergence_is_pinned_to_its_exact_first_turn() {
         net.players[usize::from(player)].as_mut().unwrap().game.diverge_at = Some((turn, 1));
         net.run_until(u64::from(turn) * 100 + 6_000);
         let check = turn.div_ceil(10) * 10;
-        let pinned: Vec<_> = net
-            .events
-            .iter()
-            .filter_map(|event| match event {
-                HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
-                    Some((*check_turn, *first_turn, players.clone(), *exact))
-                }
-                _ => None,
-            })
-            .collect();
+        let pinned = pinned(&net.events);
         let expected = (Turn(check), Turn(turn), vec![PlayerId(player)], true);
         assert_eq!(
             pinned.first(),
@@ -217,16 +221,7 @@ fn a_listen_servers_own_game_takes_part_in_the_forensics() {
         }
         events.extend(std::iter::from_fn(|| host.poll_event()));
     }
-    let pinned: Vec<_> = events
-        .iter()
-        .filter_map(|event| match event {
-            HostEvent::DesyncPinned { check_turn, first_turn, players, exact } => {
-                Some((*check_turn, *first_turn, players.clone(), *exact))
-            }
-            _ => None,
-        })
-        .collect();
-    assert_eq!(pinned, vec![(Turn(30), Turn(23), vec![remote], true)]);
+    assert_eq!(pinned(&events), vec![(Turn(30), Turn(23), vec![remote], true)]);
     let bundle = events.iter().find_map(|event| match event {
         HostEvent::DesyncDiagnosed(bundle) => Some(bundle.clone()),
         _ => None,
