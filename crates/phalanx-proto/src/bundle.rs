@@ -84,6 +84,11 @@ pub struct TurnBundle {
 }
 
 impl TurnBundle {
+    /// Whether this is the game's last turn: it carries the end (`Record::Ended`).
+    pub fn is_last(&self) -> bool {
+        self.records.iter().any(|record| matches!(record, Record::Ended(_)))
+    }
+
     /// A 64-bit FNV-1a digest of the turn number and the bundle's canonical encoding: equal
     /// on every peer that executes this turn (the agreement check of the fault matrix, S1).
     pub fn digest(&self) -> u64 {

@@ -22,10 +22,50 @@
 //! [`HostEvent::DesyncDiagnosed`]: crate::HostEvent::DesyncDiagnosed
 //! [`Client::keep_state`]: crate::Client::keep_state
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 
+use crate::config::SessionConfig;
 use crate::replay::ReplayRecord;
+use crate::snapshot::SnapshotError;
 use crate::types::{PlayerId, Turn};
+
+/// Entries a game's end keeps of its latest turns for a desync's forensics (hashes, states,
+/// records): a client's, and a listen server's own player's on the host.
+pub(crate) fn forensics_keep(config: &SessionConfig) -> usize {
+    ((config.sync_interval_turns + 2 * config.turns_ahead_max) as usize).max(1)
+}
+
+/// Pushes `item` onto `queue`, keeping at most `keep` items (the oldest goes first).
+pub(crate) fn keep_last<T>(queue: &mut VecDeque<T>, keep: usize, item: T) {
+    if queue.len() >= keep {
+        queue.pop_front();
+    }
+    queue.push_back(item);
+}
+
+/// Keeps a game's serialized `state` after `turn` in `states`: refused `TooLarge` past
+/// `snapshot_bytes_max`, and `NotWanted` unless the turn was executed (before `next_exec`)
+/// and comes after the last one kept. Nothing is kept on an error.
+pub(crate) fn keep_state(
+    states: &mut VecDeque<(Turn, Vec<u8>)>,
+    config: &SessionConfig,
+    (turn, next_exec): (Turn, Option<Turn>),
+    state: Vec<u8>,
+) -> Result<(), SnapshotError> {
+    let max = config.snapshot_bytes_max;
+    if state.len() > max as usize {
+        return Err(SnapshotError::TooLarge { len: state.len(), max });
+    }
+    let executed = next_exec.is_some_and(|next| turn < next);
+    let newer = states.back().is_none_or(|&(last, _)| last < turn);
+    if !executed || !newer {
+        return Err(SnapshotError::NotWanted { turn });
+    }
+    keep_last(states, forensics_keep(config), (turn, state));
+    Ok(())
+}
 
 /// The desync bundle format version this build writes and reads.
 pub const DESYNC_BUNDLE_FORMAT_VERSION: u16 = 1;

@@ -191,7 +191,7 @@ impl<C: DeserializeOwned> TypedTurn<C> {
     /// Decodes a bundle's commands with codec `K`. Control records other than joins and
     /// leaves are dropped here (drivers report them as events).
     pub fn decode<K: CommandCodec>(bundle: crate::TurnBundle) -> TypedTurn<C> {
-        let last = bundle.records.iter().any(|record| matches!(record, Record::Ended(_)));
+        let last = bundle.is_last();
         let records = bundle
             .records
             .into_iter()

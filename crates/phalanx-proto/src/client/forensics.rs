@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::bundle::{Record, TurnBundle};
+use crate::desync::{forensics_keep, keep_last, keep_state};
 use crate::snapshot::SnapshotError;
 use crate::types::Turn;
 use crate::wire::{encode_state_upload, StateUpload};
@@ -39,7 +40,7 @@ struct Held {
 impl Client {
     /// Entries kept of each of the game's latest turns (hashes, states, records).
     pub(super) fn forensics_keep(&self) -> usize {
-        ((self.config.sync_interval_turns + 2 * self.config.turns_ahead_max) as usize).max(1)
+        forensics_keep(&self.config)
     }
 
     /// Keeps the game's serialized state after `turn`, which it just executed, for a desync's
@@ -52,19 +53,8 @@ impl Client {
     /// `TooLarge` past `snapshot_bytes_max`; `NotWanted` for a turn not executed yet or not
     /// after the last one kept. Nothing is kept then.
     pub fn keep_state(&mut self, turn: Turn, state: Vec<u8>) -> Result<(), SnapshotError> {
-        let max = self.config.snapshot_bytes_max;
-        if state.len() > max as usize {
-            return Err(SnapshotError::TooLarge { len: state.len(), max });
-        }
-        let newer = self.kept.states.back().is_none_or(|&(last, _)| last < turn);
-        if turn >= self.next_exec || !newer {
-            return Err(SnapshotError::NotWanted { turn });
-        }
-        if self.kept.states.len() >= self.forensics_keep() {
-            self.kept.states.pop_front();
-        }
-        self.kept.states.push_back((turn, state));
-        Ok(())
+        let next_exec = Some(self.next_exec);
+        keep_state(&mut self.kept.states, &self.config, (turn, next_exec), state)
     }
 
     /// A turn was handed to the game: keep its records while the game keeps its states.
@@ -72,10 +62,8 @@ impl Client {
         if self.kept.states.is_empty() {
             return;
         }
-        if self.kept.turns.len() >= self.forensics_keep() {
-            self.kept.turns.pop_front();
-        }
-        self.kept.turns.push_back((bundle.turn, bundle.records.clone()));
+        let keep = self.forensics_keep();
+        keep_last(&mut self.kept.turns, keep, (bundle.turn, bundle.records.clone()));
     }
 
     /// A desync we reported was executed and we sent `hashes`, our run of turn hashes up to

@@ -271,17 +271,7 @@ impl Client {
 
     /// Whether every turn from the next one to execute up to one that ends the game is held.
     fn holds_the_end(&self) -> bool {
-        let ends = |bundle: &TurnBundle| {
-            bundle.records.iter().any(|record| matches!(record, Record::Ended(_)))
-        };
-        for slot in &self.buffered {
-            match slot {
-                None => return false,
-                Some(bundle) if ends(bundle) => return true,
-                Some(_) => {}
-            }
-        }
-        false
+        self.buffered.iter().map_while(Option::as_ref).any(TurnBundle::is_last)
     }
 
     /// The driver saw the host close the connection because it removed us: the session ends

@@ -16,7 +16,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::bundle::{Record, TurnBundle};
-use crate::desync::{DesyncBundle, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
+use crate::desync::{
+    forensics_keep, keep_last, keep_state, DesyncBundle, PeerState, DESYNC_BUNDLE_FORMAT_VERSION,
+};
 use crate::replay::ReplayRecord;
 use crate::snapshot::SnapshotError;
 use crate::types::{PlayerId, Turn};
@@ -87,14 +89,6 @@ struct Own {
     states: VecDeque<(Turn, Vec<u8>)>,
     /// Kept once the game keeps states.
     turns: VecDeque<(Turn, Vec<Record>)>,
-}
-
-/// Pushes `item` onto `queue`, keeping at most `keep` items.
-fn keep_last<T>(queue: &mut VecDeque<T>, keep: usize, item: T) {
-    if queue.len() >= keep {
-        queue.pop_front();
-    }
-    queue.push_back(item);
 }
 
 /// Why an upload was not taken.
@@ -209,14 +203,9 @@ impl Host {
         }
     }
 
-    /// Entries kept of each of the host's own player's latest turns.
-    fn own_keep(&self) -> usize {
-        ((self.config.sync_interval_turns + 2 * self.config.turns_ahead_max) as usize).max(1)
-    }
-
     /// The host's own player's hash after `turn` (every turn, for a desync's forensics).
     pub(super) fn keep_own_hash(&mut self, turn: Turn, hash: u64) {
-        let keep = self.own_keep();
+        let keep = forensics_keep(&self.config);
         let own = &mut self.forensics.own;
         if own.hashes.back().is_none_or(|&(last, _)| last < turn) {
             keep_last(&mut own.hashes, keep, (turn, hash));
@@ -226,7 +215,7 @@ impl Host {
     /// A turn was handed to the host's own game: keep its records while the game keeps its
     /// states.
     pub(super) fn keep_own_turn(&mut self, bundle: &TurnBundle) {
-        let keep = self.own_keep();
+        let keep = forensics_keep(&self.config);
         let own = &mut self.forensics.own;
         if !own.states.is_empty() {
             keep_last(&mut own.turns, keep, (bundle.turn, bundle.records.clone()));
@@ -242,19 +231,8 @@ impl Host {
     /// without a player of the host's own, or for a turn it has not executed or not after the
     /// last one kept. Nothing is kept then.
     pub fn keep_state(&mut self, turn: Turn, state: Vec<u8>) -> Result<(), SnapshotError> {
-        let max = self.config.snapshot_bytes_max;
-        if state.len() > max as usize {
-            return Err(SnapshotError::TooLarge { len: state.len(), max });
-        }
-        let executed = self.local_next_exec().is_some_and(|next| turn < next);
-        let own = &self.forensics.own;
-        let newer = own.states.back().is_none_or(|&(last, _)| last < turn);
-        if !executed || !newer {
-            return Err(SnapshotError::NotWanted { turn });
-        }
-        let keep = self.own_keep();
-        keep_last(&mut self.forensics.own.states, keep, (turn, state));
-        Ok(())
+        let next_exec = self.local_next_exec();
+        keep_state(&mut self.forensics.own.states, &self.config, (turn, next_exec), state)
     }
 
     /// A desync at `check` involves the host's own player: its turns from the check before
