@@ -14,9 +14,8 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use phalanx::{
-    Client, ClientOptions, Host, HostIdentity, HostOptions, HostVerification, SessionConfig,
-};
+use phalanx::quic::HostIdentity;
+use phalanx::{Client, ClientOptions, Host, HostOptions, SessionConfig};
 
 /// Turns before measuring (joins, handshakes, pace settling) and turns measured.
 const WARM_TURNS: u32 = 20;
@@ -51,7 +50,7 @@ fn run(clients: usize) -> u64 {
                 HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), host_tokens);
             options.session = session();
             let mut host: Host<(u8, u32)> = Host::bind(options).await.unwrap();
-            addr_tx.send((host.local_addr().unwrap(), host.fingerprint())).unwrap();
+            addr_tx.send((host.local_addr().unwrap(), host.pin())).unwrap();
             let mut joined = 0;
             while joined < clients {
                 while let Some(event) = host.try_event() {
@@ -75,12 +74,12 @@ fn run(clients: usize) -> u64 {
             (used, turns)
         })
     });
-    let (addr, fingerprint) = addr_rx.recv().unwrap();
+    let (addr, pin) = addr_rx.recv().unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async move {
         let mut players = Vec::new();
         for token in tokens {
-            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+            let mut options = ClientOptions::new(token, pin);
             options.session = session();
             let client: Client<(u8, u32)> = Client::connect(addr, options).await.unwrap();
             players.push(client);

@@ -1,7 +1,8 @@
 //! The example of `docs/guide/bevy.md`: a listen server whose orders move one unit.
 #![allow(elided_lifetimes_in_paths, clippy::print_stderr)]
 use bevy::prelude::*;
-use phalanx::{HostIdentity, HostOptions, Session};
+use phalanx::quic::HostIdentity;
+use phalanx::{HostOptions, Session};
 use phalanx_bevy::*;
 #[derive(serde::Serialize, serde::Deserialize, Clone)]
 struct Move(i64);

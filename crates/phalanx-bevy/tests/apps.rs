@@ -10,10 +10,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
-use phalanx::{
-    ClientOptions, EndReason, HostIdentity, HostOptions, HostVerification, PlayerId, Session,
-    SessionConfig, Turn,
-};
+use phalanx::quic::{HostIdentity, HostVerification};
+use phalanx::{ClientOptions, EndReason, HostOptions, PlayerId, Session, SessionConfig, Turn};
 use phalanx_bevy::{
     CurrentTurn, ExecuteCommands, LockstepAppExt, LockstepEvent, PhalanxPlugin, SimId,
     SimulationTick, StateHash, Submit,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use phalanx::Client;
 
-use crate::run::{node_seed, now_ms, quic_seed, Run, HOST_PORT};
+use crate::run::{node_seed, now_ms, Run, HOST_PORT};
 use crate::{LinkFaults, SimGame, SimSocket, Step};
 
 /// Starts the director: each partition, half-open cut and repair of the timeline at its time,
@@ -69,10 +69,7 @@ pub(crate) fn flood_node<G: SimGame>(sim: &mut turmoil::Sim<'_>, run: &Run) {
                 SimSocket::bind("flood", bind, LinkFaults::default(), seed, run.trace.clone())
                     .await?;
             let token = u64::MAX - u64::from(attempt);
-            let mut options = run.client_options(token);
-            options.session = run.config.session.clone();
-            options.socket = Some(socket);
-            options.quic_seed = Some(quic_seed(run.config.seed, stream));
+            let options = run.client_options(token, socket, stream);
             match Client::<G::Command>::connect(addr, options).await {
                 Ok(client) => client.shutdown().await,
                 Err(_) => run.with_report(|report| report.flood_refused += 1),

@@ -7,7 +7,7 @@
 //! and a digest of the packet trace.
 //!
 //! Same seed, same report: turmoil is seeded, quinn's randomness and connection ids are seeded
-//! ([`phalanx::HostOptions::quic_seed`]), certificates are Ed25519 (fixed-size signatures, so
+//! (`phalanx::quic::HostConfig::seed`, `phalanx::udp::HostConfig::seed`), certificates are Ed25519 (fixed-size signatures, so
 //! packet sizes never vary), and every fault draw comes from the seed. TLS still draws fresh
 //! key material, so the *bytes* differ between runs; the trace digest therefore covers each
 //! datagram's time, endpoints, size and fate — everything the network sees but the ciphertext.

@@ -14,7 +14,7 @@ use phalanx::{error::JoinRefusal, Client, Event, PlayerId, TypedRecord, TypedTur
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::run::{node_seed, now_ms, quic_seed, Run, HOST_PORT};
+use crate::run::{node_seed, now_ms, Run, HOST_PORT};
 use crate::sampler::Sampler;
 use crate::trace::flows;
 use crate::{Hostile, Rng, SimGame, SimSocket, Step};
@@ -110,10 +110,7 @@ async fn join<G: SimGame>(
         let socket =
             SimSocket::bind(&name, bind, run.config.faults, seed, run.trace.clone()).await?;
         let token = 100 + machine as u64;
-        let mut options = run.client_options(token);
-        options.session = run.config.session.clone();
-        options.socket = Some(socket.clone());
-        options.quic_seed = Some(quic_seed(run.config.seed, stream));
+        let options = run.client_options(token, socket.clone(), stream);
         match Client::connect(addr, options).await {
             Ok(client) => return Ok(Some((client, socket))),
             // A restarted process may find its seat still held: the host has not timed the

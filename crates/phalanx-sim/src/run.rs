@@ -7,7 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use phalanx::{Event, Fingerprint, Host, HostIdentity, HostOptions, PlayerId};
+use phalanx::quic::{Fingerprint, HostIdentity};
+use phalanx::{Event, Host, HostOptions, PlayerId};
 
 use crate::director::{director_node, flood_node};
 use crate::player::player_node;
@@ -55,14 +56,32 @@ impl Run {
         }
     }
 
-    /// A client's options for `token`: the run's transport, pinning the host as it expects.
-    pub(crate) fn client_options(&self, token: u64) -> phalanx::ClientOptions {
-        let verification = match self.config.transport {
-            phalanx::Transport::Udp => phalanx::HostVerification::UdpKey(self.udp_key),
-            _ => phalanx::HostVerification::Pinned(self.fingerprint),
+    /// A client's options for `token` on `socket`, its transport seeded by `stream`: the
+    /// run's transport and session, pinning the host as it expects.
+    pub(crate) fn client_options(
+        &self,
+        token: u64,
+        socket: Arc<SimSocket>,
+        stream: u64,
+    ) -> phalanx::ClientOptions {
+        let seed = Some(quic_seed(self.config.seed, stream));
+        let transport: phalanx::ClientTransport = match self.config.transport {
+            phalanx::Transport::Udp => {
+                let mut udp = phalanx::udp::ClientConfig::new(self.udp_key);
+                udp.socket = Some(Arc::new(phalanx::udp::QuinnSocket(socket)));
+                udp.seed = seed;
+                udp.into()
+            }
+            _ => {
+                let pin = phalanx::quic::HostVerification::Pinned(self.fingerprint);
+                let mut quic = phalanx::quic::ClientConfig::new(pin);
+                quic.socket = Some(socket);
+                quic.seed = seed;
+                quic.into()
+            }
         };
-        let mut options = phalanx::ClientOptions::new(token, verification);
-        options.transport = self.config.transport;
+        let mut options = phalanx::ClientOptions::new(token, transport);
+        options.session = self.config.session.clone();
         options
     }
 
@@ -160,12 +179,9 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
     let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
     let socket = host_socket(&run).await?;
     let tokens = (0..config.players as u64).map(|machine| 100 + machine).collect();
-    let mut options = HostOptions::new(identity, bind, tokens);
+    let transport = host_transport(config, identity, socket);
+    let mut options = HostOptions::new(transport, bind, tokens);
     options.session = config.session.clone();
-    options.socket = Some(socket);
-    options.quic_seed = Some(quic_seed(config.seed, 0));
-    options.reset_key = Some([7; 32]);
-    options.transport = config.transport;
     options.spectator_tokens = (0..config.spectators.len()).map(spectator_token).collect();
     let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
     let (mut joined, mut started, mut events_open) = (0, false, true);
@@ -231,6 +247,30 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
                 None => events_open = false,
             },
             () = tokio::time::sleep(sleep) => {}
+        }
+    }
+}
+
+/// The host's transport, as the run wants it: on the simulated `socket`, seeded from the run.
+fn host_transport(
+    config: &SimConfig,
+    identity: HostIdentity,
+    socket: Arc<SimSocket>,
+) -> phalanx::HostTransport {
+    let seed = Some(quic_seed(config.seed, 0));
+    match config.transport {
+        phalanx::Transport::Udp => {
+            let mut udp = phalanx::udp::HostConfig::new(identity.udp_key());
+            udp.socket = Some(Arc::new(phalanx::udp::QuinnSocket(socket)));
+            udp.seed = seed;
+            udp.into()
+        }
+        _ => {
+            let mut quic = phalanx::quic::HostConfig::new(identity);
+            quic.socket = Some(socket);
+            quic.seed = seed;
+            quic.reset_key = Some([7; 32]);
+            quic.into()
         }
     }
 }

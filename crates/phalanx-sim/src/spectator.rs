@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use phalanx::{Client, PlayerId};
 
-use crate::run::{node_seed, now_ms, quic_seed, Run, HOST_PORT};
+use crate::run::{node_seed, now_ms, Run, HOST_PORT};
 use crate::{SimGame, SimSocket};
 
 /// Spectator `index`'s token (the host allows them).
@@ -47,10 +47,7 @@ async fn watch<G: SimGame>(run: Run, index: usize, setup: G::Setup) -> turmoil::
         let socket =
             SimSocket::bind(&name, bind, run.config.faults, seed, run.trace.clone()).await?;
         socket.add_loss_to(turmoil::lookup("host"), run.config.spectator_link.1);
-        let mut options = run.client_options(spectator_token(index));
-        options.session = run.config.session.clone();
-        options.socket = Some(socket);
-        options.quic_seed = Some(quic_seed(run.config.seed, stream));
+        let options = run.client_options(spectator_token(index), socket, stream);
         match Client::connect(addr, options).await {
             Ok(client) => break client,
             Err(error) if attempt == 9 => {

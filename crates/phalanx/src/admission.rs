@@ -93,9 +93,10 @@ pub struct AdmissionStats {
     pub pending: u64,
     /// The most connections pending at once.
     pub pending_high_water: u64,
-    /// Over [`Transport::Udp`](crate::Transport::Udp): what the endpoint answered and dropped
+    /// Over raw UDP: what the endpoint answered and dropped
     /// before any connection (handshakes, cookies, replays) and of its connections' packets
     /// (forged, replayed, too old). Zero over QUIC, whose refusals are the counters above.
+    #[cfg(feature = "udp")]
     pub udp: crate::udp::UdpHostStats,
 }
 
@@ -339,6 +340,7 @@ impl Gate {
             joins_accepted: self.joins_accepted.load(Ordering::Relaxed),
             pending,
             pending_high_water: self.high_water.load(Ordering::Relaxed),
+            #[cfg(feature = "udp")]
             udp: crate::udp::UdpHostStats::default(),
         }
     }

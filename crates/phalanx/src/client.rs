@@ -16,15 +16,10 @@ use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::conn::{Conn, Transport};
+use crate::conn::{Conn, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::driver::{self, Datagrams, FromHost, Handle, Side};
-use crate::error::JoinStreamError;
-use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 use crate::session::{NoTurn, Submitter, Update};
-use crate::tls::{client_tls, HostVerification, Mismatch};
-use crate::transport::{transport_config, End};
-use crate::udp::{QuinnSocket, Received, UdpError, UdpOptions, UdpReceiver};
-use crate::{Clock, ConnectError, Event, SessionError};
+use crate::{Clock, ConnectError, Event, SessionError, Transport};
 
 /// Everything a client needs to join a host.
 #[derive(Clone, Debug)]
@@ -36,27 +31,73 @@ pub struct ClientOptions {
     pub session: SessionConfig,
     /// The seat token from the lobby.
     pub token: u64,
-    /// How to check the host's certificate.
-    pub verification: HostVerification,
-    /// The name the host's certificate is checked against (for `Roots`). Default: `phalanx`.
-    pub server_name: String,
-    /// The transport under the endpoint: an ephemeral UDP socket (the default), or any
-    /// [`quinn::AsyncUdpSocket`] — phalanx-sim passes a simulated one.
-    pub socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
-    /// Seeds quinn's own randomness (and connection ids), for reproducible simulations.
-    /// Default: `None` (OS randomness), as real games want.
-    pub quic_seed: Option<[u8; 32]>,
+    /// The transport, and how it checks the host: QUIC pinning the certificate's fingerprint
+    /// ([`quic::ClientConfig`](crate::quic::ClientConfig)), or raw UDP pinning the host's
+    /// static key ([`udp::ClientConfig`](crate::udp::ClientConfig)).
+    pub transport: ClientTransport,
     /// How long the handshake and the join may take before [`ConnectError::Timeout`].
     /// Default: 10 s.
     pub join_timeout: std::time::Duration,
     /// Told the bytes of the join reply received so far, as they arrive: a rejoin's or a
     /// late join's reply carries a snapshot and the turns after it, which a loading screen
-    /// can show. Default: none.
+    /// can show (over UDP the reply is one message: told once, when it is whole). Default:
+    /// none.
     pub join_progress: Option<JoinProgress>,
-    /// QUIC (the default) or raw UDP (see [`Transport`]); over UDP,
-    /// `verification` must be [`HostVerification::UdpKey`], `socket` and `quic_seed` serve
-    /// the UDP transport alike, and `server_name` and `join_progress` are unused.
-    pub transport: Transport,
+}
+
+/// The transport a client joins over, with the pin that checks the host. Each transport's
+/// own pin type makes a pin for the other one a type error.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ClientTransport {
+    /// QUIC (quinn, TLS 1.3); the host's certificate is checked as the config says.
+    #[cfg(feature = "quic")]
+    Quic(crate::quic::ClientConfig),
+    /// Raw UDP with a Noise IK handshake; the host's static key is pinned.
+    #[cfg(feature = "udp")]
+    Udp(crate::udp::ClientConfig),
+}
+
+impl ClientTransport {
+    /// Which transport this is.
+    pub fn kind(&self) -> Transport {
+        match self {
+            #[cfg(feature = "quic")]
+            ClientTransport::Quic(_) => Transport::Quic,
+            #[cfg(feature = "udp")]
+            ClientTransport::Udp(_) => Transport::Udp,
+        }
+    }
+}
+
+#[cfg(feature = "quic")]
+impl From<crate::quic::ClientConfig> for ClientTransport {
+    fn from(config: crate::quic::ClientConfig) -> Self {
+        ClientTransport::Quic(config)
+    }
+}
+
+/// QUIC, checking the host with this verification (the other settings at their defaults).
+#[cfg(feature = "quic")]
+impl From<crate::quic::HostVerification> for ClientTransport {
+    fn from(verification: crate::quic::HostVerification) -> Self {
+        ClientTransport::Quic(crate::quic::ClientConfig::new(verification))
+    }
+}
+
+#[cfg(feature = "udp")]
+impl From<crate::udp::ClientConfig> for ClientTransport {
+    fn from(config: crate::udp::ClientConfig) -> Self {
+        ClientTransport::Udp(config)
+    }
+}
+
+/// Raw UDP, pinning this host key (the other settings at their defaults).
+#[cfg(feature = "udp")]
+impl From<crate::udp::HostPublicKey> for ClientTransport {
+    fn from(host_key: crate::udp::HostPublicKey) -> Self {
+        ClientTransport::Udp(crate::udp::ClientConfig::new(host_key))
+    }
 }
 
 /// A callback for [`ClientOptions::join_progress`]: called with the bytes of the join reply
@@ -69,6 +110,11 @@ impl JoinProgress {
     pub fn new(report: impl Fn(usize) + Send + Sync + 'static) -> Self {
         JoinProgress(Arc::new(report))
     }
+
+    /// Tells the callback `bytes`.
+    pub(crate) fn report(&self, bytes: usize) {
+        (self.0)(bytes);
+    }
 }
 
 impl std::fmt::Debug for JoinProgress {
@@ -77,40 +123,36 @@ impl std::fmt::Debug for JoinProgress {
     }
 }
 
-/// Reads a join reply to the end of its stream, at most `max` bytes, telling `progress`.
-async fn read_reply(
-    recv: &mut quinn::RecvStream,
-    max: usize,
-    progress: Option<&JoinProgress>,
-) -> Result<Vec<u8>, quinn::ReadToEndError> {
-    let mut reply = Vec::new();
-    while let Some(chunk) = recv.read_chunk(max + 1 - reply.len(), true).await? {
-        reply.extend_from_slice(&chunk.bytes);
-        if reply.len() > max {
-            return Err(quinn::ReadToEndError::TooLong);
-        }
-        if let Some(progress) = progress {
-            (progress.0)(reply.len());
-        }
-    }
-    Ok(reply)
-}
-
 impl ClientOptions {
-    /// Options that pin `verification`, with the default session.
-    pub fn new(token: u64, verification: HostVerification) -> ClientOptions {
+    /// Options for joining with seat `token` over `transport`, with the default session. The
+    /// host's [`Pin`](crate::Pin) converts into one (its transport, checking the host against
+    /// it), as do a [`quic::HostVerification`](crate::quic::HostVerification) and a
+    /// [`udp::HostPublicKey`](crate::udp::HostPublicKey).
+    pub fn new(token: u64, transport: impl Into<ClientTransport>) -> ClientOptions {
         ClientOptions {
             session: SessionConfig::default(),
             token,
-            verification,
-            server_name: "phalanx".to_owned(),
-            socket: None,
-            quic_seed: None,
+            transport: transport.into(),
             join_timeout: std::time::Duration::from_secs(10),
             join_progress: None,
-            transport: Transport::Quic,
         }
     }
+}
+
+/// What a client keeps of its transport besides the connection: QUIC's endpoint (a client's
+/// shutdown waits for it to send the close); over UDP the endpoint task ends by itself.
+#[cfg(feature = "quic")]
+type Kept = Option<quinn::Endpoint>;
+#[cfg(not(feature = "quic"))]
+type Kept = ();
+
+/// What either transport's join needs besides its own config.
+pub(crate) struct Join<'a> {
+    pub(crate) addr: SocketAddr,
+    pub(crate) session: &'a SessionConfig,
+    pub(crate) request: &'a [u8],
+    pub(crate) timeout: std::time::Duration,
+    pub(crate) progress: Option<&'a JoinProgress>,
 }
 
 /// The client's own commands (besides submitting and reporting hashes).
@@ -135,8 +177,8 @@ impl RawDatagramSender {
 
 /// A joined client. Generic over the game's command type `C` and codec `K` (postcard).
 pub struct Client<C, K: CommandCodec = DefaultCodec> {
-    /// `None` over UDP (its endpoint task ends with the connection).
-    endpoint: Option<quinn::Endpoint>,
+    #[cfg_attr(not(feature = "quic"), allow(dead_code))]
+    endpoint: Kept,
     connection: Conn,
     joined: Joined,
     handle: Handle<Command, Event>,
@@ -154,15 +196,25 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
             phalanx_proto::Client::new(options.session.clone(), options.token)
                 .map_err(ConnectError::Config)?;
         let clock = Clock::new();
-        let (endpoint, connection, inputs, reply) = match options.transport {
-            Transport::Udp => {
-                let (connection, receiver, reply) = join_udp(addr, &options, &request).await?;
-                (None, connection, Datagrams::udp(receiver), reply)
+        let ClientOptions { session, transport, join_timeout, join_progress, .. } = options;
+        let join = Join {
+            addr,
+            session: &session,
+            request: &request,
+            timeout: join_timeout,
+            progress: join_progress.as_ref(),
+        };
+        let (connection, inputs, reply, endpoint) = match transport {
+            #[cfg(feature = "quic")]
+            ClientTransport::Quic(config) => {
+                let (endpoint, connection, reply) = crate::quic::client::join(config, join).await?;
+                let inputs = Datagrams::quic(connection.clone());
+                (Conn::Quic(connection), inputs, reply, Kept::from(Some(endpoint)))
             }
-            _ => {
-                let (endpoint, connection, reply) = join_quic(addr, options, &request).await?;
-                let inputs = Datagrams::new(connection.clone());
-                (Some(endpoint), Conn::Quic(connection), inputs, reply)
+            #[cfg(feature = "udp")]
+            ClientTransport::Udp(config) => {
+                let (connection, receiver, reply) = crate::udp::client::join(config, join).await?;
+                (Conn::udp(connection), Datagrams::udp(receiver), reply, Kept::default())
             }
         };
         let joined = match client.handle_join_reply(clock.now_ms(), &reply) {
@@ -325,205 +377,12 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     pub async fn shutdown(self) {
         self.driver.abort();
         self.connection.close(CLOSE_LEFT, b"client left");
+        #[cfg(feature = "quic")]
         if let Some(endpoint) = self.endpoint {
             let wait = endpoint.wait_idle();
             let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
         }
     }
-}
-
-/// Connects over QUIC and joins on a stream: the endpoint, the connection and the reply.
-async fn join_quic(
-    addr: SocketAddr,
-    options: ClientOptions,
-    request: &[u8],
-) -> Result<(quinn::Endpoint, quinn::Connection, Vec<u8>), ConnectError> {
-    let ClientOptions {
-        session,
-        verification,
-        server_name,
-        socket,
-        quic_seed,
-        join_timeout,
-        join_progress,
-        ..
-    } = options;
-    let mismatch = Mismatch::default();
-    let config = quic_config(&session, &verification, &mismatch)?;
-    // A game's own socket (a simulator's) cannot be bound again; a real one can.
-    let rebind = socket.is_none();
-    let mut endpoint = client_endpoint(addr, socket, quic_seed)?;
-    endpoint.set_default_client_config(config.clone());
-    let reply_max = session.join_reply_bytes_max();
-    let mut busy = false;
-    let joined = tokio::time::timeout(join_timeout, async {
-        let mut fresh = || {
-            let mut endpoint = client_endpoint(addr, None, quic_seed)?;
-            endpoint.set_default_client_config(config.clone());
-            Ok(endpoint)
-        };
-        let fresh: Option<&mut dyn FnMut() -> Result<quinn::Endpoint, ConnectError>> =
-            if rebind { Some(&mut fresh) } else { None };
-        let attempt = Attempt { addr, server_name: &server_name, fresh };
-        let connection = attempt.connect(&mut endpoint, &mut busy).await?;
-        let (mut send, mut recv) = connection.open_bi().await.map_err(ConnectError::Connection)?;
-        let write = |e| ConnectError::Stream(JoinStreamError::Write(e));
-        send.write_all(request).await.map_err(write)?;
-        send.finish().map_err(|e| ConnectError::Stream(JoinStreamError::Closed(e)))?;
-        let reply = read_reply(&mut recv, reply_max, join_progress.as_ref())
-            .await
-            .map_err(|e| ConnectError::Stream(JoinStreamError::Read(e)))?;
-        Ok::<_, ConnectError>((connection, reply))
-    })
-    .await
-    .map_err(|_| if busy { ConnectError::HostBusy } else { ConnectError::Timeout })?
-    .map_err(|error| {
-        match (mismatch.lock().ok().and_then(|seen| *seen), &verification) {
-            // The handshake failed because the host is not the one the lobby named.
-            (Some(found), HostVerification::Pinned(expected)) => {
-                ConnectError::WrongHost { expected: *expected, found }
-            }
-            _ => error,
-        }
-    })?;
-    let (connection, reply) = joined;
-    Ok((endpoint, connection, reply))
-}
-
-/// Connects over raw UDP (pinning the host's static key) and joins with a reliable message:
-/// the connection, its receiver and the reply.
-async fn join_udp(
-    addr: SocketAddr,
-    options: &ClientOptions,
-    request: &[u8],
-) -> Result<(Conn, UdpReceiver, Vec<u8>), ConnectError> {
-    let HostVerification::UdpKey(pinned) = options.verification else {
-        return Err(ConnectError::VerificationForOtherTransport);
-    };
-    let bind: SocketAddr = if addr.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let socket = match &options.socket {
-        Some(socket) => QuinnSocket(socket.clone()),
-        None => QuinnSocket::bind(bind).map_err(ConnectError::Endpoint)?,
-    };
-    let session = &options.session;
-    let mut udp = UdpOptions {
-        seed: options.quic_seed,
-        handshake_timeout: options.join_timeout,
-        // The session's own idle timeout ends a lost host first, with its typed outcome.
-        idle_timeout: std::time::Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
-        ..UdpOptions::default()
-    };
-    udp.stream.message_bytes_max = session.join_reply_bytes_max();
-    let joined = tokio::time::timeout(options.join_timeout, async {
-        let (connection, mut receiver) =
-            crate::udp::connect(socket, addr, pinned, udp).await.map_err(ConnectError::Udp)?;
-        connection.send_message(request).map_err(ConnectError::UdpJoin)?;
-        loop {
-            match receiver.next().await {
-                Some(Received::Message(reply)) => return Ok((connection, receiver, reply)),
-                Some(Received::Datagram(_)) => {}
-                None => return Err(ConnectError::UdpJoin(UdpError::Closed)),
-            }
-        }
-    });
-    let (connection, receiver, reply) = joined.await.map_err(|_| ConnectError::Timeout)??;
-    Ok((Conn::udp(connection), receiver, reply))
-}
-
-/// quinn's client config: the TLS that checks the host (recording a pinned mismatch) and the
-/// session's transport settings.
-fn quic_config(
-    session: &SessionConfig,
-    verification: &HostVerification,
-    mismatch: &Mismatch,
-) -> Result<quinn::ClientConfig, ConnectError> {
-    let tls = client_tls(verification, mismatch).map_err(ConnectError::Tls)?;
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls)
-        .map_err(|error| ConnectError::Tls(rustls::Error::General(error.to_string())))?;
-    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(transport_config(session, End::Client));
-    Ok(config)
-}
-
-/// A client endpoint on `socket`, or on a fresh local UDP socket of `addr`'s family.
-/// The first pause before connecting again to a busy host; it doubles up to the most.
-const BUSY_BACKOFF_FIRST: std::time::Duration = std::time::Duration::from_millis(20);
-const BUSY_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_millis(320);
-
-/// How to connect: where, and how to get an endpoint for another attempt.
-struct Attempt<'a> {
-    addr: SocketAddr,
-    server_name: &'a str,
-    /// Makes a new endpoint on a new socket; `None`: the endpoint's socket is the game's own.
-    fresh: Option<&'a mut dyn FnMut() -> Result<quinn::Endpoint, ConnectError>>,
-}
-
-impl Attempt<'_> {
-    /// Connects; while the host refuses the connection before its handshake (its admission
-    /// limits are reached: a burst of joins, or a flood), tries again after a short, doubling
-    /// pause, setting `busy` (the caller's timeout bounds the whole).
-    ///
-    /// Each new attempt goes from a new endpoint, or, on the game's own socket, waits until
-    /// the refused connection is gone: a client's connection ids are empty, so its endpoint
-    /// routes by the host's address, and quinn, dropping a refused connection after its
-    /// drain period, drops that route even when a newer connection to the same host uses it
-    /// (the newer one would then hear nothing).
-    async fn connect(
-        mut self,
-        endpoint: &mut quinn::Endpoint,
-        busy: &mut bool,
-    ) -> Result<quinn::Connection, ConnectError> {
-        let mut pause = BUSY_BACKOFF_FIRST;
-        loop {
-            let connecting =
-                endpoint.connect(self.addr, self.server_name).map_err(ConnectError::Connect)?;
-            match connecting.await {
-                Ok(connection) => return Ok(connection),
-                Err(quinn::ConnectionError::ConnectionClosed(close))
-                    if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED =>
-                {
-                    *busy = true;
-                    tracing::debug!(?pause, "host busy: connecting again");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(BUSY_BACKOFF_MAX);
-                    match self.fresh.as_mut() {
-                        Some(fresh) => *endpoint = fresh()?,
-                        None => endpoint.wait_idle().await,
-                    }
-                }
-                Err(error) => return Err(ConnectError::Connection(error)),
-            }
-        }
-    }
-}
-
-fn client_endpoint(
-    addr: SocketAddr,
-    socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
-    quic_seed: Option<[u8; 32]>,
-) -> Result<quinn::Endpoint, ConnectError> {
-    let bind: SocketAddr = if addr.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let mut endpoint_config = quinn::EndpointConfig::default();
-    crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::CLIENT_CID_LEN);
-    let runtime = quinn::default_runtime().ok_or(ConnectError::NoRuntime)?;
-    match socket {
-        Some(socket) => {
-            quinn::Endpoint::new_with_abstract_socket(endpoint_config, None, socket, runtime)
-        }
-        None => {
-            let socket = std::net::UdpSocket::bind(bind).map_err(ConnectError::Endpoint)?;
-            quinn::Endpoint::new(endpoint_config, None, socket, runtime)
-        }
-    }
-    .map_err(ConnectError::Endpoint)
 }
 
 /// The client as its driver sees it: the sans-IO client, its connection to send on, and where
@@ -607,28 +466,9 @@ impl Side for ClientSide {
 
     fn transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> bool {
         while let Some(bytes) = self.client.poll_upload() {
-            // A snapshot or a desync's turn hashes: a stream of its own, beside the
-            // datagrams (over UDP a reliable message); the host reads it to its end.
-            let connection = match &self.connection {
-                Conn::Quic(connection) => connection.clone(),
-                Conn::Udp(connection, _) => {
-                    if let Err(error) = connection.send_message(&bytes) {
-                        tracing::warn!(target: "phalanx", %error, "upload failed");
-                    }
-                    continue;
-                }
-            };
-            tokio::spawn(async move {
-                let sent = async {
-                    let mut send = connection.open_uni().await?;
-                    send.write_all(&bytes).await?;
-                    send.finish()?;
-                    Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
-                };
-                if let Err(error) = sent.await {
-                    tracing::warn!(target: "phalanx", %error, "upload failed");
-                }
-            });
+            // A snapshot or a desync's turn hashes: a stream of its own beside the datagrams
+            // (over UDP a reliable message); the host reads it to its end.
+            self.connection.upload(bytes);
         }
         if !self.client.poll_transmit(now_ms, buf) {
             return false;

@@ -1,48 +1,73 @@
 //! A connection between host and client over either transport, as the drivers use it: QUIC
-//! (quinn) or raw UDP ([`crate::udp`]).
+//! (quinn) or raw UDP ([`crate::udp`]); and what both transports share.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+/// Application close code (QUIC's application error code, or the UDP close's code): the host closes a connection it removed or refused.
+pub const CLOSE_REMOVED: u32 = 1;
+/// Application close code (QUIC's application error code, or the UDP close's code): the host shuts down; clients end with
+/// [`EndReason::HostClosed`](crate::EndReason::HostClosed) at once.
+pub const CLOSE_SHUTDOWN: u32 = 2;
+/// Application close code (QUIC's application error code, or the UDP close's code): a client leaves ([`Client::shutdown`](crate::Client::shutdown));
+/// the host removes the player at its next sealed turn.
+pub const CLOSE_LEFT: u32 = 3;
 
-use bytes::Bytes;
+/// The most bytes of a join request, or of a join reply besides a rejoin's turns (both are
+/// under 64 bytes).
+pub(crate) const JOIN_BYTES_MAX: usize = 1_024;
 
-use crate::udp::{QuinnSocket, UdpConnection};
-
-/// Which transport a session runs over.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which transport a session runs over, for configs and command lines that choose one (a
+/// host's or client's options carry the transport itself: [`HostTransport`](crate::HostTransport),
+/// [`ClientTransport`](crate::ClientTransport)). Each variant exists with its cargo feature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Transport {
     /// QUIC (quinn, TLS 1.3): datagrams for turns and commands, streams for the join and
-    /// uploads. Clients pin the certificate's fingerprint. The default.
-    #[default]
+    /// uploads. Clients pin the certificate's fingerprint. The default when built.
+    #[cfg(feature = "quic")]
     Quic,
     /// Raw UDP with a Noise IK handshake ([`crate::udp`]): no packet the session did not ask
-    /// for (no ACK-only packets, no MTU probes). Clients pin the host's static key
-    /// ([`HostIdentity::udp_public_key`](crate::HostIdentity::udp_public_key)) with
-    /// [`HostVerification::UdpKey`](crate::HostVerification::UdpKey). phalanx-sim runs it too
-    /// (`SimConfig::transport`).
+    /// for (no ACK-only packets, no MTU probes). Clients pin the host's static key.
+    /// phalanx-sim runs it too (`SimConfig::transport`).
+    #[cfg(feature = "udp")]
     Udp,
 }
 
+impl Default for Transport {
+    /// QUIC when it is built, else raw UDP.
+    fn default() -> Transport {
+        #[cfg(feature = "quic")]
+        return Transport::Quic;
+        #[cfg(not(feature = "quic"))]
+        Transport::Udp
+    }
+}
+
 /// Ids for UDP connections (quinn gives its own): unique within the process.
-static NEXT_UDP_ID: AtomicUsize = AtomicUsize::new(1);
+#[cfg(feature = "udp")]
+static NEXT_UDP_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 /// One connection as a driver sends on it.
 #[derive(Clone, Debug)]
 pub(crate) enum Conn {
+    #[cfg(feature = "quic")]
     Quic(quinn::Connection),
-    Udp(UdpConnection<QuinnSocket>, usize),
+    #[cfg(feature = "udp")]
+    Udp(crate::udp::UdpConnection<crate::udp::SharedSocket>, usize),
 }
 
 impl Conn {
     /// A UDP connection with a fresh id.
-    pub(crate) fn udp(connection: UdpConnection<QuinnSocket>) -> Conn {
-        Conn::Udp(connection, NEXT_UDP_ID.fetch_add(1, Ordering::Relaxed))
+    #[cfg(feature = "udp")]
+    pub(crate) fn udp(connection: crate::udp::UdpConnection<crate::udp::SharedSocket>) -> Conn {
+        let id = NEXT_UDP_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Conn::Udp(connection, id)
     }
 
     /// Tells this connection from another to the same peer (a rejoin's old one).
     pub(crate) fn stable_id(&self) -> usize {
         match self {
+            #[cfg(feature = "quic")]
             Conn::Quic(connection) => connection.stable_id(),
+            #[cfg(feature = "udp")]
             Conn::Udp(_, id) => *id,
         }
     }
@@ -51,18 +76,41 @@ impl Conn {
     /// full buffer drops it silently (loss, which the session repairs).
     pub(crate) fn send_datagram(&self, bytes: &[u8]) -> bool {
         match self {
+            #[cfg(feature = "quic")]
             Conn::Quic(connection) => {
-                connection.send_datagram(Bytes::copy_from_slice(bytes)).is_ok()
+                connection.send_datagram(bytes::Bytes::copy_from_slice(bytes)).is_ok()
             }
+            #[cfg(feature = "udp")]
             Conn::Udp(connection, _) => connection.send_datagram(bytes).is_ok(),
+        }
+    }
+
+    /// Sends an upload (a snapshot, a desync's hashes or state) reliably: over QUIC a stream
+    /// of its own, over UDP a reliable message. A failure is logged (the session asks again
+    /// or goes on without it).
+    pub(crate) fn upload(&self, bytes: Vec<u8>) {
+        match self {
+            #[cfg(feature = "quic")]
+            Conn::Quic(connection) => crate::quic::client::upload(connection, bytes),
+            #[cfg(feature = "udp")]
+            Conn::Udp(connection, _) => {
+                if let Err(error) = connection.send_message(&bytes) {
+                    tracing::warn!(target: "phalanx", %error, "upload failed");
+                }
+            }
         }
     }
 
     /// Closes with an application code.
     pub(crate) fn close(&self, code: u32, reason: &[u8]) {
         match self {
+            #[cfg(feature = "quic")]
             Conn::Quic(connection) => connection.close(quinn::VarInt::from_u32(code), reason),
-            Conn::Udp(connection, _) => connection.close(code),
+            #[cfg(feature = "udp")]
+            Conn::Udp(connection, _) => {
+                let _ = reason;
+                connection.close(code);
+            }
         }
     }
 }

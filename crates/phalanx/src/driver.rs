@@ -73,15 +73,19 @@ pub(crate) struct Datagrams {
 }
 
 enum Source {
+    #[cfg(feature = "quic")]
     Quic(quinn::Connection),
+    #[cfg(feature = "udp")]
     Udp(crate::udp::UdpReceiver),
 }
 
 impl Datagrams {
-    pub(crate) fn new(connection: quinn::Connection) -> Datagrams {
+    #[cfg(feature = "quic")]
+    pub(crate) fn quic(connection: quinn::Connection) -> Datagrams {
         Datagrams { source: Source::Quic(connection), closed: false }
     }
 
+    #[cfg(feature = "udp")]
     pub(crate) fn udp(receiver: crate::udp::UdpReceiver) -> Datagrams {
         Datagrams { source: Source::Udp(receiver), closed: false }
     }
@@ -102,8 +106,16 @@ impl Inputs for Datagrams {
         if self.closed {
             return None;
         }
-        let connection = match &mut self.source {
-            Source::Quic(connection) => connection,
+        let next = match &mut self.source {
+            #[cfg(feature = "quic")]
+            Source::Quic(connection) => match connection.read_datagram().await {
+                Ok(bytes) => return Some(FromHost::Datagram(bytes)),
+                Err(quinn::ConnectionError::ApplicationClosed(close)) => {
+                    Some(FromHost::Closed(close.error_code.into_inner()))
+                }
+                Err(_) => None,
+            },
+            #[cfg(feature = "udp")]
             Source::Udp(receiver) => {
                 // After the join the host sends no messages: only datagrams count.
                 while let Some(received) = receiver.next().await {
@@ -111,27 +123,16 @@ impl Inputs for Datagrams {
                         return Some(FromHost::Datagram(Bytes::from(bytes)));
                     }
                 }
-                self.closed = true;
-                return match receiver.close_reason() {
+                match receiver.close_reason() {
                     Some(crate::udp::CloseReason::Peer(code)) => {
                         Some(FromHost::Closed(code.into()))
                     }
                     _ => None,
-                };
-            }
-        };
-        match connection.read_datagram().await {
-            Ok(bytes) => Some(FromHost::Datagram(bytes)),
-            Err(error) => {
-                self.closed = true;
-                match error {
-                    quinn::ConnectionError::ApplicationClosed(close) => {
-                        Some(FromHost::Closed(close.error_code.into_inner()))
-                    }
-                    _ => None,
                 }
             }
-        }
+        };
+        self.closed = true;
+        next
     }
 }
 

@@ -3,16 +3,20 @@
 
 use std::fmt;
 
+pub use crate::pin::PinParseError;
 pub use phalanx_proto::{
     ClientJoinError, CodecError, ConfigError, DiffError, EndError, JoinRefusal, RemoveError,
     ReplayError, SnapshotError, SubmitError,
 };
 
-pub use crate::tls::{FingerprintParseError, IdentityError};
+#[cfg(feature = "quic")]
+use crate::quic::Fingerprint;
+#[cfg(feature = "quic")]
+pub use crate::quic::{FingerprintParseError, IdentityError};
+#[cfg(feature = "udp")]
 use crate::udp;
-use crate::Fingerprint;
 #[cfg(doc)]
-use crate::{session::Admission, HostVerification, Session, Transport};
+use crate::{session::Admission, Session};
 
 /// Why a host could not start.
 #[derive(Debug)]
@@ -21,8 +25,10 @@ pub enum HostError {
     /// The session config is invalid.
     Config(phalanx_proto::ConfigError),
     /// The identity does not make a TLS configuration.
+    #[cfg(feature = "quic")]
     Identity(IdentityError),
     /// The TLS configuration does not suit QUIC (no TLS 1.3 cipher suite QUIC can start with).
+    #[cfg(feature = "quic")]
     Tls(quinn::crypto::rustls::NoInitialCipherSuite),
     /// The socket could not be bound.
     Bind(std::io::Error),
@@ -36,7 +42,9 @@ impl fmt::Display for HostError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HostError::Config(error) => write!(f, "invalid session config: {error}"),
+            #[cfg(feature = "quic")]
             HostError::Identity(error) => error.fmt(f),
+            #[cfg(feature = "quic")]
             HostError::Tls(error) => write!(f, "TLS configuration: {error}"),
             HostError::Bind(error) => write!(f, "cannot bind the socket: {error}"),
             HostError::NoRuntime => write!(f, "no tokio runtime is running"),
@@ -47,7 +55,8 @@ impl fmt::Display for HostError {
 
 impl std::error::Error for HostError {}
 
-/// How the join's reliable stream failed.
+/// How the join's reliable stream failed (over QUIC).
+#[cfg(feature = "quic")]
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum JoinStreamError {
@@ -59,6 +68,7 @@ pub enum JoinStreamError {
     Read(quinn::ReadToEndError),
 }
 
+#[cfg(feature = "quic")]
 impl fmt::Display for JoinStreamError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -69,6 +79,7 @@ impl fmt::Display for JoinStreamError {
     }
 }
 
+#[cfg(feature = "quic")]
 impl std::error::Error for JoinStreamError {}
 
 /// Why a client could not join.
@@ -78,14 +89,18 @@ pub enum ConnectError {
     /// The session config is invalid.
     Config(phalanx_proto::ConfigError),
     /// The TLS configuration could not be built.
+    #[cfg(feature = "quic")]
     Tls(rustls::Error),
     /// The local socket could not be bound.
     Endpoint(std::io::Error),
     /// The connection could not be started (bad address or server name).
+    #[cfg(feature = "quic")]
     Connect(quinn::ConnectError),
     /// The connection failed: unreachable host, certificate not accepted, or closed.
+    #[cfg(feature = "quic")]
     Connection(quinn::ConnectionError),
     /// The join stream failed.
+    #[cfg(feature = "quic")]
     Stream(JoinStreamError),
     /// No tokio runtime with IO and time is running: call from inside one (or use a
     /// [`Session`], which brings its own).
@@ -99,46 +114,58 @@ pub enum ConnectError {
     /// The host refused the join, or its reply was unusable.
     Join(phalanx_proto::ClientJoinError),
     /// The host's certificate is not the pinned one: another host, or an impostor.
+    #[cfg(feature = "quic")]
     WrongHost {
         /// The fingerprint the client pinned.
         expected: Fingerprint,
         /// The one the host presented.
         found: Fingerprint,
     },
-    /// Over [`Transport::Udp`]: the handshake failed (a wrong pinned key names both keys).
+    /// Over UDP: the handshake failed (a wrong pinned key names both keys).
+    #[cfg(feature = "udp")]
     Udp(udp::UdpConnectError),
-    /// Over [`Transport::Udp`]: the join's reliable message failed (the connection ended
+    /// Over UDP: the join's reliable message failed (the connection ended
     /// before the reply, or the reply was over the limit).
+    #[cfg(feature = "udp")]
     UdpJoin(udp::UdpError),
-    /// [`Transport::Udp`] needs [`HostVerification::UdpKey`], and only it takes that.
-    VerificationForOtherTransport,
+    /// The host at that address speaks the other transport (a UDP client reached a QUIC host,
+    /// or a QUIC client a UDP host): answered at once instead of waiting out the timeout.
+    TransportMismatch,
 }
 
 impl fmt::Display for ConnectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConnectError::Config(error) => write!(f, "invalid session config: {error}"),
+            #[cfg(feature = "quic")]
             ConnectError::Tls(error) => write!(f, "TLS configuration: {error}"),
             ConnectError::Endpoint(error) => write!(f, "cannot bind a local socket: {error}"),
+            #[cfg(feature = "quic")]
             ConnectError::Connect(error) => write!(f, "cannot connect: {error}"),
+            #[cfg(feature = "quic")]
             ConnectError::Connection(error) => write!(f, "connection failed: {error}"),
+            #[cfg(feature = "quic")]
             ConnectError::Stream(error) => write!(f, "join stream failed: {error}"),
             ConnectError::NoRuntime => write!(f, "no tokio runtime is running"),
             ConnectError::Timeout => write!(f, "the host did not answer the join in time"),
             ConnectError::HostBusy => {
                 write!(f, "the host is busy (too many connections waiting to join): retry soon")
             }
+            #[cfg(feature = "quic")]
             ConnectError::WrongHost { expected, found } => write!(
                 f,
                 "the host's certificate fingerprint is {found}, not the pinned {expected}: \
                  another host (or an impostor) answers at that address"
             ),
             ConnectError::Join(error) => error.fmt(f),
+            #[cfg(feature = "udp")]
             ConnectError::Udp(error) => error.fmt(f),
+            #[cfg(feature = "udp")]
             ConnectError::UdpJoin(error) => write!(f, "join over UDP failed: {error}"),
-            ConnectError::VerificationForOtherTransport => {
-                f.write_str("Transport::Udp pins HostVerification::UdpKey, and only it takes one")
-            }
+            ConnectError::TransportMismatch => f.write_str(
+                "the host at that address speaks the other transport (QUIC or raw UDP): \
+                 check which one the lobby named",
+            ),
         }
     }
 }

@@ -1,16 +1,20 @@
 //! phalanx: deterministic-lockstep multiplayer for real-time strategy games, over QUIC or raw
 //! UDP.
 //!
-//! This crate drives the sans-IO session of [`phalanx_proto`] over [quinn] (QUIC) or its own
-//! raw-UDP transport with a Noise handshake ([`udp`]): turns and commands travel in datagrams
-//! with phalanx's own acknowledgements, redundancy and timers; the join travels on one
-//! reliable stream (or reliable message). A [`Host`] listens and seals turns; each
-//! player runs a [`Client`]. Both are generic over the game's command type (any serde type;
+//! This crate drives the sans-IO session of [`phalanx_proto`] over one of two transports:
+//! QUIC ([`quic`], quinn with TLS 1.3) or raw UDP with a Noise handshake ([`udp`]). Turns and
+//! commands travel in datagrams with phalanx's own acknowledgements, redundancy and timers;
+//! the join travels on one reliable stream (or reliable message). A game holds one
+//! [`Session`] whatever its role — a host (a listen server or a dedicated host) or a client —
+//! and a host's lobby or operator holds its [`HostControl`]. [`Host`] and [`Client`] are the
+//! same roles for async games. All are generic over the game's command type (any serde type;
 //! postcard on the wire).
 //!
 //! ```no_run
+//! # #[cfg(feature = "quic")]
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! use phalanx::{Client, ClientOptions, Host, HostIdentity, HostOptions, HostVerification};
+//! use phalanx::quic::{HostIdentity, HostVerification};
+//! use phalanx::{Client, ClientOptions, Host, HostOptions};
 //!
 //! #[derive(serde::Serialize, serde::Deserialize)]
 //! enum Order { Move { unit: u32, x: i32, y: i32 } }
@@ -40,13 +44,20 @@
 //! shuts down (`HostClosed`, at once) or removes a player; a client leaves with
 //! [`Client::shutdown`] (the others execute its `Left` record at the next sealed turn).
 //!
-//! Each end runs one driver task that owns its sans-IO endpoint: one loop for both ends,
-//! differing only in where inputs come from and where datagrams go.
+//! Each end runs one driver task that owns its sans-IO endpoint: one loop for both ends and
+//! both transports, differing only in where inputs come from and where datagrams go.
 //!
-//! quinn is configured for games, not bulk transfer: one stream, small
-//! windows, bounded datagram buffers, QUIC idle timeout just behind phalanx's own, and
-//! **0-RTT off** (early data is replayable). Crypto is rustls with ring, TLS 1.3.
+//! # Cargo features
+//!
+//! - `quic` (default): the QUIC transport ([`quic`]); brings quinn, rustls and rcgen.
+//! - `udp` (default): the raw-UDP transport ([`udp`]); brings snow (Noise).
+//!
+//! A game that ships one transport builds only it (`default-features = false, features =
+//! ["udp"]`); at least one is needed.
 #![forbid(unsafe_code)]
+
+#[cfg(not(any(feature = "quic", feature = "udp")))]
+compile_error!("phalanx needs a transport: enable the `quic` feature, the `udp` feature, or both");
 
 mod admission;
 mod client;
@@ -56,81 +67,35 @@ mod driver;
 pub mod error;
 mod event;
 mod host;
+mod pin;
+#[cfg(feature = "quic")]
+pub mod quic;
 pub mod replay;
 pub mod session;
 pub mod stats;
-mod tls;
 mod trace;
-mod transport;
+#[cfg(feature = "udp")]
 pub mod udp;
 
-pub use client::{Client, ClientOptions};
+pub use client::{Client, ClientOptions, ClientTransport};
 pub use conn::Transport;
 pub use error::{ConnectError, HostError, SessionError};
 pub use event::Event;
-pub use host::{Host, HostControl, HostOptions};
+pub use host::{Host, HostControl, HostOptions, HostTransport};
 pub use phalanx_proto as proto;
 pub use phalanx_proto::{
     EndReason, PlayerId, Readmit, SessionConfig, Turn, TypedRecord, TypedTurn,
 };
+pub use pin::Pin;
 pub use session::Session;
-pub use tls::{Fingerprint, HostIdentity, HostVerification};
 
-/// Seeds an endpoint's randomness and connection ids, for reproducible simulations.
-pub(crate) fn seed_endpoint(
-    config: &mut quinn::EndpointConfig,
-    seed: Option<[u8; 32]>,
-    cid_len: usize,
-) {
-    match seed {
-        Some(seed) => {
-            config.rng_seed(Some(seed));
-            let key = u64::from_le_bytes(seed[..8].try_into().expect("eight bytes"));
-            config.cid_generator(move || Box::new(SeededCids { next: key, key, len: cid_len }));
-        }
-        None => {
-            // Unpredictable ids: a random key per endpoint.
-            let mut key = [0u8; 8];
-            ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-                .expect("OS randomness is available");
-            let key = u64::from_le_bytes(key);
-            config.cid_generator(move || Box::new(SeededCids { next: key, key, len: cid_len }));
-        }
-    }
-}
-
-/// Connection ids every packet carries. The host's are 4 bytes (enough to tell a few thousand
-/// connections apart; quinn's default is 8); a client's are empty (a client has one connection
-/// per endpoint and never migrates, so the host's address names it, as browsers do). Together
-/// 12 bytes less per packet pair — on a link of a few small packets per turn, a tenth of the rate.
-pub(crate) const HOST_CID_LEN: usize = 4;
-/// The clients' connection id length (see [`HOST_CID_LEN`]).
-pub(crate) const CLIENT_CID_LEN: usize = 0;
-
-/// Connection ids from a counter mixed with a key: unique per endpoint, the same every run.
-#[derive(Debug)]
-struct SeededCids {
-    next: u64,
-    key: u64,
-    len: usize,
-}
-
-impl quinn::ConnectionIdGenerator for SeededCids {
-    fn generate_cid(&mut self) -> quinn::ConnectionId {
-        self.next = self.next.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.next;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        quinn::ConnectionId::new(&(z ^ (z >> 31) ^ self.key).to_le_bytes()[..self.len])
-    }
-
-    fn cid_len(&self) -> usize {
-        self.len
-    }
-
-    fn cid_lifetime(&self) -> Option<std::time::Duration> {
-        None
-    }
+/// `N` unpredictable bytes from the OS (keys, connection-id salts). Failing to read OS
+/// randomness is fatal.
+pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .expect("OS randomness is available");
+    bytes
 }
 
 /// Local time for the sans-IO core: milliseconds since the driver started (monotonic).
@@ -152,6 +117,6 @@ impl Clock {
 }
 
 /// The README's examples, compiled as doc tests (its first game must build against the API).
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "quic"))]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;

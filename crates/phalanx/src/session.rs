@@ -21,9 +21,8 @@ use std::net::SocketAddr;
 
 pub use crate::admission::Admission;
 pub use crate::client::{JoinProgress, RawDatagramSender};
+pub use crate::conn::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 pub use crate::driver::{Submitter, Update};
-pub use crate::host::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
-pub use crate::tls::ALPN;
 
 use phalanx_proto::{
     ClientStats, CommandCodec, DefaultCodec, EndReason, HostStats, PeerStats, PlayerId, Ticket,
@@ -101,9 +100,11 @@ pub enum SessionStats {
 /// A lockstep session driven by polling, for any role. See the module docs.
 ///
 /// ```no_run
+/// # #[cfg(feature = "quic")]
 /// # fn example() -> Result<(), Box<dyn std::error::Error>> {
-/// use phalanx::{ClientOptions, HostVerification, Session};
-/// # let fingerprint: phalanx::Fingerprint = todo!();
+/// use phalanx::quic::HostVerification;
+/// use phalanx::{ClientOptions, Session};
+/// # let fingerprint: phalanx::quic::Fingerprint = todo!();
 ///
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct Order(u32);

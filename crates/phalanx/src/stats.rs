@@ -4,5 +4,6 @@
 
 pub use crate::admission::AdmissionStats;
 pub use crate::session::SessionStats;
+#[cfg(feature = "udp")]
 pub use crate::udp::UdpHostStats;
 pub use phalanx_proto::{ClientStats, DropCounters, HostStats, LinkStats, PeerStats};

@@ -3,20 +3,21 @@
 //! host over its limits (`ConnectError::HostBusy`, after trying again), how an idle connection
 //! makes room, and the host's counters for each.
 
+#![cfg(feature = "quic")]
+
 mod common;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use phalanx::{
-    error::JoinRefusal, session::Admission, Client, ClientOptions, ConnectError, Host,
-    HostIdentity, HostOptions, HostVerification,
+    error::JoinRefusal, session::Admission, Client, ClientOptions, ConnectError, Host, HostOptions,
 };
 
 type Order = u32;
 
 async fn host(admission: Admission) -> Host<Order> {
-    let identity = HostIdentity::generate_self_signed("admission").unwrap();
+    let identity = phalanx::quic::HostIdentity::generate_self_signed("admission").unwrap();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     options.admission = admission;
     Host::bind(options).await.unwrap()
@@ -45,7 +46,7 @@ async fn join_with(host: SocketAddr, request: &[u8]) -> Result<JoinRefusal, Stri
 }
 
 fn client_options(token: u64, host: &Host<Order>, join_timeout: Duration) -> ClientOptions {
-    let mut options = ClientOptions::new(token, HostVerification::Pinned(host.fingerprint()));
+    let mut options = ClientOptions::new(token, host.pin());
     options.join_timeout = join_timeout;
     options
 }

@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use phalanx::{
-    error::JoinRefusal, ClientOptions, ConnectError, Event, HostControl, HostIdentity, HostOptions,
-    HostVerification, Session, SessionConfig, TypedRecord, TypedTurn,
+    error::JoinRefusal, ClientOptions, ClientTransport, ConnectError, Event, HostControl,
+    HostOptions, Session, SessionConfig, TypedRecord, TypedTurn,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -102,15 +102,15 @@ fn play(session: &mut Session<Order>, game: &mut Game, until: u32) {
     }
 }
 
-fn options(token: u64, fingerprint: phalanx::Fingerprint) -> ClientOptions {
-    let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+fn options(token: u64, pin: &ClientTransport) -> ClientOptions {
+    let mut options = ClientOptions::new(token, pin.clone());
     options.session = config();
     options
 }
 
 #[test]
 fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
-    let (host, control, fingerprint) = host(vec![1, 2, 3], |_| {});
+    let (host, control, pin) = host(vec![1, 2, 3], |_| {});
     let addr = control.local_addr();
     // The player that crashes runs on a runtime of the test's, over a socket that can die.
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -118,18 +118,18 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
         let _entered = runtime.enter();
         common::Killable::bind()
     };
-    let mut doomed = options(3, fingerprint);
-    doomed.socket = Some(socket);
+    let mut doomed = options(3, &pin);
+    doomed.transport = socket.client_transport(pin.clone());
     let mut sessions: Vec<Session<Order>> = [1, 2]
         .into_iter()
-        .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
+        .map(|token| Session::connect(addr, options(token, &pin), None).expect("joins"))
         .collect();
     sessions.push(Session::connect(addr, doomed, Some(runtime.handle().clone())).expect("joins"));
     control.start().expect("starts");
 
     let mut threads = Vec::new();
     for (index, mut session) in sessions.into_iter().enumerate() {
-        let dead = dead.clone();
+        let (dead, pin) = (dead.clone(), pin.clone());
         threads.push(std::thread::spawn(move || {
             let mut game = Game::default();
             if index < 2 {
@@ -140,7 +140,7 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
             play(&mut session, &mut game, CRASH_TURN);
             dead.store(true, Ordering::Relaxed);
             drop(session);
-            let (mut session, received) = rejoin(addr, fingerprint);
+            let (mut session, received) = rejoin(addr, &pin);
             // The reply's progress was reported: at least the snapshot's 8 bytes and the
             // turns after it.
             assert!(received > 8, "join progress: {received} bytes");
@@ -178,15 +178,12 @@ fn a_crashed_player_comes_back_through_a_snapshot_and_agrees() {
 /// Joins again with the crashed process's token, as a restarted client would: while the
 /// host still holds the seat for the dead connection the token is refused, so retry. Returns
 /// the session and the most reply bytes its join progress reported.
-fn rejoin(
-    addr: std::net::SocketAddr,
-    fingerprint: phalanx::Fingerprint,
-) -> (Session<Order>, usize) {
+fn rejoin(addr: std::net::SocketAddr, pin: &ClientTransport) -> (Session<Order>, usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let seen = received.clone();
-        let mut options = options(3, fingerprint);
+        let mut options = options(3, pin);
         options.join_progress = Some(phalanx::session::JoinProgress::new(move |bytes| {
             seen.fetch_max(bytes, Ordering::Relaxed);
         }));
@@ -204,7 +201,7 @@ fn rejoin(
 
 #[test]
 fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
-    let (host, control, fingerprint) = host(vec![1, 2, 3], |options| {
+    let (host, control, pin) = host(vec![1, 2, 3], |options| {
         options.session.late_join = true;
         // No interval: the host asks for one snapshot before the late player comes.
         options.session.snapshot_interval_turns = 0;
@@ -212,7 +209,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
     let addr = control.local_addr();
     let sessions: Vec<Session<Order>> = [1, 2]
         .into_iter()
-        .map(|token| Session::connect(addr, options(token, fingerprint), None).expect("joins"))
+        .map(|token| Session::connect(addr, options(token, &pin), None).expect("joins"))
         .collect();
     control.start().expect("starts");
     let mut threads: Vec<_> = sessions
@@ -230,8 +227,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
     control.request_snapshot().expect("sync checks are on");
     threads.push(std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1_000));
-        let mut session =
-            Session::connect(addr, options(3, fingerprint), None).expect("joins late");
+        let mut session = Session::connect(addr, options(3, &pin), None).expect("joins late");
         let mut game = Game::default();
         play(&mut session, &mut game, LAST_TURN);
         session.shutdown();
@@ -252,10 +248,9 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
 
 #[test]
 fn spectators_watch_from_the_start_and_from_mid_game_and_agree() {
-    let (host, control, fingerprint) =
-        host(vec![1, 2], |options| options.spectator_tokens = vec![71, 72]);
+    let (host, control, pin) = host(vec![1, 2], |options| options.spectator_tokens = vec![71, 72]);
     let addr = control.local_addr();
-    let connect = move |token| Session::connect(addr, options(token, fingerprint), None);
+    let connect = move |token| Session::connect(addr, options(token, &pin), None);
     let sessions: Vec<Session<Order>> =
         [1, 2, 71].into_iter().map(|token| connect(token).expect("joins")).collect();
     control.start().expect("starts");
@@ -311,16 +306,16 @@ fn host_events(mut host: Session<Order>) -> Vec<Event> {
 }
 
 /// A dedicated host on loopback for `tokens`, with the test's session and `adjust`ed options:
-/// its session, its controls and the fingerprint to pin.
+/// its session, its controls and the transport clients join with (its pin).
 fn host(
     tokens: Vec<u64>,
     adjust: impl FnOnce(&mut HostOptions),
-) -> (Session<Order>, HostControl, phalanx::Fingerprint) {
-    let identity = HostIdentity::generate_self_signed("catch-up").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens);
+) -> (Session<Order>, HostControl, ClientTransport) {
+    let transport = common::host_transport(common::transport());
+    let mut options = HostOptions::new(transport, "127.0.0.1:0".parse().unwrap(), tokens);
     options.session = config();
     adjust(&mut options);
     let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
-    (host, control, fingerprint)
+    let pin = control.pin().into();
+    (host, control, pin)
 }

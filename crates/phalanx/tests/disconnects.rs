@@ -6,15 +6,15 @@
 
 use std::time::Duration;
 
+mod common;
+
 use phalanx::{
-    error::JoinRefusal, Client, ClientOptions, ConnectError, EndReason, Event, Host, HostIdentity,
-    HostOptions, HostVerification, PlayerId, Readmit, SessionConfig, Transport,
+    error::JoinRefusal, Client, ClientOptions, ConnectError, EndReason, Event, Host, HostOptions,
+    PlayerId, Readmit, SessionConfig, Transport,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
-
-const TRANSPORTS: [Transport; 2] = [Transport::Quic, Transport::Udp];
 
 /// Long turns, so that a player who comes straight back lands before the next seal.
 fn session() -> SessionConfig {
@@ -26,28 +26,20 @@ fn session() -> SessionConfig {
 
 struct Match {
     host: Host<Order>,
-    pin: HostVerification,
-    transport: Transport,
 }
 
 async fn host(transport: Transport, session: SessionConfig) -> Match {
-    let identity = HostIdentity::generate_self_signed("disconnects").unwrap();
-    let pin = match transport {
-        Transport::Udp => HostVerification::UdpKey(identity.udp_public_key()),
-        _ => HostVerification::Pinned(identity.fingerprint()),
-    };
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+    let transport = common::host_transport(transport);
+    let mut options = HostOptions::new(transport, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     options.session = session;
-    options.transport = transport;
     let host = Host::bind(options).await.unwrap();
-    Match { host, pin, transport }
+    Match { host }
 }
 
 impl Match {
     fn options(&self, token: u64, session: SessionConfig) -> ClientOptions {
-        let mut options = ClientOptions::new(token, self.pin.clone());
+        let mut options = ClientOptions::new(token, self.host.pin());
         options.session = session;
-        options.transport = self.transport;
         options
     }
 
@@ -139,7 +131,7 @@ async fn back_before_the_seal(transport: Transport, away: Away) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_player_who_leaves_and_comes_straight_back_plays_on() {
-    for transport in TRANSPORTS {
+    for transport in common::transports() {
         let test = back_before_the_seal(transport, Away::Leaves);
         tokio::time::timeout(Duration::from_secs(30), test).await.expect("in time");
     }
@@ -147,7 +139,7 @@ async fn a_player_who_leaves_and_comes_straight_back_plays_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kicked_player_allowed_back_plays_on() {
-    for transport in TRANSPORTS {
+    for transport in common::transports() {
         let test = back_before_the_seal(transport, Away::Kicked);
         tokio::time::timeout(Duration::from_secs(30), test).await.expect("in time");
     }
@@ -157,7 +149,7 @@ async fn a_kicked_player_allowed_back_plays_on() {
 /// later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ban_refuses_the_token() {
-    for transport in TRANSPORTS {
+    for transport in common::transports() {
         let test = async {
             let game = host(transport, session()).await;
             let first = play(game.join(1).await.unwrap());
@@ -184,7 +176,7 @@ async fn a_ban_refuses_the_token() {
 /// as if it had left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_client_is_timed_out_not_taken_for_a_leave() {
-    for transport in TRANSPORTS {
+    for transport in common::transports() {
         let test = async {
             let mut session = session();
             session.turn_length_ms = 50;
@@ -222,7 +214,7 @@ async fn a_dropped_client_is_timed_out_not_taken_for_a_leave() {
 /// join, both values named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_with_another_heartbeat_is_refused() {
-    for transport in TRANSPORTS {
+    for transport in common::transports() {
         let game = host(transport, session()).await;
         let mut quiet = session();
         quiet.heartbeat_ms = 500;

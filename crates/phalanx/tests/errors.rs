@@ -2,18 +2,20 @@
 //! to submit, a client asked to end the game, a finished session asked for more. Each names
 //! its cause; nothing is queued.
 
+mod common;
+
 use std::time::Duration;
 
 use phalanx::{
     error::{ConfigError, SubmitError},
-    Host, HostError, HostIdentity, HostOptions, SessionConfig, SessionError,
+    Host, HostError, HostOptions, SessionConfig, SessionError,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
 struct Order(u32);
 
 fn options(tokens: Vec<u64>) -> HostOptions {
-    let identity = HostIdentity::generate_self_signed("errors").unwrap();
+    let identity = common::host_transport(common::transport());
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens);
     options.session = SessionConfig::default();
     options

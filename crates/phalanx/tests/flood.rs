@@ -21,6 +21,7 @@
 //! Bounded: every phase has a deadline and the child is killed at the end. Linux only (the
 //! memory figure is read from `/proc`).
 
+#![cfg(feature = "quic")]
 #![cfg(target_os = "linux")]
 #![allow(clippy::print_stdout)] // the child reports to the parent on stdout
 
@@ -36,8 +37,8 @@ mod common;
 
 use common::attacker_config;
 use phalanx::{
-    session::Admission, Client, ClientOptions, EndReason, Event, Fingerprint, Host, HostIdentity,
-    HostOptions, HostVerification, SessionConfig, TypedRecord,
+    session::Admission, Client, ClientOptions, EndReason, Event, Host, HostOptions, SessionConfig,
+    TypedRecord,
 };
 
 type Order = (u8, u32);
@@ -133,9 +134,9 @@ fn a_flood_of_unjoined_connections_during_a_match() {
 async fn flood_during_a_match(pid: u32, stdin: &mut ChildStdin, output: &Receiver<String>) {
     let deadline = Instant::now() + Duration::from_secs(240);
     let announced = expect_line(output, "LISTENING ", deadline);
-    let (addr, fingerprint) = announced.split_once(' ').expect("address and fingerprint");
+    let (addr, pin) = announced.split_once(' ').expect("address and pin");
     let addr: SocketAddr = addr.parse().unwrap();
-    let fingerprint: Fingerprint = fingerprint.parse().unwrap();
+    let pin: phalanx::Pin = pin.parse().unwrap();
     // A warm-up flood first: the baseline then holds what any host that ever served a few
     // handshakes holds (code pages of the handshake paths, allocator arenas of its threads),
     // and the figures below are what the flood itself adds and leaves behind.
@@ -154,7 +155,7 @@ async fn flood_during_a_match(pid: u32, stdin: &mut ChildStdin, output: &Receive
     // Two players join during the flood; the host starts when both are in.
     let mut players = Vec::new();
     for token in [1u64, 2] {
-        let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+        let mut options = ClientOptions::new(token, pin);
         options.session = session();
         let started = Instant::now();
         let client: Client<Order> = Client::connect(addr, options).await.expect("joins");
@@ -359,11 +360,11 @@ fn flood_host() {
         .build()
         .expect("a runtime");
     runtime.block_on(async {
-        let identity = HostIdentity::generate_self_signed("flood").unwrap();
+        let identity = phalanx::quic::HostIdentity::generate_self_signed("flood").unwrap();
         let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
         options.session = session();
         let mut host: Host<Order> = Host::bind(options).await.unwrap();
-        println!("LISTENING {} {}", host.local_addr().unwrap(), host.fingerprint());
+        println!("LISTENING {} {}", host.local_addr().unwrap(), host.pin());
         let mut joined = 0;
         while joined < 2 {
             if let Some(Event::PlayerJoined(_)) = host.next_event().await {

@@ -1,4 +1,4 @@
-//! Desync forensics over real QUIC on loopback, as a game uses it: three players in frame
+//! Desync forensics over real sockets on loopback (QUIC, or `PHALANX_TRANSPORT`), as a game uses it: three players in frame
 //! loops report their state hash after every turn; one player's state diverges after turn
 //! 57. The host pins the first divergent turn exactly (`Event::DesyncPinned`) from the
 //! turn hashes the players send when the desync is announced, and the game goes on (warn).
@@ -12,8 +12,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use phalanx::{
-    error::SnapshotError, ClientOptions, Event, HostIdentity, HostOptions, HostVerification,
-    Session, SessionConfig, SessionError, Transport, Turn, TypedRecord,
+    error::SnapshotError, ClientOptions, Event, HostOptions, Session, SessionConfig, SessionError,
+    Turn, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -72,16 +72,15 @@ fn play_to(mut session: Session<Order>, diverges: bool, last: u32) -> Vec<Event>
 
 #[test]
 fn the_first_divergent_turn_is_pinned_exactly() {
-    let identity = HostIdentity::generate_self_signed("forensics").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
+    let transport = common::host_transport(common::transport());
+    let mut options = HostOptions::new(transport, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     options.session = config();
     let (mut host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let sessions: Vec<Session<Order>> = [1, 2, 3]
         .into_iter()
         .map(|token| {
-            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+            let mut options = ClientOptions::new(token, control.pin());
             options.session = config();
             Session::connect(addr, options, None).expect("joins")
         })
@@ -122,15 +121,13 @@ fn the_first_divergent_turn_is_pinned_exactly() {
 /// player and diagnoses the field, over both transports.
 #[test]
 fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
-    for transport in [Transport::Quic, Transport::Udp] {
-        let identity = HostIdentity::generate_self_signed("forensics").unwrap();
-        let pin = match transport {
-            Transport::Udp => HostVerification::UdpKey(identity.udp_public_key()),
-            _ => HostVerification::Pinned(identity.fingerprint()),
-        };
-        let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+    for transport in common::transports() {
+        let mut options = HostOptions::new(
+            common::host_transport(transport),
+            "127.0.0.1:0".parse().unwrap(),
+            vec![1, 2],
+        );
         options.session = config();
-        options.transport = transport;
         options.local_player = true;
         let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
         let addr = control.local_addr();
@@ -138,9 +135,8 @@ fn a_listen_servers_own_divergence_is_pinned_and_diagnosed() {
         let clients: Vec<Session<Order>> = [1, 2]
             .into_iter()
             .map(|token| {
-                let mut options = ClientOptions::new(token, pin.clone());
+                let mut options = ClientOptions::new(token, control.pin());
                 options.session = config();
-                options.transport = transport;
                 Session::connect(addr, options, None).expect("joins")
             })
             .collect();

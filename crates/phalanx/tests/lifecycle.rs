@@ -3,14 +3,16 @@
 //! ends the game (`Finished`), the host shuts down (`HostClosed`, at once), and another
 //! player leaves (the others execute its `Left` record). Every test is bounded in time.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use phalanx::{
     error::EndError,
     proto::{DefaultCodec, PauseBy},
     replay::{verify_replay, ReplayGame, TurnBundle},
-    Client, ClientOptions, EndReason, Event, Host, HostIdentity, HostOptions, HostVerification,
-    PlayerId, SessionConfig, SessionError, TypedRecord, TypedTurn,
+    Client, ClientOptions, EndReason, Event, Host, HostOptions, PlayerId, SessionConfig,
+    SessionError, TypedRecord, TypedTurn,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -23,14 +25,14 @@ fn session() -> SessionConfig {
 }
 
 async fn host(tokens: Vec<u64>) -> Host<Order> {
-    let identity = HostIdentity::generate_self_signed("lifecycle").unwrap();
+    let identity = common::host_transport(common::transport());
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens);
     options.session = session();
     Host::bind(options).await.unwrap()
 }
 
 async fn join(host: &Host<Order>, token: u64) -> Client<Order> {
-    let mut options = ClientOptions::new(token, HostVerification::Pinned(host.fingerprint()));
+    let mut options = ClientOptions::new(token, host.pin());
     options.session = session();
     Client::connect(host.local_addr().unwrap(), options).await.expect("joins")
 }
@@ -227,7 +229,7 @@ async fn a_leaving_player_is_seen_leaving_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dedicated_host_sees_every_turn() {
     let test = async {
-        let identity = HostIdentity::generate_self_signed("dedicated").unwrap();
+        let identity = common::host_transport(common::transport());
         let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
         options.session = session();
         options.observe_turns = true;

@@ -2,13 +2,12 @@
 //! every client; joins fail with typed errors (wrong fingerprint, bad token, other version);
 //! and the host never accepts 0-RTT data. Every test is bounded in time.
 
+#![cfg(feature = "quic")]
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use phalanx::{
-    Client, ClientOptions, ConnectError, Host, HostIdentity, HostOptions, HostVerification,
-    SessionConfig, TypedRecord,
-};
+use phalanx::{Client, ClientOptions, ConnectError, Host, HostOptions, SessionConfig, TypedRecord};
 use phalanx_proto::{ClientJoinError, JoinRefusal};
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -24,14 +23,14 @@ fn session() -> SessionConfig {
 }
 
 async fn host(tokens: Vec<u64>) -> Host<Order> {
-    let identity = HostIdentity::generate_self_signed("loopback").unwrap();
+    let identity = phalanx::quic::HostIdentity::generate_self_signed("loopback").unwrap();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens);
     options.session = session();
     Host::bind(options).await.unwrap()
 }
 
 fn client_options(token: u64, host: &Host<Order>) -> ClientOptions {
-    let mut options = ClientOptions::new(token, HostVerification::Pinned(host.fingerprint()));
+    let mut options = ClientOptions::new(token, host.pin());
     options.session = session();
     options
 }
@@ -110,11 +109,12 @@ async fn loopback_game_reaches_the_same_state_everywhere() {
 async fn a_wrong_fingerprint_is_refused() {
     let test = async {
         let host = host(vec![1]).await;
-        let other = HostIdentity::generate_self_signed("impostor").unwrap().fingerprint();
+        let other =
+            phalanx::quic::HostIdentity::generate_self_signed("impostor").unwrap().fingerprint();
         let mut options = client_options(1, &host);
-        options.verification = HostVerification::Pinned(other);
+        options.transport = phalanx::quic::HostVerification::Pinned(other).into();
         let result = Client::<Order>::connect(host.local_addr().unwrap(), options).await;
-        let real = host.fingerprint();
+        let phalanx::Pin::Fingerprint(real) = host.pin() else { panic!("a QUIC host") };
         host.shutdown().await;
         (result, other, real)
     };
@@ -232,7 +232,7 @@ async fn the_host_never_accepts_early_data() {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
             .with_no_client_auth();
-        tls.alpn_protocols = vec![phalanx::session::ALPN.to_vec()];
+        tls.alpn_protocols = vec![phalanx::quic::ALPN.to_vec()];
         tls.enable_early_data = true;
         let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
         let mut endpoint = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();

@@ -5,9 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
 use phalanx::{
-    ClientOptions, EndReason, HostControl, HostIdentity, HostOptions, HostVerification, Session,
-    SessionConfig, TypedRecord,
+    ClientOptions, EndReason, HostControl, HostOptions, Session, SessionConfig, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -63,9 +64,8 @@ fn frame_loop(
 type Game = (u32, Vec<(Vec<String>, Option<EndReason>)>);
 
 fn game(host_plays: bool) -> Game {
-    let identity = HostIdentity::generate_self_signed("polling").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+    let transport = common::host_transport(common::transport());
+    let mut options = HostOptions::new(transport, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     options.session = config();
     options.local_player = host_plays;
     options.observe_turns = !host_plays;
@@ -74,7 +74,7 @@ fn game(host_plays: bool) -> Game {
     let clients: Vec<Session<Order>> = [1, 2]
         .into_iter()
         .map(|token| {
-            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+            let mut options = ClientOptions::new(token, control.pin());
             options.session = config();
             Session::connect(addr, options, None).expect("joins")
         })
@@ -128,17 +128,17 @@ fn a_dedicated_host_and_its_clients_share_one_loop() {
 /// every control says the session is closed.
 #[test]
 fn the_host_controls_work_from_another_thread_and_close_with_the_host() {
-    let identity = HostIdentity::generate_self_signed("polling").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
+    let transport = common::host_transport(common::transport());
+    let mut options = HostOptions::new(transport, "127.0.0.1:0".parse().unwrap(), vec![1]);
     options.session = config();
     let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
-    let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
+    let mut options = ClientOptions::new(1, control.pin());
     options.session = config();
     let client: Session<Order> = Session::connect(addr, options, None).expect("joins");
-    assert_eq!(control.fingerprint(), fingerprint);
-    assert_eq!(control.udp_key(), None, "a QUIC host has no UDP key");
+    // The pin a lobby hands out names the host's transport and reads back from its text.
+    assert_eq!(control.pin().transport(), common::transport());
+    assert_eq!(control.pin().to_string().parse(), Ok(control.pin()));
     let lobby = control.clone();
     let thread = std::thread::spawn(move || {
         lobby.start().expect("starts");
@@ -159,14 +159,13 @@ fn the_host_controls_work_from_another_thread_and_close_with_the_host() {
 /// turns: every order executes, once, on every peer.
 #[test]
 fn orders_can_come_from_another_thread() {
-    let identity = HostIdentity::generate_self_signed("polling").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
+    let transport = common::host_transport(common::transport());
+    let mut options = HostOptions::new(transport, "127.0.0.1:0".parse().unwrap(), vec![1]);
     options.session = config();
     options.observe_turns = true;
     let (mut host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
-    let mut options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
+    let mut options = ClientOptions::new(1, control.pin());
     options.session = config();
     let mut client: Session<Order> = Session::connect(addr, options, None).expect("joins");
     let submitter = client.submitter();

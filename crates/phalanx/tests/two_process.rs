@@ -1,18 +1,17 @@
 //! A two-process game on 127.0.0.1: the test binary re-runs itself as a host process and two
 //! client processes (the `#[ignore]`d `loopback_node` test, selected by an environment
-//! variable); the clients pin the fingerprint the host printed, play 60 turns, and must end
-//! with the same state. Bounded: every child is killed after 60 s.
+//! variable); the clients pin the pin the host printed (QUIC, or `PHALANX_TRANSPORT`), play
+//! 60 turns, and must end with the same state. Bounded: every child is killed after 60 s.
 
 #![allow(clippy::print_stdout)] // the child processes report to the parent on stdout
+
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use phalanx::{
-    Client, ClientOptions, Fingerprint, Host, HostIdentity, HostOptions, HostVerification,
-    SessionConfig, TypedRecord,
-};
+use phalanx::{Client, ClientOptions, Host, HostOptions, SessionConfig, TypedRecord};
 
 type Order = (u8, u32);
 
@@ -66,14 +65,14 @@ fn two_process_loopback_game() {
     let mut host = spawn("host", &[]);
     let announced =
         read_line(&mut host, "LISTENING ", deadline).expect("the host announces itself");
-    let (addr, fingerprint) = announced.split_once(' ').expect("address and fingerprint");
+    let (addr, pin) = announced.split_once(' ').expect("address and pin");
     let mut clients: Vec<Child> = (0..2u64)
         .map(|token| {
             spawn(
                 "client",
                 &[
                     ("PHALANX_LOOPBACK_ADDR", addr.to_owned()),
-                    ("PHALANX_LOOPBACK_FINGERPRINT", fingerprint.to_owned()),
+                    ("PHALANX_LOOPBACK_PIN", pin.to_owned()),
                     ("PHALANX_LOOPBACK_TOKEN", token.to_string()),
                 ],
             )
@@ -101,12 +100,12 @@ fn loopback_node() {
         .expect("a runtime");
     runtime.block_on(async {
         if role == "host" {
-            let identity = HostIdentity::generate_self_signed("two-process").unwrap();
+            let identity = common::host_transport(common::transport());
             let mut options =
                 HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![0, 1]);
             options.session = session();
             let mut host: Host<Order> = Host::bind(options).await.unwrap();
-            println!("LISTENING {} {}", host.local_addr().unwrap(), host.fingerprint());
+            println!("LISTENING {} {}", host.local_addr().unwrap(), host.pin());
             let mut joined = 0;
             while joined < 2 {
                 while let Some(event) = host.try_event() {
@@ -121,10 +120,9 @@ fn loopback_node() {
             tokio::time::sleep(Duration::from_secs(60)).await;
         } else {
             let addr = std::env::var("PHALANX_LOOPBACK_ADDR").unwrap().parse().unwrap();
-            let fingerprint: Fingerprint =
-                std::env::var("PHALANX_LOOPBACK_FINGERPRINT").unwrap().parse().unwrap();
+            let pin: phalanx::Pin = std::env::var("PHALANX_LOOPBACK_PIN").unwrap().parse().unwrap();
             let token: u64 = std::env::var("PHALANX_LOOPBACK_TOKEN").unwrap().parse().unwrap();
-            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+            let mut options = ClientOptions::new(token, pin);
             options.session = session();
             let mut client: Client<Order> = Client::connect(addr, options).await.unwrap();
             let mut state = 0xcbf2_9ce4_8422_2325u64;

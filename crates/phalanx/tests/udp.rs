@@ -3,6 +3,8 @@
 //! wrong key fails at once; closing and going idle end the other side; the handshake and
 //! messages survive heavy loss (a socket wrapper drops a seeded share of what it sends).
 
+#![cfg(feature = "udp")]
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -46,8 +48,12 @@ impl DatagramSocket for Lossy {
         DatagramSocket::try_send_to(&self.inner, buf, target)
     }
 
-    async fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
-        self.inner.recv_from(buf).await
+    fn poll_recv_from(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<(usize, SocketAddr)>> {
+        DatagramSocket::poll_recv_from(&self.inner, cx, buf)
     }
 
     fn local_addr(&self) -> std::io::Result<SocketAddr> {

@@ -1,17 +1,19 @@
-//! Sessions over the raw-UDP transport (`Transport::Udp`), as a game uses them: a host and
+//! Sessions over the raw-UDP transport (`phalanx::udp`), as a game uses them: a host and
 //! three clients pinning the host's UDP key play in frame loops over loopback; every client
 //! executes the same turns with the same commands; a desync's forensics travel over the
 //! transport's reliable messages (hashes, then both states); the host's end ends everyone;
-//! wrong keys and mismatched verification fail with typed errors.
+//! a wrong key fails with a typed error.
+
+#![cfg(feature = "udp")]
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use phalanx::udp::UdpConnectError;
+use phalanx::udp::{HostConfig, HostPublicKey, UdpConnectError};
 use phalanx::{
-    ClientOptions, ConnectError, EndReason, Event, HostControl, HostIdentity, HostOptions,
-    HostVerification, Session, SessionConfig, Transport, TypedRecord,
+    ClientOptions, ConnectError, EndReason, Event, HostControl, HostOptions, Session,
+    SessionConfig, TypedRecord,
 };
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
@@ -26,28 +28,25 @@ fn config() -> SessionConfig {
     session
 }
 
-fn client_options(token: u64, verification: HostVerification) -> ClientOptions {
-    let mut options = ClientOptions::new(token, verification);
+fn client_options(token: u64, key: HostPublicKey) -> ClientOptions {
+    let mut options = ClientOptions::new(token, key);
     options.session = config();
-    options.transport = Transport::Udp;
     options
 }
 
 /// A host over UDP and its three joined clients.
 fn start() -> (Session<Order>, HostControl, Vec<Session<Order>>) {
-    let identity = HostIdentity::generate_self_signed("udp").unwrap();
-    let key = identity.udp_public_key();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
+    let host = HostConfig::generate();
+    let key = host.public_key();
+    let mut options = HostOptions::new(host, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
     options.session = config();
-    options.transport = Transport::Udp;
     options.observe_turns = true; // a dedicated host that runs the game too, to end it
     let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
     let addr = control.local_addr();
     let clients = [1, 2, 3]
         .into_iter()
         .map(|token| {
-            Session::connect(addr, client_options(token, HostVerification::UdpKey(key)), None)
-                .expect("joins over UDP")
+            Session::connect(addr, client_options(token, key), None).expect("joins over UDP")
         })
         .collect();
     control.start().expect("starts");
@@ -126,30 +125,23 @@ fn three_clients_play_over_udp_and_a_desync_is_diagnosed() {
 }
 
 #[test]
-fn a_wrong_key_and_a_mismatched_verification_fail_with_typed_errors() {
-    let identity = HostIdentity::generate_self_signed("udp-keys").unwrap();
-    let right = identity.udp_public_key();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
-    options.transport = Transport::Udp;
+fn a_wrong_key_fails_with_a_typed_error_and_takes_no_seat() {
+    let host = HostConfig::generate();
+    let right = host.public_key();
+    let options = HostOptions::new(host, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
     let (_host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
+    assert_eq!(control.pin(), phalanx::Pin::UdpKey(right));
     let addr = control.local_addr();
-    let other = HostIdentity::generate_self_signed("someone else").unwrap().udp_public_key();
+    let other = HostConfig::generate().public_key();
     let error =
-        Session::<Order>::connect(addr, client_options(1, HostVerification::UdpKey(other)), None)
-            .err()
-            .expect("refused");
+        Session::<Order>::connect(addr, client_options(1, other), None).err().expect("refused");
     match error {
         ConnectError::Udp(UdpConnectError::WrongHostKey { pinned, host }) => {
             assert_eq!((pinned, host), (other, right));
         }
         other => panic!("expected WrongHostKey, got {other}"),
     }
-    let pinned_cert = client_options(1, HostVerification::Pinned(fingerprint));
-    let error = Session::<Order>::connect(addr, pinned_cert, None).err().expect("refused");
-    assert!(matches!(error, ConnectError::VerificationForOtherTransport), "{error}");
-    // The right key still joins: the failed attempts took no seat.
-    let joined =
-        Session::<Order>::connect(addr, client_options(2, HostVerification::UdpKey(right)), None);
+    // The right key still joins: the failed attempt took no seat.
+    let joined = Session::<Order>::connect(addr, client_options(1, right), None);
     assert!(joined.is_ok());
 }

@@ -19,7 +19,8 @@ use bevy::prelude::*;
 use bevy::render::view::screenshot::{save_to_disk, Screenshot, ScreenshotCaptured};
 use bevy::window::WindowResolution;
 use clap::Parser;
-use phalanx::{ClientOptions, HostControl, HostIdentity, HostOptions, HostVerification, Session};
+use phalanx::quic::{HostIdentity, HostVerification};
+use phalanx::{ClientOptions, HostControl, HostOptions, Session};
 use phalanx_bevy::{Lockstep, LockstepEvent, StateHash};
 
 use battle::Match;

@@ -8,10 +8,11 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use phalanx::quic::{Fingerprint, HostIdentity, HostVerification};
 use phalanx::udp::HostPublicKey;
 use phalanx::{
-    session::Update, Client, ClientOptions, Event, Fingerprint, Host, HostIdentity, HostOptions,
-    HostVerification, SessionConfig, Transport, TypedRecord, TypedTurn,
+    session::Update, Client, ClientOptions, Event, Host, HostOptions, HostTransport, SessionConfig,
+    Transport, TypedRecord, TypedTurn,
 };
 use phalanx_sim::SimGame;
 
@@ -131,14 +132,21 @@ impl HostSession {
         tokens: Vec<u64>,
         transport: Transport,
     ) -> Result<Self, String> {
-        let identity = HostIdentity::generate_self_signed("archers").map_err(|e| e.to_string())?;
-        let pin = match transport {
-            Transport::Udp => Pin::UdpKey(identity.udp_public_key()),
-            _ => Pin::Fingerprint(identity.fingerprint()),
+        let (transport, pin): (HostTransport, Pin) = match transport {
+            Transport::Udp => {
+                let udp = phalanx::udp::HostConfig::generate();
+                let pin = Pin::UdpKey(udp.public_key());
+                (udp.into(), pin)
+            }
+            _ => {
+                let identity =
+                    HostIdentity::generate_self_signed("archers").map_err(|e| e.to_string())?;
+                let pin = Pin::Fingerprint(identity.fingerprint());
+                (identity.into(), pin)
+            }
         };
-        let mut options = HostOptions::new(identity, bind, tokens);
+        let mut options = HostOptions::new(transport, bind, tokens);
         options.session = game.session();
-        options.transport = transport;
         // The host watches the sealed turns (without simulating them) to end the match after
         // its last one.
         options.observe_turns = true;
@@ -385,11 +393,7 @@ pub async fn play(
         Pin::Fingerprint(fingerprint) => {
             ClientOptions::new(token, HostVerification::Pinned(fingerprint))
         }
-        Pin::UdpKey(key) => {
-            let mut options = ClientOptions::new(token, HostVerification::UdpKey(key));
-            options.transport = Transport::Udp;
-            options
-        }
+        Pin::UdpKey(key) => ClientOptions::new(token, key),
     };
     options.session = game.session();
     let client: Client<Order> =

@@ -17,10 +17,8 @@ mod world;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use phalanx::{
-    ClientOptions, EndReason, Event, HostControl, HostIdentity, HostOptions, HostVerification,
-    SessionConfig,
-};
+use phalanx::quic::{HostIdentity, HostVerification};
+use phalanx::{ClientOptions, EndReason, Event, HostControl, HostOptions, SessionConfig};
 use world::{Order, World};
 
 /// phalanx from a plain frame loop (see the crate docs).

@@ -2,16 +2,20 @@
 //! while the game's frame loop owns the [`Session`](crate::Session).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+#[cfg(feature = "udp")]
+use std::sync::{Mutex, PoisonError};
 
 use phalanx_proto::{HostStats, PeerStats, PlayerId, Readmit, Replay, Turn};
 
 use super::Command;
 use crate::admission::{AdmissionStats, Gate};
 use crate::driver::Control;
-use crate::tls::Fingerprint;
-use crate::udp::{HostPublicKey, UdpHostStats};
-use crate::SessionError;
+use crate::{Pin, SessionError};
+
+/// The UDP endpoint's drop counters (none over QUIC).
+#[cfg(feature = "udp")]
+pub(super) type Drops = Option<Arc<Mutex<crate::udp::UdpHostStats>>>;
 
 /// The host's controls: start, end, kick, pause, record, snapshots and counters, for a lobby
 /// or an operator thread (from [`Session::host`](crate::Session::host) or
@@ -27,7 +31,7 @@ use crate::SessionError;
 /// # fn example(control: phalanx::HostControl) -> Result<(), phalanx::SessionError> {
 /// use phalanx::{PlayerId, Readmit};
 /// // The lobby hands out the address and the pin, and starts the game once everyone is in.
-/// println!("join {} and pin {}", control.local_addr(), control.fingerprint());
+/// println!("join {} pinning {}", control.local_addr(), control.pin());
 /// control.start()?;
 /// // Later, from an operator console: a kick that is a ban, then the end of the game.
 /// control.remove(PlayerId(2), Readmit::Never)?;
@@ -38,17 +42,16 @@ use crate::SessionError;
 pub struct HostControl {
     pub(super) control: Control<Command>,
     pub(super) local: SocketAddr,
-    pub(super) fingerprint: Fingerprint,
-    pub(super) udp_key: Option<HostPublicKey>,
+    pub(super) pin: Pin,
     pub(super) gate: Arc<Gate>,
-    pub(super) drops: Option<Arc<Mutex<UdpHostStats>>>,
+    #[cfg(feature = "udp")]
+    pub(super) drops: Drops,
 }
 
 impl std::fmt::Debug for HostControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut debug = f.debug_struct("HostControl");
-        debug.field("local", &self.local).field("fingerprint", &self.fingerprint);
-        debug.field("udp_key", &self.udp_key).finish_non_exhaustive()
+        debug.field("local", &self.local).field("pin", &self.pin).finish_non_exhaustive()
     }
 }
 
@@ -58,20 +61,20 @@ impl HostControl {
         self.local
     }
 
-    /// The certificate fingerprint QUIC clients pin.
-    pub fn fingerprint(&self) -> Fingerprint {
-        self.fingerprint
-    }
-
-    /// The static key raw-UDP clients pin (`None` over QUIC).
-    pub fn udp_key(&self) -> Option<HostPublicKey> {
-        self.udp_key
+    /// What clients pin to join this host — its certificate's fingerprint over QUIC, its
+    /// static key over raw UDP — which also names the transport. A lobby hands it to the
+    /// players (it prints as text and parses back); each joins with
+    /// `ClientOptions::new(token, pin)`.
+    pub fn pin(&self) -> Pin {
+        self.pin
     }
 
     /// What admission control and the transport refused and dropped so far (exact counters;
     /// see [`Admission`](crate::session::Admission)).
     pub fn admission_stats(&self) -> AdmissionStats {
+        #[cfg_attr(not(feature = "udp"), allow(unused_mut))]
         let mut stats = self.gate.stats();
+        #[cfg(feature = "udp")]
         if let Some(drops) = &self.drops {
             stats.udp = *drops.lock().unwrap_or_else(PoisonError::into_inner);
         }

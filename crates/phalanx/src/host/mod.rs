@@ -10,37 +10,23 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use phalanx_proto::{
-    CommandCodec, DefaultCodec, EndError, EndReason, HostEvent, HostStats, JoinError, JoinRefusal,
-    JoinResponse, Joined, PeerStats, PlayerId, Readmit, RemoveError, Replay, SessionConfig,
-    Snapshot, SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    CommandCodec, DefaultCodec, EndError, EndReason, HostEvent, HostStats, JoinError, JoinResponse,
+    Joined, PeerStats, PlayerId, Readmit, RemoveError, Replay, SessionConfig, Snapshot,
+    SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tracing::Instrument;
 
-use crate::admission::{Admission, AdmissionStats, Gate, Outcome, Pass, Verdict};
-use crate::conn::{Conn, Transport};
+use crate::admission::{Admission, AdmissionStats, Gate, Outcome, Pass};
+use crate::conn::{Conn, CLOSE_REMOVED};
 use crate::driver::{self, Handle, Side};
 use crate::session::{NoTurn, Submitter, Update};
-use crate::tls::{Fingerprint, HostIdentity};
-use crate::transport::{transport_config, End, JOIN_BYTES_MAX};
-use crate::{Clock, Event, HostError, SessionError};
+use crate::{Clock, Event, HostError, SessionError, Transport};
 
 mod control;
-mod udp;
 pub use control::HostControl;
-use udp::udp_accept_loop;
-
-/// QUIC application error code when the host closes a connection it removed or refused.
-pub const CLOSE_REMOVED: u32 = 1;
-/// QUIC application error code when the host shuts down: clients end with
-/// [`EndReason::HostClosed`](crate::EndReason::HostClosed) at once.
-pub const CLOSE_SHUTDOWN: u32 = 2;
-/// QUIC application error code when a client leaves ([`Client::shutdown`](crate::Client::shutdown)):
-/// the host removes the player at its next sealed turn.
-pub const CLOSE_LEFT: u32 = 3;
 
 /// Everything a host needs to listen.
 #[derive(Debug)]
@@ -58,70 +44,114 @@ pub struct HostOptions {
     /// game must keep up: a window (`turns_ahead_max`) behind, it holds the session back.
     /// Ignored when the host plays (its player takes the turns). Default: no.
     pub observe_turns: bool,
-    /// The certificate and key; clients pin its fingerprint.
-    pub identity: HostIdentity,
+    /// The transport and the host's identity on it: QUIC with a certificate whose
+    /// fingerprint clients pin ([`quic::HostConfig`](crate::quic::HostConfig)), or raw UDP
+    /// with a static key clients pin ([`udp::HostConfig`](crate::udp::HostConfig)).
+    pub transport: HostTransport,
     /// Where to listen (`127.0.0.1:0` picks a free loopback port).
     pub bind: SocketAddr,
-    /// The stateless-reset key. Persist it: a restarted host that keeps it is noticed by its
-    /// old clients in one round trip instead of an idle timeout. `None`: a fresh random one.
-    pub reset_key: Option<[u8; 32]>,
-    /// The transport under the endpoint: a real UDP socket on `bind` (the default), or any
-    /// [`quinn::AsyncUdpSocket`] — phalanx-sim passes a simulated one.
-    pub socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
-    /// Seeds quinn's own randomness (and connection ids): set by simulations so a seed
-    /// reproduces a run. `None` for real games.
-    pub quic_seed: Option<[u8; 32]>,
     /// Limits on connections that have not joined yet. Default: [`Admission::default`].
     pub admission: Admission,
     /// Spectator tokens (at most `SessionConfig::spectators_max`): a client joining with one
     /// watches every turn, after `spectator_delay_turns`, from a snapshot when it comes
     /// mid-game; it cannot submit and the players never wait for it. Default: none.
     pub spectator_tokens: Vec<u64>,
-    /// QUIC (the default) or raw UDP with a Noise handshake (see [`Transport`]).
-    /// Over UDP, `socket` and `quic_seed` serve the UDP transport alike (`reset_key` is
-    /// unused) and clients pin [`HostIdentity::udp_public_key`].
-    pub transport: Transport,
 }
 
 impl HostOptions {
-    /// Options with the default session, listening on `bind`.
-    pub fn new(identity: HostIdentity, bind: SocketAddr, tokens: Vec<u64>) -> HostOptions {
+    /// Options for a host over `transport` (a [`quic::HostIdentity`](crate::quic::HostIdentity)
+    /// or a [`udp::HostConfig`](crate::udp::HostConfig) converts into one) listening on
+    /// `bind`, with the default session.
+    pub fn new(
+        transport: impl Into<HostTransport>,
+        bind: SocketAddr,
+        tokens: Vec<u64>,
+    ) -> HostOptions {
         HostOptions {
             session: SessionConfig::default(),
             tokens,
             local_player: false,
             observe_turns: false,
-            identity,
+            transport: transport.into(),
             bind,
-            reset_key: None,
-            socket: None,
-            quic_seed: None,
             admission: Admission::default(),
             spectator_tokens: Vec::new(),
-            transport: Transport::Quic,
         }
+    }
+}
+
+/// The transport a host listens on, with the identity clients pin. Each transport's own
+/// identity type makes an identity for the other one a type error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum HostTransport {
+    /// QUIC (quinn, TLS 1.3) with this certificate and settings.
+    #[cfg(feature = "quic")]
+    Quic(crate::quic::HostConfig),
+    /// Raw UDP with a Noise IK handshake, with this static key and settings.
+    #[cfg(feature = "udp")]
+    Udp(crate::udp::HostConfig),
+}
+
+impl HostTransport {
+    /// Which transport this is.
+    pub fn kind(&self) -> Transport {
+        match self {
+            #[cfg(feature = "quic")]
+            HostTransport::Quic(_) => Transport::Quic,
+            #[cfg(feature = "udp")]
+            HostTransport::Udp(_) => Transport::Udp,
+        }
+    }
+}
+
+#[cfg(feature = "quic")]
+impl From<crate::quic::HostConfig> for HostTransport {
+    fn from(config: crate::quic::HostConfig) -> Self {
+        HostTransport::Quic(config)
+    }
+}
+
+/// QUIC with this identity (the other settings at their defaults).
+#[cfg(feature = "quic")]
+impl From<crate::quic::HostIdentity> for HostTransport {
+    fn from(identity: crate::quic::HostIdentity) -> Self {
+        HostTransport::Quic(crate::quic::HostConfig::new(identity))
+    }
+}
+
+#[cfg(feature = "udp")]
+impl From<crate::udp::HostConfig> for HostTransport {
+    fn from(config: crate::udp::HostConfig) -> Self {
+        HostTransport::Udp(config)
     }
 }
 
 /// Where the host listens, by transport.
 enum HostEndpoint {
+    #[cfg(feature = "quic")]
     Quic(quinn::Endpoint),
     /// The UDP endpoint task owns the socket; the host keeps its connections to close them
     /// at shutdown.
-    Udp {
-        local: SocketAddr,
-        conns: UdpConns,
-        drops: Arc<std::sync::Mutex<crate::udp::UdpHostStats>>,
-    },
+    #[cfg(feature = "udp")]
+    Udp(crate::udp::host::Listening),
 }
 
-type UdpConns = Arc<std::sync::Mutex<Vec<crate::udp::UdpConnection<crate::udp::QuinnSocket>>>>;
+/// What a transport's listener needs from the host.
+pub(crate) struct Listen<'a> {
+    pub(crate) session: &'a SessionConfig,
+    pub(crate) admission: &'a Admission,
+    pub(crate) bind: SocketAddr,
+    /// Where the connection tasks send what they hear.
+    pub(crate) inputs: mpsc::Sender<Input>,
+    pub(crate) gate: Arc<Gate>,
+}
 
 /// Inputs from the connection tasks waiting for the driver before those tasks wait too.
 const INPUTS_MAX: usize = 4 * 1024;
 
 /// What the connection tasks tell the driver.
-enum Input {
+pub(crate) enum Input {
     Join {
         conn: Conn,
         request: Vec<u8>,
@@ -176,51 +206,53 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             tokens,
             local_player,
             observe_turns,
-            identity,
+            transport,
             bind,
-            reset_key,
-            socket,
-            quic_seed,
             admission,
             spectator_tokens,
-            transport,
         } = options;
         let roles = (local_player, observe_turns);
         let (host, local_player) = session_host(&session, &tokens, &spectator_tokens, roles)?;
-        let (input_tx, input_rx) = mpsc::channel(INPUTS_MAX);
-        let uploads = session.snapshot_upload_bytes_max();
+        let (inputs, input_rx) = mpsc::channel(INPUTS_MAX);
         let gate = Gate::new(admission.clone());
-        let (endpoint, accept) = match transport {
-            Transport::Udp => {
-                let host = udp_host(&session, &admission, &identity, bind, socket, quic_seed)?;
-                let conns = UdpConns::default();
-                let (local, drops) = (host.local_addr(), host.stats_handle());
-                let serve = udp_accept_loop(host, input_tx, gate.clone(), conns.clone(), uploads);
-                (HostEndpoint::Udp { local, conns, drops }, tokio::spawn(serve))
+        let listen =
+            Listen { session: &session, admission: &admission, bind, inputs, gate: gate.clone() };
+        let (endpoint, accept, pin) = match transport {
+            #[cfg(feature = "quic")]
+            HostTransport::Quic(config) => {
+                let pin = crate::Pin::Fingerprint(config.identity.fingerprint());
+                let (endpoint, accept) = crate::quic::host::listen(config, listen)?;
+                (HostEndpoint::Quic(endpoint), accept, pin)
             }
-            _ => {
-                let server = server_config(&identity, &session, &admission)?;
-                let endpoint = quic_endpoint(server, bind, reset_key, socket, quic_seed)?;
-                let accept =
-                    tokio::spawn(accept_loop(endpoint.clone(), input_tx, gate.clone(), uploads));
-                (HostEndpoint::Quic(endpoint), accept)
+            #[cfg(feature = "udp")]
+            HostTransport::Udp(config) => {
+                let pin = crate::Pin::UdpKey(config.public_key());
+                let (listening, accept) = crate::udp::host::listen(config, listen)?;
+                (HostEndpoint::Udp(listening), accept, pin)
             }
         };
         let (ended_tx, ended) = tokio::sync::watch::channel(None);
         let side = HostSide { host, conns: BTreeMap::new(), ended: ended_tx };
         let window = session.turns_ahead_max as usize;
         let (handle, driver) = driver::spawn(side, Clock::new, input_rx, window);
-        let (local, drops, udp_key) = match &endpoint {
-            HostEndpoint::Quic(endpoint) => {
-                (endpoint.local_addr().map_err(HostError::Bind)?, None, None)
-            }
-            HostEndpoint::Udp { local, drops, .. } => {
-                (*local, Some(drops.clone()), Some(identity.udp_public_key()))
-            }
+        let local = match &endpoint {
+            #[cfg(feature = "quic")]
+            HostEndpoint::Quic(endpoint) => endpoint.local_addr().map_err(HostError::Bind)?,
+            #[cfg(feature = "udp")]
+            HostEndpoint::Udp(listening) => listening.local,
         };
-        let fingerprint = identity.fingerprint();
-        let control =
-            HostControl { control: handle.control(), local, fingerprint, udp_key, gate, drops };
+        let control = HostControl {
+            control: handle.control(),
+            local,
+            pin,
+            gate,
+            #[cfg(feature = "udp")]
+            drops: match &endpoint {
+                HostEndpoint::Udp(listening) => Some(listening.drops.clone()),
+                #[cfg(feature = "quic")]
+                HostEndpoint::Quic(_) => None,
+            },
+        };
         Ok(Host {
             endpoint,
             local_player,
@@ -248,14 +280,16 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// The address the host listens on.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         match &self.endpoint {
+            #[cfg(feature = "quic")]
             HostEndpoint::Quic(endpoint) => endpoint.local_addr(),
-            HostEndpoint::Udp { local, .. } => Ok(*local),
+            #[cfg(feature = "udp")]
+            HostEndpoint::Udp(listening) => Ok(listening.local),
         }
     }
 
-    /// The fingerprint clients must pin.
-    pub fn fingerprint(&self) -> Fingerprint {
-        self.control.fingerprint()
+    /// What clients pin to join this host (see [`HostControl::pin`]).
+    pub fn pin(&self) -> crate::Pin {
+        self.control.pin()
     }
 
     /// What admission control did so far: attempts admitted and refused by cause, join
@@ -422,15 +456,10 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         self.accept.abort();
         self.driver.abort();
         match self.endpoint {
-            HostEndpoint::Quic(endpoint) => {
-                endpoint.close(quinn::VarInt::from_u32(CLOSE_SHUTDOWN), b"host shut down");
-                let wait = endpoint.wait_idle();
-                let _ = tokio::time::timeout(std::time::Duration::from_secs(1), wait).await;
-            }
-            HostEndpoint::Udp { conns, .. } => {
-                let conns = std::mem::take(&mut *conns.lock().unwrap_or_else(|p| p.into_inner()));
-                conns.iter().for_each(|conn| conn.close(CLOSE_SHUTDOWN));
-            }
+            #[cfg(feature = "quic")]
+            HostEndpoint::Quic(endpoint) => crate::quic::host::shutdown(endpoint).await,
+            #[cfg(feature = "udp")]
+            HostEndpoint::Udp(listening) => crate::udp::host::shutdown(listening),
         }
     }
 }
@@ -467,300 +496,17 @@ fn session_host(
     Ok((host, local_player))
 }
 
-/// The QUIC endpoint: on `socket` (a simulator's) or a real one bound to `bind`.
-fn quic_endpoint(
-    server: quinn::ServerConfig,
-    bind: SocketAddr,
-    reset_key: Option<[u8; 32]>,
-    socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
-    quic_seed: Option<[u8; 32]>,
-) -> Result<quinn::Endpoint, HostError> {
-    let key = reset_key.unwrap_or_else(random_key);
-    let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key);
-    let mut endpoint_config = quinn::EndpointConfig::new(Arc::new(reset));
-    crate::seed_endpoint(&mut endpoint_config, quic_seed, crate::HOST_CID_LEN);
-    let runtime = quinn::default_runtime().ok_or(HostError::NoRuntime)?;
-    match socket {
-        Some(socket) => quinn::Endpoint::new_with_abstract_socket(
-            endpoint_config,
-            Some(server),
-            socket,
-            runtime,
-        ),
-        None => {
-            let socket = std::net::UdpSocket::bind(bind).map_err(HostError::Bind)?;
-            quinn::Endpoint::new(endpoint_config, Some(server), socket, runtime)
-        }
-    }
-    .map_err(HostError::Bind)
-}
-
-/// The raw-UDP endpoint on `socket` (a simulator's) or a real one bound to `bind`, with the
-/// identity's static key.
-fn udp_host(
-    session: &SessionConfig,
-    admission: &Admission,
-    identity: &HostIdentity,
-    bind: SocketAddr,
-    socket: Option<Arc<dyn quinn::AsyncUdpSocket>>,
-    seed: Option<[u8; 32]>,
-) -> Result<crate::udp::UdpHost<crate::udp::QuinnSocket>, HostError> {
-    let socket = match socket {
-        Some(socket) => crate::udp::QuinnSocket(socket),
-        None => crate::udp::QuinnSocket::bind(bind).map_err(HostError::Bind)?,
-    };
-    let mut options = crate::udp::UdpOptions {
-        seed,
-        // The session's own idle timeout ends a silent player first, with its typed outcome.
-        idle_timeout: Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
-        peers_max: admission.pending_max + usize::from(session.players_max),
-        ..crate::udp::UdpOptions::default()
-    };
-    options.stream.message_bytes_max = session.snapshot_upload_bytes_max().max(JOIN_BYTES_MAX);
-    crate::udp::UdpHost::bind(socket, identity.udp_key(), options).map_err(HostError::Bind)
-}
-
-fn random_key() -> [u8; 32] {
-    let mut key = [0u8; 32];
-    // The reset key only needs to be unpredictable; failure to read OS randomness is fatal.
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key)
-        .expect("OS randomness is available");
-    key
-}
-
-async fn accept_loop(
-    endpoint: quinn::Endpoint,
-    inputs: mpsc::Sender<Input>,
-    gate: Arc<Gate>,
-    upload_max: usize,
-) {
-    while let Some(incoming) = endpoint.accept().await {
-        let address = incoming.remote_address().ip();
-        let verdict =
-            gate.admit(address, incoming.remote_address_validated(), incoming.may_retry());
-        match verdict {
-            Verdict::Admit(pass) => {
-                // Every event of the connection's life carries its address.
-                let span = tracing::info_span!("connection", %address);
-                let serve = serve_connection(incoming, inputs.clone(), pass, upload_max);
-                tokio::spawn(serve.instrument(span));
-            }
-            Verdict::Retry => {
-                // `may_retry` was checked: cannot fail.
-                let _ = incoming.retry();
-            }
-            Verdict::Refuse => incoming.refuse(),
-        }
-    }
-}
-
-/// quinn's server config: the host's identity, the session's transport settings, and small
-/// bounds on what quinn holds for connection attempts before admission control sees them.
-fn server_config(
-    identity: &HostIdentity,
-    session: &SessionConfig,
-    admission: &Admission,
-) -> Result<quinn::ServerConfig, HostError> {
-    let tls = identity.server_tls().map_err(HostError::Identity)?;
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(tls).map_err(HostError::Tls)?;
-    let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    server.transport_config(transport_config(session, End::Host));
-    // Attempts quinn holds before the accept loop decides on them (it decides at once),
-    // and the bytes it buffers for them: small, so a flood cannot grow them.
-    server.max_incoming(admission.pending_max.max(64) * 4);
-    server.incoming_buffer_size(16 * 1024);
-    server.incoming_buffer_size_total(1024 * 1024);
-    Ok(server)
-}
-
 /// How long a refused client has to read its refusal before the host closes the connection
 /// (it closes itself once it has).
-const REFUSAL_GRACE: Duration = Duration::from_secs(2);
-
-/// One connection: its handshake and join request within the join timeout, then its
-/// datagrams. The pass keeps it counted as pending until its join is answered.
-async fn serve_connection(
-    incoming: quinn::Incoming,
-    inputs: mpsc::Sender<Input>,
-    pass: Pass,
-    upload_max: usize,
-) {
-    let Some((conn, send, request)) = read_join(incoming, &pass).await else { return };
-    let address = pass.address();
-    let (reply_tx, reply_rx) = oneshot::channel();
-    let join = Input::Join { conn: Conn::Quic(conn.clone()), request, reply: reply_tx };
-    if inputs.send(join).await.is_err() {
-        return;
-    }
-    let Ok(response) = reply_rx.await else { return };
-    let player = match response.result {
-        Ok(joined) => {
-            pass.gate().joined();
-            match joined {
-                Joined::Player(player) => {
-                    tracing::info!(%address, player = player.0, "player joined")
-                }
-                Joined::Spectator(id) => {
-                    tracing::info!(%address, spectator = id.0, "spectator joined")
-                }
-            }
-            joined
-        }
-        Err(error) => {
-            count_refusal(&pass, &error);
-            if let Some(reply) = response.reply {
-                refuse(&conn, send, &reply, b"join refused").await;
-            }
-            return;
-        }
-    };
-    drop(pass);
-    let mut send = send;
-    if let Some(reply) = &response.reply {
-        let _ = send.write_all(reply).await;
-        let _ = send.finish();
-    }
-    // Tell the session when the client holds the reply: its idle timer starts then.
-    let (delivered, id) = (inputs.clone(), conn.stable_id());
-    tokio::spawn(async move {
-        if let Ok(None) = send.stopped().await {
-            let _ = delivered.send(Input::Delivered(player, id)).await;
-        }
-    });
-    tokio::select! {
-        () = forward_datagrams(&conn, player, &inputs) => {}
-        () = forward_uploads(&conn, player, &inputs, upload_max) => {}
-    }
-}
+pub(crate) const REFUSAL_GRACE: Duration = Duration::from_secs(2);
 
 /// Counts a refused join by its kind (either transport).
-fn count_refusal(pass: &Pass, error: &JoinError) {
+pub(crate) fn count_refusal(pass: &Pass, error: &JoinError) {
     let outcome = match error {
         JoinError::Malformed(_) => Outcome::JoinMalformed,
         _ => Outcome::JoinRefused,
     };
     pass.gate().count(outcome, Some(pass.address()), Some(&error.to_string()));
-}
-
-/// Hands the joined player's snapshot uploads to the driver, one stream at a time (the
-/// transport allows one), each read to its end within `max` bytes. Returns never: the
-/// datagram loop beside it sees the connection end.
-async fn forward_uploads(
-    conn: &quinn::Connection,
-    player: Joined,
-    inputs: &mpsc::Sender<Input>,
-    max: usize,
-) {
-    let id = conn.stable_id();
-    while let Ok(mut recv) = conn.accept_uni().await {
-        let bytes = match recv.read_to_end(max).await {
-            Ok(bytes) => Some(bytes),
-            Err(error) => {
-                tracing::debug!(?player, %error, "snapshot upload not read");
-                let _ = recv.stop(quinn::VarInt::from_u32(0));
-                None
-            }
-        };
-        if inputs.send(Input::Snapshot(player, id, bytes)).await.is_err() {
-            break;
-        }
-    }
-    std::future::pending::<()>().await;
-}
-
-/// The handshake and the join request, within the join timeout; a connection that fails
-/// is counted, answered when it can be (a refusal for a malformed or oversized request) and
-/// closed.
-async fn read_join(
-    incoming: quinn::Incoming,
-    pass: &Pass,
-) -> Option<(quinn::Connection, quinn::SendStream, Vec<u8>)> {
-    let (gate, address) = (pass.gate(), Some(pass.address()));
-    let deadline = tokio::time::Instant::now() + gate.limits().join_timeout;
-    let conn = match tokio::time::timeout_at(deadline, incoming).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(error)) => {
-            gate.count(Outcome::HandshakeFailed, address, Some(&error.to_string()));
-            return None;
-        }
-        Err(_) => {
-            gate.count(Outcome::JoinTimeout, address, Some("in the handshake"));
-            return None;
-        }
-    };
-    pass.handshake_done();
-    let read = tokio::time::timeout_at(deadline, async {
-        let (send, mut recv) = conn.accept_bi().await?;
-        Ok::<_, quinn::ConnectionError>((send, recv.read_to_end(JOIN_BYTES_MAX).await))
-    });
-    let read = tokio::select! {
-        read = read => read,
-        () = pass.evicted() => {
-            // Counted by the gate.
-            conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"no join request: host busy");
-            return None;
-        }
-    };
-    match read {
-        Ok(Ok((send, Ok(request)))) => {
-            pass.request_received();
-            return Some((conn, send, request));
-        }
-        Ok(Ok((send, Err(quinn::ReadToEndError::TooLong)))) => {
-            gate.count(Outcome::JoinOversized, address, None);
-            let max = JOIN_BYTES_MAX as u32;
-            let reply = phalanx_proto::encode_join_reply(&Err(JoinRefusal::TooLarge { max }));
-            refuse(&conn, send, &reply, b"join request too large").await;
-        }
-        Ok(Ok((send, Err(error)))) => {
-            gate.count(Outcome::JoinMalformed, address, Some(&error.to_string()));
-            let reply = phalanx_proto::encode_join_reply(&Err(JoinRefusal::Malformed));
-            refuse(&conn, send, &reply, b"join request unreadable").await;
-        }
-        Ok(Err(error)) => {
-            gate.count(Outcome::ClosedBeforeJoin, address, Some(&error.to_string()));
-        }
-        Err(_) => {
-            gate.count(Outcome::JoinTimeout, address, Some("waiting for the join request"));
-            conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), b"no join request in time");
-        }
-    }
-    None
-}
-
-/// Sends a refusal, lets the client read it (it closes once it has), then closes.
-async fn refuse(conn: &quinn::Connection, mut send: quinn::SendStream, reply: &[u8], why: &[u8]) {
-    let _ = send.write_all(reply).await;
-    let _ = send.finish();
-    let _ = tokio::time::timeout(REFUSAL_GRACE, conn.closed()).await;
-    conn.close(quinn::VarInt::from_u32(CLOSE_REMOVED), why);
-}
-
-/// Hands the joined player's datagrams to the driver until the connection ends.
-async fn forward_datagrams(conn: &quinn::Connection, player: Joined, inputs: &mpsc::Sender<Input>) {
-    let id = conn.stable_id();
-    loop {
-        match conn.read_datagram().await {
-            Ok(bytes) => {
-                if inputs.send(Input::Datagram(player, id, bytes)).await.is_err() {
-                    return;
-                }
-            }
-            // Only a client's own goodbye is a leave, as over UDP: any other close (a dropped
-            // session's implicit one among them) is a lost connection, left to the idle
-            // timeout and the rejoin window.
-            Err(quinn::ConnectionError::ApplicationClosed(close))
-                if close.error_code == quinn::VarInt::from_u32(CLOSE_LEFT) =>
-            {
-                let _ = inputs.send(Input::Left(player, id)).await;
-                return;
-            }
-            Err(_) => {
-                let _ = inputs.send(Input::Closed(player, id)).await;
-                return;
-            }
-        }
-    }
 }
 
 /// The host as its driver sees it: the sans-IO host and each seated player's connection.

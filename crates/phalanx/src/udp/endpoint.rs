@@ -15,6 +15,7 @@ use phalanx_udp::{
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::mismatch;
 use super::{
     CloseReason, Core, DatagramSocket, Link, UdpConnection, UdpReceiver, KIND_CLOSE, KIND_DATAGRAM,
 };
@@ -65,6 +66,8 @@ pub enum UdpConnectError {
     },
     /// No handshake completed within [`UdpOptions::handshake_timeout`].
     TimedOut,
+    /// A QUIC endpoint answered at that address: the host speaks QUIC, not raw UDP.
+    QuicHost,
     /// The socket failed.
     Io(std::io::Error),
     /// The handshake failed otherwise.
@@ -79,6 +82,7 @@ impl std::fmt::Display for UdpConnectError {
                 "the host's key is {host}, not the pinned {pinned}: wrong host, or its key changed"
             ),
             UdpConnectError::TimedOut => f.write_str("no answer from the host"),
+            UdpConnectError::QuicHost => f.write_str("the host speaks QUIC, not raw UDP"),
             UdpConnectError::Io(error) => write!(f, "socket: {error}"),
             UdpConnectError::Handshake(error) => write!(f, "handshake: {error}"),
         }
@@ -180,6 +184,9 @@ pub struct UdpHostStats {
     pub packets_replayed: u64,
     /// Authentic data packets older than the replay window.
     pub packets_too_old: u64,
+    /// QUIC clients told at once that this host speaks raw UDP (answered with QUIC's version
+    /// negotiation, so they fail with `ConnectError::TransportMismatch`).
+    pub quic_clients_answered: u64,
 }
 
 impl UdpHostStats {
@@ -209,7 +216,7 @@ impl<S: DatagramSocket> Endpoint<S> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                received = self.socket.recv_from(&mut buf) => {
+                received = std::future::poll_fn(|cx| self.socket.poll_recv_from(cx, &mut buf)) => {
                     if let Ok((len, from)) = received {
                         self.on_packet(from, &buf[..len]);
                     }
@@ -238,8 +245,15 @@ impl<S: DatagramSocket> Endpoint<S> {
                 return;
             }
         }
-        if matches!(self.role, Role::Host { .. }) {
-            self.on_handshake(from, packet);
+        if let Role::Host { drops, .. } = &self.role {
+            match super::mismatch::at_udp_host(packet) {
+                super::mismatch::Foreign::No => self.on_handshake(from, packet),
+                super::mismatch::Foreign::Answer(negotiation) => {
+                    drops.lock().unwrap_or_else(PoisonError::into_inner).quic_clients_answered += 1;
+                    let _ = self.socket.try_send_to(&negotiation, from);
+                }
+                super::mismatch::Foreign::Ignore => {}
+            }
         }
     }
 
@@ -432,14 +446,20 @@ pub async fn connect<S: DatagramSocket>(
     let deadline = Instant::now() + options.handshake_timeout;
     let mut buf = vec![0u8; MAX_PACKET + 1];
     let mut wait = Duration::from_millis(250);
+    let mut probed = false;
     send_handshake(&*socket, &first, host)?;
     let channel = loop {
         let resend_at = Instant::now() + wait;
         let received = tokio::select! {
-            received = socket.recv_from(&mut buf) => Some(received),
+            received = std::future::poll_fn(|cx| socket.poll_recv_from(cx, &mut buf)) => Some(received),
             () = tokio::time::sleep_until(resend_at.min(deadline)) => None,
         };
         match received {
+            Some(Ok((len, from)))
+                if from == host && mismatch::is_quic_answer(&buf[..len], &first) =>
+            {
+                return Err(UdpConnectError::QuicHost);
+            }
             Some(Ok((len, from))) if from == host => match handshake.handle(&buf[..len]) {
                 Ok(Progress::Resend(packet)) => send_handshake(&*socket, &packet, host)?,
                 Ok(Progress::Established { channel, .. }) => break channel,
@@ -454,6 +474,11 @@ pub async fn connect<S: DatagramSocket>(
             None => {
                 wait = (wait * 2).min(Duration::from_secs(1));
                 send_handshake(&*socket, handshake.packet(), host)?;
+                if !probed {
+                    // No answer yet: if a QUIC host is there, its version negotiation says so.
+                    probed = true;
+                    send_handshake(&*socket, &mismatch::probe(&first), host)?;
+                }
             }
         }
     };

@@ -1,13 +1,26 @@
-//! The raw-UDP transport: encrypted datagrams and reliable messages between a
-//! host and its clients over one UDP socket each, with the Noise IK handshake, stateless
-//! cookies, replay window and reliable `Stream` of `phalanx-udp`. Sessions use it with
-//! [`Transport::Udp`](crate::Transport::Udp) in `HostOptions` and `ClientOptions` (clients
-//! pin [`HostIdentity::udp_public_key`](crate::HostIdentity::udp_public_key) with
-//! `HostVerification::UdpKey`): the join request and reply, and every upload, are reliable
-//! messages; turns and commands are datagrams. This module is the layer underneath, usable
-//! on its own. phalanx-sim runs it over its simulated socket through [`QuinnSocket`]. The
-//! host's admission control sees only connections whose handshake completed (the cookie step
-//! guards the rest).
+//! The raw-UDP transport, built with the `udp` cargo feature (on by default): encrypted
+//! datagrams and reliable messages between a host and its clients over one UDP socket each,
+//! with the Noise IK handshake, stateless cookies, replay window and reliable `Stream` of
+//! `phalanx-udp`.
+//!
+//! Sessions use it through a [`HostConfig`] (the host's static [`HostKey`]) and a
+//! [`ClientConfig`] (the [`HostPublicKey`] a client pins), which convert into the session's
+//! options: `HostOptions::new(udp::HostConfig::generate(), bind, tokens)` and
+//! `ClientOptions::new(token, host_public_key)`. The join request and reply, and every
+//! upload, are reliable messages; turns and commands are datagrams. The rest of this module
+//! is the layer underneath, usable on its own. The host's admission control sees only
+//! connections whose handshake completed (the cookie step guards the rest).
+//!
+//! ```no_run
+//! # fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use phalanx::{udp, ClientOptions, HostOptions};
+//!
+//! let host = udp::HostConfig::generate();
+//! let pin = host.public_key(); // the lobby hands it to players (it prints as hex)
+//! let host = HostOptions::new(host, "0.0.0.0:7777".parse()?, vec![7]);
+//! let client = ClientOptions::new(7, pin);
+//! # let _ = (host, client); Ok(()) }
+//! ```
 //!
 //! Unlike QUIC it sends no packet the caller did not ask for — no ACK-only packets, no path
 //! MTU probes, no keep-alives — except a stream's acknowledgements and retransmissions while a
@@ -25,11 +38,15 @@
 //!
 //! The socket is any [`DatagramSocket`]: tokio's `UdpSocket`, or a simulator's.
 
+pub(crate) mod client;
 mod endpoint;
+pub(crate) mod host;
+mod mismatch;
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use phalanx_udp::stream::SendError;
 use phalanx_udp::{Channel, SealError, Stream};
@@ -43,17 +60,41 @@ const KIND_DATAGRAM: u8 = 0;
 /// The first byte of a channel payload: the sender closes the connection (then a u32 code).
 const KIND_CLOSE: u8 = 3;
 
-/// A UDP socket as the transport uses it: non-blocking sends, awaited receives.
+/// A UDP socket as the transport uses it: non-blocking sends, polled receives. Object-safe,
+/// so sessions take any socket as an `Arc<dyn DatagramSocket>` (see [`HostConfig::socket`]).
 pub trait DatagramSocket: Send + Sync + 'static {
     /// Sends at once or fails (`WouldBlock` when the socket's buffer is full).
     fn try_send_to(&self, buf: &[u8], target: SocketAddr) -> io::Result<usize>;
-    /// The next datagram and its source.
-    fn recv_from(
+    /// The next datagram and its source, when one is there; otherwise registers `cx` to be
+    /// woken when one arrives.
+    fn poll_recv_from(
         &self,
+        cx: &mut Context<'_>,
         buf: &mut [u8],
-    ) -> impl std::future::Future<Output = io::Result<(usize, SocketAddr)>> + Send;
+    ) -> Poll<io::Result<(usize, SocketAddr)>>;
     /// The address the socket is bound to.
     fn local_addr(&self) -> io::Result<SocketAddr>;
+}
+
+/// The socket a session's UDP transport runs on.
+pub(crate) type SharedSocket = Arc<dyn DatagramSocket>;
+
+impl<T: DatagramSocket + ?Sized> DatagramSocket for Arc<T> {
+    fn try_send_to(&self, buf: &[u8], target: SocketAddr) -> io::Result<usize> {
+        (**self).try_send_to(buf, target)
+    }
+
+    fn poll_recv_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<(usize, SocketAddr)>> {
+        (**self).poll_recv_from(cx, buf)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        (**self).local_addr()
+    }
 }
 
 impl DatagramSocket for tokio::net::UdpSocket {
@@ -63,8 +104,17 @@ impl DatagramSocket for tokio::net::UdpSocket {
         socket2::SockRef::from(self).send_to(buf, &target.into())
     }
 
-    async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        tokio::net::UdpSocket::recv_from(self, buf).await
+    fn poll_recv_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<(usize, SocketAddr)>> {
+        let mut read = tokio::io::ReadBuf::new(buf);
+        match tokio::net::UdpSocket::poll_recv_from(self, cx, &mut read) {
+            Poll::Ready(Ok(from)) => Poll::Ready(Ok((read.filled().len(), from))),
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -72,21 +122,20 @@ impl DatagramSocket for tokio::net::UdpSocket {
     }
 }
 
-/// quinn's socket abstraction as a [`DatagramSocket`]: how sessions run the UDP transport on
-/// a real socket (quinn's, with its platform tuning) or on a simulator's (phalanx-sim's).
+/// A real UDP socket bound to `addr`, on the running tokio runtime.
+pub(crate) fn bind_socket(addr: SocketAddr) -> io::Result<SharedSocket> {
+    let socket = std::net::UdpSocket::bind(addr)?;
+    socket.set_nonblocking(true)?;
+    Ok(Arc::new(tokio::net::UdpSocket::from_std(socket)?))
+}
+
+/// quinn's socket abstraction as a [`DatagramSocket`]: how phalanx-sim runs the UDP transport
+/// on the simulated socket it gives quinn.
+#[cfg(feature = "quic")]
 #[derive(Clone, Debug)]
 pub struct QuinnSocket(pub Arc<dyn quinn::AsyncUdpSocket>);
 
-impl QuinnSocket {
-    /// A real UDP socket bound to `addr`, through quinn's tokio runtime.
-    pub fn bind(addr: SocketAddr) -> io::Result<QuinnSocket> {
-        let socket = std::net::UdpSocket::bind(addr)?;
-        let runtime = quinn::default_runtime()
-            .ok_or_else(|| io::Error::other("no tokio runtime with IO and time is running"))?;
-        Ok(QuinnSocket(runtime.wrap_udp_socket(socket)?))
-    }
-}
-
+#[cfg(feature = "quic")]
 impl DatagramSocket for QuinnSocket {
     fn try_send_to(&self, buf: &[u8], target: SocketAddr) -> io::Result<usize> {
         let transmit = quinn::udp::Transmit {
@@ -99,23 +148,98 @@ impl DatagramSocket for QuinnSocket {
         self.0.try_send(&transmit).map(|()| buf.len())
     }
 
-    async fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        std::future::poll_fn(|cx| {
-            let mut meta = [quinn::udp::RecvMeta::default()];
-            let mut bufs = [io::IoSliceMut::new(&mut *buf)];
-            match self.0.poll_recv(cx, &mut bufs, &mut meta) {
-                std::task::Poll::Ready(Ok(_)) => {
-                    std::task::Poll::Ready(Ok((meta[0].len, meta[0].addr)))
-                }
-                std::task::Poll::Ready(Err(error)) => std::task::Poll::Ready(Err(error)),
-                std::task::Poll::Pending => std::task::Poll::Pending,
-            }
-        })
-        .await
+    fn poll_recv_from(
+        &self,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<(usize, SocketAddr)>> {
+        let mut meta = [quinn::udp::RecvMeta::default()];
+        let mut bufs = [io::IoSliceMut::new(buf)];
+        match self.0.poll_recv(cx, &mut bufs, &mut meta) {
+            Poll::Ready(Ok(_)) => Poll::Ready(Ok((meta[0].len, meta[0].addr))),
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => Poll::Pending,
+        }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.0.local_addr()
+    }
+}
+
+/// A UDP host's settings for a session: its static key, and what simulations need.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HostConfig {
+    /// The host's static Noise key; clients pin its public half ([`HostKey::public`]). Keep
+    /// it (its [`to_bytes`](HostKey::to_bytes)) to keep the pin across restarts.
+    pub key: HostKey,
+    /// The socket: `None` (the default) binds a real UDP socket on the host's address;
+    /// phalanx-sim passes a simulated one.
+    pub socket: Option<Arc<dyn DatagramSocket>>,
+    /// Seeds the transport's randomness (cookie secrets), so a simulation's seed reproduces
+    /// a run. Default: `None` (OS randomness), as real games want.
+    pub seed: Option<[u8; 32]>,
+}
+
+impl HostConfig {
+    /// A host keyed with `key`, and the defaults.
+    pub fn new(key: HostKey) -> HostConfig {
+        HostConfig { key, socket: None, seed: None }
+    }
+
+    /// A host with a fresh random key (from the OS), and the defaults.
+    pub fn generate() -> HostConfig {
+        HostConfig::new(HostKey::from_bytes(crate::random_bytes::<32>()))
+    }
+
+    /// What clients pin: the key's public half.
+    pub fn public_key(&self) -> HostPublicKey {
+        self.key.public()
+    }
+}
+
+impl std::fmt::Debug for HostConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let socket = self.socket.as_ref().map(|_| "..");
+        f.debug_struct("HostConfig")
+            .field("public_key", &self.key.public())
+            .field("socket", &socket)
+            .field("seed", &self.seed.map(|_| ".."))
+            .finish()
+    }
+}
+
+/// A UDP client's settings for a session: the host's key it pins, and what simulations need.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// The host's static key, pinned as the Noise handshake's responder key: a host with
+    /// another fails the connect with [`UdpConnectError::WrongHostKey`].
+    pub host_key: HostPublicKey,
+    /// The socket: `None` (the default) binds an ephemeral UDP socket; phalanx-sim passes a
+    /// simulated one.
+    pub socket: Option<Arc<dyn DatagramSocket>>,
+    /// Seeds the transport's randomness (the ephemeral key), for reproducible simulations.
+    /// Default: `None` (OS randomness).
+    pub seed: Option<[u8; 32]>,
+}
+
+impl ClientConfig {
+    /// A client that pins `host_key`, and the defaults.
+    pub fn new(host_key: HostPublicKey) -> ClientConfig {
+        ClientConfig { host_key, socket: None, seed: None }
+    }
+}
+
+impl std::fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let socket = self.socket.as_ref().map(|_| "..");
+        f.debug_struct("ClientConfig")
+            .field("host_key", &self.host_key)
+            .field("socket", &socket)
+            .field("seed", &self.seed.map(|_| ".."))
+            .finish()
     }
 }
 

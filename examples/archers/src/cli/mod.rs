@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use archers::net::Match;
 use clap::builder::RangedU64ValueParser;
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use phalanx::Fingerprint;
+use phalanx::quic::Fingerprint;
 
 /// The whole command line: a mode, or the simulated match's flags.
 #[derive(Debug, Parser)]

@@ -146,9 +146,11 @@ impl HostIdentity {
         Fingerprint::of(self.cert.as_ref())
     }
 
-    /// The host's static key for [`Transport::Udp`](crate::Transport::Udp), derived from
-    /// this identity's private key: a host that keeps its identity keeps both pins.
-    pub(crate) fn udp_key(&self) -> crate::udp::HostKey {
+    /// A static key for the raw-UDP transport, derived from this identity's private key: one
+    /// identity serves both transports, and a host that keeps it keeps both pins
+    /// (`udp::HostConfig::new(identity.udp_key())`).
+    #[cfg(feature = "udp")]
+    pub fn udp_key(&self) -> crate::udp::HostKey {
         let mut context = ring::digest::Context::new(&ring::digest::SHA256);
         context.update(b"phalanx udp static key v1\0");
         context.update(self.key.secret_pkcs8_der());
@@ -157,9 +159,9 @@ impl HostIdentity {
         crate::udp::HostKey::from_bytes(secret)
     }
 
-    /// What clients pin for [`Transport::Udp`](crate::Transport::Udp)
-    /// ([`HostVerification::UdpKey`]): the host's static Noise key, derived from this
-    /// identity.
+    /// What UDP clients pin for a host keyed with [`udp_key`](Self::udp_key): its public
+    /// half.
+    #[cfg(feature = "udp")]
     pub fn udp_public_key(&self) -> crate::udp::HostPublicKey {
         self.udp_key().public()
     }
@@ -194,9 +196,6 @@ pub enum HostVerification {
     /// Accept any certificate. **Insecure**: anyone on the path can impersonate the host. For
     /// tests and local examples only.
     DangerousAcceptAnyHost,
-    /// For [`Transport::Udp`](crate::Transport::Udp): the host's static key
-    /// ([`HostIdentity::udp_public_key`]), pinned as the Noise handshake's responder key.
-    UdpKey(crate::udp::HostPublicKey),
 }
 
 /// What a pinned-fingerprint check saw: the host's fingerprint when it was not the pinned one.
@@ -229,11 +228,6 @@ pub(crate) fn client_tls(
                 mismatch: mismatch.clone(),
             }))
             .with_no_client_auth(),
-        HostVerification::UdpKey(_) => {
-            return Err(rustls::Error::General(
-                "a UDP key pins a host over Transport::Udp, not QUIC".into(),
-            ))
-        }
     };
     config.alpn_protocols = vec![ALPN.to_vec()];
     config.enable_early_data = false;

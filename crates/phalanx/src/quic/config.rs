@@ -9,9 +9,7 @@ use std::time::Duration;
 use phalanx_proto::SessionConfig;
 use quinn::{IdleTimeout, TransportConfig, VarInt};
 
-/// The most bytes of a join request, or of a join reply besides a rejoin's turns (both are
-/// under 64 bytes).
-pub(crate) const JOIN_BYTES_MAX: usize = 1_024;
+use crate::conn::JOIN_BYTES_MAX;
 
 /// The join stream's receive window on a client: a rejoin's reply carries a snapshot and the
 /// turns after it (or every sealed turn), which should not crawl through a tiny window.
@@ -152,7 +150,7 @@ impl quinn::congestion::Controller for FixedWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::{client_tls, HostIdentity, HostVerification};
+    use crate::quic::tls::{client_tls, HostIdentity, HostVerification};
 
     /// Path MTU probes a client sends in its first second over loopback with `transport`.
     async fn probes_in_a_second(transport: Arc<TransportConfig>) -> u64 {

@@ -1,31 +1,80 @@
-//! The host over raw UDP ([`crate::udp`]): the same join, datagrams and uploads as over QUIC.
-//! The join request is the connection's first reliable message and the reply goes back as
-//! one; every later message is an upload (a snapshot, a desync's hashes or state).
+//! The host's raw-UDP listener ([`crate::udp`]): the same join, datagrams and uploads as over
+//! QUIC. The join request is the connection's first reliable message and the reply goes back
+//! as one; every later message is an upload (a snapshot, a desync's hashes or state).
 
-use std::net::IpAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use phalanx_proto::{JoinRefusal, Joined};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tracing::Instrument;
 
-use super::{count_refusal, Input, UdpConns, CLOSE_LEFT, CLOSE_REMOVED, REFUSAL_GRACE};
+use super::{
+    CloseReason, HostConfig, Received, SharedSocket, UdpConnection, UdpHost, UdpHostStats,
+    UdpOptions, UdpReceiver,
+};
 use crate::admission::{Gate, Outcome, Pass, Verdict};
-use crate::conn::Conn;
-use crate::transport::JOIN_BYTES_MAX;
-use crate::udp::{CloseReason, QuinnSocket, Received, UdpConnection, UdpHost, UdpReceiver};
+use crate::conn::{Conn, CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN, JOIN_BYTES_MAX};
+use crate::host::{count_refusal, Input, Listen, REFUSAL_GRACE};
+use crate::HostError;
 
-type Connection = UdpConnection<QuinnSocket>;
+type Connection = UdpConnection<SharedSocket>;
+
+/// A listening UDP host, as the session's host keeps it: its address, its connections (to
+/// close them at shutdown) and its endpoint's drop counters.
+pub(crate) struct Listening {
+    pub(crate) local: SocketAddr,
+    conns: Conns,
+    pub(crate) drops: Arc<Mutex<UdpHostStats>>,
+}
+
+type Conns = Arc<Mutex<Vec<Connection>>>;
+
+/// Binds the endpoint with the config's static key and spawns its accept loop.
+pub(crate) fn listen(
+    config: HostConfig,
+    listen: Listen<'_>,
+) -> Result<(Listening, JoinHandle<()>), HostError> {
+    let HostConfig { key, socket, seed } = config;
+    let Listen { session, admission, bind, inputs, gate } = listen;
+    let socket = match socket {
+        Some(socket) => socket,
+        None => super::bind_socket(bind).map_err(HostError::Bind)?,
+    };
+    let mut options = UdpOptions {
+        seed,
+        // The session's own idle timeout ends a silent player first, with its typed outcome.
+        idle_timeout: Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
+        peers_max: admission.pending_max + usize::from(session.players_max),
+        ..UdpOptions::default()
+    };
+    let uploads = session.snapshot_upload_bytes_max();
+    options.stream.message_bytes_max = uploads.max(JOIN_BYTES_MAX);
+    let host = UdpHost::bind(socket, key, options).map_err(HostError::Bind)?;
+    let conns = Conns::default();
+    let listening =
+        Listening { local: host.local_addr(), conns: conns.clone(), drops: host.stats_handle() };
+    let serve = udp_accept_loop(host, inputs, gate, conns, uploads);
+    Ok((listening, tokio::spawn(serve)))
+}
+
+/// Closes every connection: clients end `HostClosed` at once.
+pub(crate) fn shutdown(listening: Listening) {
+    let conns =
+        std::mem::take(&mut *listening.conns.lock().unwrap_or_else(PoisonError::into_inner));
+    conns.iter().for_each(|conn| conn.close(CLOSE_SHUTDOWN));
+}
 
 /// Hands each connection whose handshake completed to admission control, then to a task of
 /// its own; keeps the connections for the host's shutdown.
-pub(super) async fn udp_accept_loop(
-    mut host: UdpHost<QuinnSocket>,
+async fn udp_accept_loop(
+    mut host: UdpHost<SharedSocket>,
     inputs: mpsc::Sender<Input>,
     gate: Arc<Gate>,
-    conns: UdpConns,
+    conns: Conns,
     upload_max: usize,
 ) {
     while let Some((conn, receiver)) = host.accept().await {
