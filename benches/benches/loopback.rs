@@ -24,8 +24,8 @@ const MEASURED_TURNS: u32 = 150;
 fn session() -> SessionConfig {
     let mut session = SessionConfig::default();
     // A short turn keeps the run short; per-turn work does not depend on the length.
-    session.turn_length_ms = 40;
-    session.adaptive_pace = false;
+    session.turns.length_ms = 40;
+    session.turns.adaptive_pace = false;
     session
 }
 
@@ -65,7 +65,7 @@ fn run(clients: usize) -> u64 {
             // One sleep over the measured turns, so that measuring adds nothing per turn.
             let first = sealed(&host).await;
             let start = thread_cpu_ns();
-            let turn_ms = u64::from(session().turn_length_ms);
+            let turn_ms = u64::from(session().turns.length_ms);
             tokio::time::sleep(Duration::from_millis(turn_ms * u64::from(MEASURED_TURNS))).await;
             let used = thread_cpu_ns() - start;
             let turns = sealed(&host).await - first;

@@ -11,7 +11,7 @@
 //!
 //! Before measuring, it prints the application payload per client per turn (upstream and
 //! downstream, our datagrams before any QUIC/UDP/IP overhead) from one such game, and from
-//! the same game under the quiet relay (`SessionConfig::heartbeat_ms`).
+//! the same game under the quiet relay (`SessionConfig::link.heartbeat_ms`).
 //!
 //! Run: `cargo bench -p phalanx-benches --bench session`.
 
@@ -32,8 +32,8 @@ const COMMAND_INTERVAL_MS: (u64, u64) = (250, 416);
 /// 200 ms turn.
 fn game_config(seed: u64, turns: u64) -> MeshConfig {
     let mut config = MeshConfig::new(seed, PLAYERS);
-    config.session.turn_length_ms = 200;
-    config.session.adaptive_pace = false;
+    config.session.turns.length_ms = 200;
+    config.session.turns.adaptive_pace = false;
     config.command_interval_ms = COMMAND_INTERVAL_MS;
     config.end_ms = turns * 200 + 1_000;
     config.submit_until_ms = turns * 200;
@@ -60,7 +60,7 @@ struct Reference {
 fn reference_game(turns: u64, quiet: bool) -> Reference {
     let mut config = game_config(1, turns);
     if quiet {
-        config.session.heartbeat_ms = 500;
+        config.session.link.heartbeat_ms = 500;
     }
     let mut mesh = Mesh::new(config).expect("valid config");
     let started = Instant::now();
@@ -124,7 +124,7 @@ fn session(spectators: usize) -> (Host, Vec<Client>) {
     let tokens: Vec<u64> = (0..PLAYERS as u64).collect();
     let watchers: Vec<u64> = (0..spectators as u64).map(|i| 1_000 + i).collect();
     let mut host = Host::new(config.clone(), &tokens).expect("valid config");
-    host.allow_spectators(&watchers).expect("within spectators_max");
+    host.allow_spectators(&watchers).expect("within catch_up.spectators_max");
     let clients = tokens
         .iter()
         .chain(&watchers)

@@ -16,8 +16,8 @@ const EVERY: u32 = 10;
 
 fn config(seed: u64) -> SimConfig {
     let mut config = SimConfig::new(seed, 8);
-    config.session.turn_length_ms = 200;
-    config.session.adaptive_pace = false;
+    config.session.turns.length_ms = 200;
+    config.session.turns.adaptive_pace = false;
     config.faults.loss_permille = 50;
     config.latency_ms = 40;
     config.turns = 3_000;

@@ -23,7 +23,7 @@ fn scenario(seed: u64, step: Step) -> SimConfig {
 
 /// One turn plus one round trip.
 fn bound_ms(config: &SimConfig) -> u64 {
-    u64::from(config.session.turn_length_ms) + 2 * config.latency_ms
+    u64::from(config.session.turns.length_ms) + 2 * config.latency_ms
 }
 
 fn run(config: SimConfig) -> Result<SimReport, String> {

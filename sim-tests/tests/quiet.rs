@@ -1,8 +1,8 @@
-//! The quiet relay (`SessionConfig::heartbeat_ms`) at L2 over the raw-UDP transport
+//! The quiet relay (`SessionConfig::link.heartbeat_ms`) at L2 over the raw-UDP transport
 //! (over QUIC, quinn's own ACK-only packets stay: about 9 datagrams a second): 4 players at
 //! 150 ms turns, 2 % loss, 20 ms jitter, 100 ms round trip, a playout buffer of one turn more,
 //! player 2 cut off for 1.5 s. Against the same seed with the relay off (every turn
-//! acknowledged within `ack_delay_ms`, the rest equal):
+//! acknowledged within `link.ack_delay_ms`, the rest equal):
 //!
 //! - every player holds the same state after every turn (S1), every command executes exactly
 //!   once (S2), nobody is dropped;
@@ -34,12 +34,12 @@ fn scenario(seed: u64, quiet: bool) -> SimConfig {
     config.latency_ms = 50;
     config.turns = 200;
     let session = &mut config.session;
-    session.turn_length_ms = 150;
-    session.playout_max_ms = 165;
-    session.playout_extra_ms = 150;
-    session.pace_tolerance_ms = 20;
+    session.turns.length_ms = 150;
+    session.playout.buffer_ms_max = 165;
+    session.playout.extra_ms = 150;
+    session.turns.pace_tolerance_ms = 20;
     if quiet {
-        session.heartbeat_ms = 500;
+        session.link.heartbeat_ms = 500;
     }
     config.timeline = vec![
         Step::Partition { at_ms: 8_000, player: PlayerId(2) },

@@ -16,7 +16,7 @@ fn scenario(seed: u64, window_ms: u32, restart_after_ms: u64) -> SimConfig {
     config.turns = TURNS;
     config.faults.loss_permille = 10;
     config.faults.jitter_ms = 10;
-    config.session.rejoin_window_ms = window_ms;
+    config.session.catch_up.rejoin_window_ms = window_ms;
     let crash_ms = 3_000 + Rng::new(seed).below(3_000);
     config.timeline = vec![Step::CrashClient {
         at_ms: crash_ms,

@@ -24,7 +24,7 @@ fn samples_follow_the_run() {
     ];
     let report = run_with::<ChainGame>(config, 5).expect("the run");
     report.check_agreement().expect("agreement");
-    let turn_ms = u64::from(phalanx::SessionConfig::default().turn_length_ms);
+    let turn_ms = u64::from(phalanx::SessionConfig::default().turns.length_ms);
     for player_report in &report.players {
         let (player, samples) = (player_report.name(), &player_report.samples);
         // About one sample per half second of play (none while a player hears nothing).

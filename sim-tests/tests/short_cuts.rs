@@ -1,5 +1,5 @@
 //! Fault-matrix row 6 at L2 (real quinn under turmoil): a player cut off for less than the
-//! idle timeout is not dropped. Cuts of 0.25, 0.5 and 0.9 times `idle_timeout_ms`, both ways and
+//! idle timeout is not dropped. Cuts of 0.25, 0.5 and 0.9 times `link.idle_timeout_ms`, both ways and
 //! player → host only, on links with 0, 2 and 5 % loss and 0, 20 and 40 ms jitter, in the
 //! lobby or in play (the cut starts at 4 s; a lossy join can keep the lobby open past it):
 //! every player plays every turn, nobody is timed out, every player holds the same state after
@@ -8,7 +8,7 @@
 //!
 //! At 0.9 × the margin is 300 ms for the last datagram before the cut, the first after it and the
 //! latency. A link whose peer is silent, or acknowledges nothing new, probes every
-//! `probe_interval_ms` (50 ms) whatever its retransmit backoff, and quinn's congestion window is
+//! `link.probe_interval_ms` (50 ms) whatever its retransmit backoff, and quinn's congestion window is
 //! fixed (phalanx paces itself), so nothing queues behind a collapsed window when the cut heals.
 //! That holds for the CI seeds and for a 1,000-seed sweep of every variant (the bound is in
 //! `docs/design/session.md`, "Liveness").
@@ -47,7 +47,7 @@ fn scenario(seed: u64, percent: u64, cut: Cut, loss_permille: u32, jitter_ms: u6
     config.faults.loss_permille = loss_permille;
     config.faults.jitter_ms = jitter_ms;
     config.turns = 120;
-    let cut_ms = u64::from(config.session.idle_timeout_ms) * percent / 100;
+    let cut_ms = u64::from(config.session.link.idle_timeout_ms) * percent / 100;
     let (from_ms, player) = (4_000, PlayerId(2));
     let partition = match cut {
         Cut::Both => Step::Partition { at_ms: from_ms, player },

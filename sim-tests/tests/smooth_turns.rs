@@ -45,7 +45,7 @@ fn jitter_does_not_show_as_hitches() {
     let test = seeded_test!("smooth_8p_50ms_jitter20");
     for_each_seed(test, SEEDS, |seed| {
         let config = scenario(seed);
-        let report_turn_ms = config.session.turn_length_ms;
+        let report_turn_ms = config.session.turns.length_ms;
         let hitch_ms = u64::from(report_turn_ms) * 3 / 2;
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;

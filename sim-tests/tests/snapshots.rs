@@ -29,8 +29,8 @@ fn scenario(seed: u64, turns: u32, interval: u32, crash_from_ms: u64) -> SimConf
 
 fn snapshot_session(interval: u32) -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.rejoin_window_ms = 30_000;
-    session.snapshot_interval_turns = interval;
+    session.catch_up.rejoin_window_ms = 30_000;
+    session.catch_up.snapshot_interval_turns = interval;
     session
 }
 
@@ -93,7 +93,7 @@ fn a_game_longer_than_the_rejoin_log_still_takes_players_back() {
         // A 2 KiB log holds about 200 turns of this game: without snapshots the rejoin at
         // turn 250-280 would be refused with RejoinUnavailable.
         let mut config = scenario(seed, 400, 50, 25_000);
-        config.session.rejoin_log_bytes_max = 2_048;
+        config.session.catch_up.rejoin_log_bytes_max = 2_048;
         let report = run_with::<ChainGame>(config.clone(), EVERY).map_err(|e| e.to_string())?;
         check_rejoin(&config, &report, 50)
     });
@@ -128,7 +128,7 @@ fn a_late_joiner_starts_from_a_snapshot_and_agrees_from_its_first_check() {
         config.faults.loss_permille = 10;
         config.faults.jitter_ms = 10;
         config.session = snapshot_session(50);
-        config.session.late_join = true;
+        config.session.catch_up.late_join = true;
         config.join_late = vec![(2, 12_000)];
         let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
         report.check_agreement()?;

@@ -15,7 +15,7 @@ fn scenario(seed: u64, spectators: usize) -> SimConfig {
     config.latency_ms = 50;
     config.faults.loss_permille = 10;
     config.faults.jitter_ms = 10;
-    config.session.snapshot_interval_turns = 50;
+    config.session.catch_up.snapshot_interval_turns = 50;
     config.spectators =
         (0..spectators).map(|i| if i < spectators / 2 { 0 } else { 15_000 }).collect();
     config.spectator_link = (300, 100);

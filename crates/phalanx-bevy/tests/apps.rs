@@ -139,7 +139,7 @@ fn app(session: Session<Order>, corrupt_at: Option<u32>, keep_states: bool) -> A
 
 fn config() -> SessionConfig {
     let mut config = SessionConfig::default();
-    config.turn_length_ms = TURN_MS;
+    config.turns.length_ms = TURN_MS;
     config
 }
 
@@ -205,7 +205,7 @@ fn every_app_reaches_the_same_state_and_ends_with_the_host() {
 #[test]
 fn a_desync_in_one_app_is_reported_by_every_app() {
     let seen = play(Some((2, 41)), 90);
-    let interval = SessionConfig::default().sync_interval_turns;
+    let interval = SessionConfig::default().sync.interval_turns;
     let check = 41u32.div_ceil(interval) * interval;
     for (index, app) in seen.iter().enumerate() {
         assert_eq!(app.desyncs.first(), Some(&check), "app {index}");
@@ -285,8 +285,8 @@ fn restore(world: &mut World, bytes: &[u8]) -> bool {
 #[test]
 fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
     let mut session = config();
-    session.late_join = true;
-    session.snapshot_interval_turns = 20;
+    session.catch_up.late_join = true;
+    session.catch_up.snapshot_interval_turns = 20;
     let identity = HostIdentity::generate_self_signed("bevy-late").unwrap();
     let fingerprint = identity.fingerprint();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);

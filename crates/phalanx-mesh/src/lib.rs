@@ -420,7 +420,7 @@ impl Mesh {
             games.push(Game::new(
                 player,
                 first_submit(&mut game_rng),
-                config.session.turn_length_ms,
+                config.session.turns.length_ms,
             ));
             clients.push(client);
         }
@@ -428,7 +428,7 @@ impl Mesh {
             games.push(Game::new(
                 player,
                 first_submit(&mut game_rng),
-                config.session.turn_length_ms,
+                config.session.turns.length_ms,
             ));
         }
         host.start(0);
@@ -726,7 +726,7 @@ impl Mesh {
 
     fn transmit(&mut self) {
         let now = self.now_ms;
-        let mut buf = Vec::with_capacity(usize::from(self.config.session.datagram_bytes_max));
+        let mut buf = Vec::with_capacity(usize::from(self.config.session.link.datagram_bytes_max));
         let mut guard = 0;
         while let Some(player) = self.host.poll_transmit(now, &mut buf) {
             guard += 1;
@@ -748,7 +748,7 @@ impl Mesh {
 
     /// Puts a datagram on the wire through the fault layer.
     fn send(&mut self, dest: Dest, mut bytes: Vec<u8>) {
-        let limit = usize::from(self.config.session.datagram_bytes_max);
+        let limit = usize::from(self.config.session.link.datagram_bytes_max);
         assert!(
             bytes.len() <= limit,
             "a {}-byte datagram exceeds the {limit}-byte limit",
@@ -936,7 +936,7 @@ impl Mesh {
 
     /// No false drops: no idle timeout (the host timing a player out, a client ending with
     /// `HostLost`) fired before its side had really received nothing for the whole
-    /// `idle_timeout_ms`.
+    /// `link.idle_timeout_ms`.
     pub fn check_no_false_drops(&self) -> Result<(), String> {
         self.check_no_false_drops_except(&[])
     }
@@ -945,7 +945,7 @@ impl Mesh {
     /// test that injects datagrams in a client's name reuses that client's packet numbers, so
     /// the client's own later datagrams arrive as duplicates and its link fails on purpose.
     pub fn check_no_false_drops_except(&self, exempt: &[usize]) -> Result<(), String> {
-        let idle = u64::from(self.config.session.idle_timeout_ms);
+        let idle = u64::from(self.config.session.link.idle_timeout_ms);
         let timeouts = self.timeout_silences.iter().filter(|(client, _)| !exempt.contains(client));
         match timeouts.clone().find(|&&(_, silence)| silence < idle) {
             Some((client, silence)) => {

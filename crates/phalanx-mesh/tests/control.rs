@@ -92,7 +92,7 @@ fn pace_under_loss() {
 }
 
 /// A latency spike raises the pace within a few turns, one step per turn; after it the pace
-/// comes down only after `pace_settle_turns`, one step at a time.
+/// comes down only after `turns.pace_settle_turns`, one step at a time.
 #[test]
 fn pace_rises_fast_and_settles_slowly() {
     for_each_seed(seeded_test!("pace_spike"), SEEDS, |seed| {
@@ -101,7 +101,7 @@ fn pace_rises_fast_and_settles_slowly() {
         config.end_ms = 40_000;
         config.submit_until_ms = 35_000;
         config.heal_at_ms = 35_000;
-        let settle = u64::from(config.session.pace_settle_turns);
+        let settle = u64::from(config.session.turns.pace_settle_turns);
         let mesh = run_checked(config)?;
         let changes = pace_changes(&mesh);
         let first_rise = changes.iter().find(|(at, _)| *at >= 10_000).map(|(at, _)| *at);
@@ -113,19 +113,19 @@ fn pace_rises_fast_and_settles_slowly() {
         let mut last_at = 0u64;
         for &(at, pace) in &changes {
             let delay_step =
-                i64::from(pace.command_delay_turns) - i64::from(previous.command_delay_turns);
+                i64::from(pace.command_delay_turns) - i64::from(previous.turns.command_delay_turns);
             ensure(delay_step.abs() <= 1, || format!("delay jumped by {delay_step} at {at}"))?;
-            let lower = pace.command_delay_turns < previous.command_delay_turns
-                || pace.turn_length_ms < previous.turn_length_ms;
+            let lower = pace.command_delay_turns < previous.turns.command_delay_turns
+                || pace.turn_length_ms < previous.turns.length_ms;
             if lower {
                 let waited = at - last_at;
-                let turn = u64::from(previous.turn_length_ms);
+                let turn = u64::from(previous.turns.length_ms);
                 ensure(waited >= settle * turn, || {
                     format!("lowered {waited} ms after the previous change: {changes:?}")
                 })?;
             }
-            previous.command_delay_turns = pace.command_delay_turns;
-            previous.turn_length_ms = pace.turn_length_ms;
+            previous.turns.command_delay_turns = pace.command_delay_turns;
+            previous.turns.length_ms = pace.turn_length_ms;
             last_at = at;
         }
         let peak = changes.iter().map(|(_, p)| p.command_delay_turns).max().unwrap_or(0);
@@ -135,7 +135,7 @@ fn pace_rises_fast_and_settles_slowly() {
 
 /// Desync detection, exactly: one bit of one player's state flips after turn T0; every peer
 /// gets a desync report naming the first check turn Tc ≥ T0 and exactly that player, while
-/// executing a turn no later than Tc + turns_ahead_max.
+/// executing a turn no later than Tc + turns.window_turns.
 #[test]
 fn desync_is_reported_at_the_first_check_turn() {
     for reference in [DesyncReference::Majority, DesyncReference::Host] {
@@ -143,9 +143,9 @@ fn desync_is_reported_at_the_first_check_turn() {
         for_each_seed(seeded_test!(name), SEEDS, |seed| {
             let mut config = MeshConfig::new(seed, 4);
             config.host_plays = reference == DesyncReference::Host;
-            config.session.desync_reference = reference;
-            let interval = config.session.sync_interval_turns;
-            let window = config.session.turns_ahead_max;
+            config.session.sync.reference = reference;
+            let interval = config.session.sync.interval_turns;
+            let window = config.session.turns.window_turns;
             let mut rng = Rng::new(seed);
             let t0 = 20 + rng.below(150) as u32;
             let culprit = rng.below(4) as usize;
@@ -206,7 +206,7 @@ fn slow_machine_slows_everyone_without_desync() {
     for_each_seed(seeded_test!("slow_machine"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
         config.slow.push((2, 180));
-        let window = config.session.turns_ahead_max as usize;
+        let window = config.session.turns.window_turns as usize;
         let mesh = run_checked(config)?;
         ensure(mesh.host.pace().turn_length_ms >= 180, || format!("{:?}", mesh.host.pace()))?;
         ensure(mesh.host.stats().sealed_high_water <= window, || "sealed buffer grew".into())?;
@@ -230,7 +230,7 @@ fn cpu_stall_makes_everyone_wait_then_resume() {
         // the notice time (0.5 s) is announced.
         let frozen_ms = if rng.below(2) == 0 { 2_000 } else { 3_000 };
         config.frozen.push((1, from_ms, from_ms + frozen_ms));
-        let window = config.session.turns_ahead_max as usize;
+        let window = config.session.turns.window_turns as usize;
         let mesh = run_checked(config)?;
         let frozen_player = mesh.games[1].player;
         let waited = mesh.host_events.iter().any(|(at, e)| {
@@ -265,7 +265,7 @@ fn skewed_clocks_change_nothing() {
     });
 }
 
-/// Row 6 / L4: while the host waits for a player longer than `stall_notice_ms`, every peer
+/// Row 6 / L4: while the host waits for a player longer than `turns.stall_notice_ms`, every peer
 /// gets a notice naming exactly that player, and an end-of-stall notice after.
 #[test]
 fn waiting_notice_names_the_player_holding_the_game() {
@@ -310,7 +310,7 @@ fn dead_peer_is_dropped_within_timeout_plus_a_turn() {
         config.cut(2, dies_at, u64::MAX, Direction::Both);
         config.heal_at_ms = u64::MAX;
         config.submit_until_ms = 25_000;
-        let idle = u64::from(config.session.idle_timeout_ms);
+        let idle = u64::from(config.session.link.idle_timeout_ms);
         let mesh = run_checked(config)?;
         let dead = mesh.games[2].player;
         let timed_out = mesh
@@ -348,7 +348,7 @@ fn pause_and_resume() {
         let mut config = MeshConfig::new(seed, 3);
         let at = 3_000 + Rng::new(seed).below(5_000);
         config.pause_requests = vec![(at, 0, true), (at + 2_000, 1, false)];
-        config.session.pauses_per_player_max = 1;
+        config.session.turns.pauses_per_player_max = 1;
         // A second pause by the same player is over its limit and must be ignored.
         config.pause_requests.push((at + 6_000, 0, true));
         let mesh = run_checked(config)?;

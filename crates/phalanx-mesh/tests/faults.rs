@@ -19,7 +19,7 @@ fn run_checked(config: MeshConfig) -> Result<Mesh, String> {
 
 /// Nominal turns in `ms` of play at the session's turn length.
 fn nominal_turns(mesh: &Mesh, ms: u64) -> usize {
-    (ms / u64::from(mesh.config().session.turn_length_ms)) as usize
+    (ms / u64::from(mesh.config().session.turns.length_ms)) as usize
 }
 
 fn timed_out(mesh: &Mesh) -> bool {
@@ -126,8 +126,8 @@ fn row05_latency() {
             let down = LinkFaults { latency_ms: down_ms, ..LinkFaults::default() };
             config.links = vec![(up, down); 4];
             let mesh = run_checked(config)?;
-            let window_ms = u64::from(mesh.config().session.turns_ahead_max)
-                * u64::from(mesh.config().session.turn_length_ms);
+            let window_ms = u64::from(mesh.config().session.turns.window_turns)
+                * u64::from(mesh.config().session.turns.length_ms);
             if up_ms + down_ms + 100 < window_ms {
                 let stalls = mesh.stalls();
                 ensure(stalls.is_empty(), || {
@@ -159,11 +159,11 @@ fn row06_short_partition_heals() {
                 // Before the cut: up to a turn since the client's last datagram. After it: the
                 // client's next datagram comes within a keep-alive interval (the host may be
                 // stalled, sending nothing new), plus the latency.
-                let edges = u64::from(session.turn_length_ms)
-                    + u64::from(session.keep_alive_ms)
-                    + u64::from(session.ack_delay_ms)
+                let edges = u64::from(session.turns.length_ms)
+                    + u64::from(session.link.keep_alive_ms)
+                    + u64::from(session.link.ack_delay_ms)
                     + config.links[1].0.latency_ms;
-                let budget = u64::from(session.idle_timeout_ms) - edges;
+                let budget = u64::from(session.link.idle_timeout_ms) - edges;
                 let from_ms = 5_000 + Rng::new(seed).below(5_000);
                 let until_ms = from_ms + budget * fraction / 100;
                 config.cut(1, from_ms, until_ms, direction);
@@ -184,7 +184,7 @@ fn row06_short_partition_heals() {
 fn row07_long_partition_drops_the_isolated_player() {
     for_each_seed(seeded_test!("row07_long_partition"), SEEDS, |seed| {
         let mut config = MeshConfig::new(seed, 4);
-        let idle = u64::from(config.session.idle_timeout_ms);
+        let idle = u64::from(config.session.link.idle_timeout_ms);
         let from_ms = 3_000 + Rng::new(seed).below(3_000);
         let until_ms = from_ms + idle + 2_000;
         config.cut(0, from_ms, until_ms, Direction::Both);

@@ -92,7 +92,7 @@ fn row17_malformed_datagrams_are_dropped_and_counted() {
 }
 
 /// Row 17b: a repeat offender (every datagram malformed) is disconnected once past
-/// `misbehaviour_max`, leaves at one agreed turn, and the others play on at full rate.
+/// `link.misbehaviour_max`, leaves at one agreed turn, and the others play on at full rate.
 #[test]
 fn row17_repeat_offender_is_disconnected() {
     for_each_seed(seeded_test!("row17_repeat_offender"), SEEDS, |seed| {
@@ -204,7 +204,7 @@ fn row19_spoofed_turns_are_classified_and_dropped() {
         let at = 2_000 + Rng::new(seed).below(10_000);
         mesh.run_until(at).map_err(|e| e.to_string())?;
         let attacker = mesh.games[3].player;
-        let window = mesh.config().session.turns_ahead_max;
+        let window = mesh.config().session.turns.window_turns;
         let next_seal = mesh.host.next_seal().0;
         let pn = mesh.clients[3].stats().link.datagrams_sent + 5;
         let far = encode_payload(attacker, CommandSeq(0), 8);
@@ -296,7 +296,7 @@ fn row21_command_flood() {
                 baseline.games[..3].iter().map(|g| g.digests.len()).min().unwrap_or(0);
             let mut mesh = started(config)?;
             let attacker = mesh.games[3].player;
-            let per_turn = factor * u64::from(session.commands_per_turn_max);
+            let per_turn = factor * u64::from(session.budget.commands_per_turn_max);
             let per_datagram = 60u64;
             let mut pn = 1u64 << 32;
             let mut seq = 0u32;
@@ -330,9 +330,9 @@ fn row21_command_flood() {
             mesh.check_exactly_once()?;
             let drops = drops.ok_or("flood never ended")?;
             ensure(drops.over_budget > 0, || format!("nothing counted over budget: {drops:?}"))?;
-            let bound = usize::from(session.players_max)
-                * usize::from(session.commands_per_turn_max)
-                * session.turns_ahead_max as usize;
+            let bound = usize::from(session.turns.players_max)
+                * usize::from(session.budget.commands_per_turn_max)
+                * session.turns.window_turns as usize;
             let high_water = mesh.host.stats().open_commands_high_water;
             ensure(high_water <= bound, || format!("open commands {high_water} > {bound}"))?;
             let honest = mesh.games[..3].iter().map(|g| g.digests.len()).min().unwrap_or(0);
@@ -343,7 +343,7 @@ fn row21_command_flood() {
     }
 }
 
-/// Rows 21 and 24 on the local side: a command over `command_bytes_max` is refused at submit
+/// Rows 21 and 24 on the local side: a command over `budget.command_bytes_max` is refused at submit
 /// with a typed error (never truncated), one at the limit is accepted; submitting past the
 /// per-turn budget is refused with `OverBudget` naming the turn.
 #[test]
@@ -351,7 +351,7 @@ fn row24_oversized_and_over_budget_submits_are_refused() {
     let mut config = MeshConfig::new(1, 2);
     config.passive = vec![0, 1];
     let mut mesh = Mesh::new(config).unwrap();
-    let max = usize::from(mesh.config().session.command_bytes_max);
+    let max = usize::from(mesh.config().session.budget.command_bytes_max);
     let client = &mut mesh.clients[0];
     assert_eq!(
         client.submit(0, &vec![0; max + 1]),

@@ -1,4 +1,4 @@
-//! `overflow_turns_max`: a burst of orders larger than one turn's budget spills into the next
+//! `budget.overflow_turns_max`: a burst of orders larger than one turn's budget spills into the next
 //! turns instead of being refused — each command stamped for the first turn with room, in
 //! submission order, and executed exactly there; past the option's reach, or with it off,
 //! `OverBudget` as before. Driven through the public sans-IO API, host and client wired
@@ -52,8 +52,8 @@ fn run(host: &mut Host, client: &mut Client, until_ms: u64) -> Vec<(Turn, u32)> 
 
 fn config(overflow_turns_max: u32) -> SessionConfig {
     let mut config = SessionConfig::default();
-    config.commands_per_turn_max = 4;
-    config.overflow_turns_max = overflow_turns_max;
+    config.budget.commands_per_turn_max = 4;
+    config.budget.overflow_turns_max = overflow_turns_max;
     config
 }
 
@@ -87,8 +87,9 @@ fn without_overflow_the_fifth_is_refused() {
 #[test]
 fn the_overflow_stays_inside_the_window() {
     let mut too_far = SessionConfig::default();
-    too_far.overflow_turns_max = too_far.turns_ahead_max - too_far.command_delay_max_turns;
+    too_far.budget.overflow_turns_max =
+        too_far.turns.window_turns - too_far.turns.command_delay_turns_max;
     assert!(too_far.validate().is_err());
-    too_far.overflow_turns_max -= 1;
+    too_far.budget.overflow_turns_max -= 1;
     assert!(too_far.validate().is_ok());
 }

@@ -1,5 +1,5 @@
-//! A player's budget in one turn: `commands_per_turn_max` commands and
-//! `turn_bytes_per_player_max` bytes, checked the same way by a client before it queues a
+//! A player's budget in one turn: `budget.commands_per_turn_max` commands and
+//! `budget.turn_bytes_per_player_max` bytes, checked the same way by a client before it queues a
 //! command and by the host before it places one.
 
 use crate::config::SessionConfig;
@@ -14,8 +14,9 @@ pub(crate) struct Usage {
 impl Usage {
     /// Whether one more command of `len` bytes fits the budget.
     pub(crate) fn admits(self, config: &SessionConfig, len: usize) -> bool {
-        self.commands < config.commands_per_turn_max
-            && u64::from(self.bytes) + len as u64 <= u64::from(config.turn_bytes_per_player_max)
+        self.commands < config.budget.commands_per_turn_max
+            && u64::from(self.bytes) + len as u64
+                <= u64::from(config.budget.turn_bytes_per_player_max)
     }
 
     /// Counts a command of `len` bytes (which [`admits`](Self::admits) allowed).
@@ -31,11 +32,9 @@ mod tests {
 
     #[test]
     fn both_limits_hold_at_their_boundary() {
-        let config = SessionConfig {
-            commands_per_turn_max: 2,
-            turn_bytes_per_player_max: 10,
-            ..SessionConfig::default()
-        };
+        let mut config = SessionConfig::default();
+        config.budget.commands_per_turn_max = 2;
+        config.budget.turn_bytes_per_player_max = 10;
         let mut usage = Usage::default();
         assert!(usage.admits(&config, 10));
         assert!(!usage.admits(&config, 11));

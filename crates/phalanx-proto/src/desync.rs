@@ -14,8 +14,8 @@
 //! encoding (the demo's `archers diff BUNDLE` reads one).
 //!
 //! Memory: a client keeps the game's hash of each of its latest
-//! `sync_interval_turns + 2 × turns_ahead_max` turns (8 bytes each) and, only if the game
-//! hands them over, its states of those turns (each at most `snapshot_bytes_max`); the host
+//! `sync.interval_turns + 2 × turns.window_turns` turns (8 bytes each) and, only if the game
+//! hands them over, its states of those turns (each at most `catch_up.snapshot_bytes_max`); the host
 //! holds at most four desyncs being pinned, each with two states.
 //!
 //! [`HostEvent::DesyncPinned`]: crate::HostEvent::DesyncPinned
@@ -34,7 +34,7 @@ use crate::types::{PlayerId, Turn};
 /// Entries a game's end keeps of its latest turns for a desync's forensics (hashes, states,
 /// records): a client's, and a listen server's own player's on the host.
 pub(crate) fn forensics_keep(config: &SessionConfig) -> usize {
-    ((config.sync_interval_turns + 2 * config.turns_ahead_max) as usize).max(1)
+    ((config.sync.interval_turns + 2 * config.turns.window_turns) as usize).max(1)
 }
 
 /// Pushes `item` onto `queue`, keeping at most `keep` items (the oldest goes first).
@@ -46,7 +46,7 @@ pub(crate) fn keep_last<T>(queue: &mut VecDeque<T>, keep: usize, item: T) {
 }
 
 /// Keeps a game's serialized `state` after `turn` in `states`: refused `TooLarge` past
-/// `snapshot_bytes_max`, and `NotWanted` unless the turn was executed (before `next_exec`)
+/// `catch_up.snapshot_bytes_max`, and `NotWanted` unless the turn was executed (before `next_exec`)
 /// and comes after the last one kept. Nothing is kept on an error.
 pub(crate) fn keep_state(
     states: &mut VecDeque<(Turn, Vec<u8>)>,
@@ -54,7 +54,7 @@ pub(crate) fn keep_state(
     (turn, next_exec): (Turn, Option<Turn>),
     state: Vec<u8>,
 ) -> Result<(), SnapshotError> {
-    let max = config.snapshot_bytes_max;
+    let max = config.catch_up.snapshot_bytes_max;
     if state.len() > max as usize {
         return Err(SnapshotError::TooLarge { len: state.len(), max });
     }
@@ -105,7 +105,7 @@ pub struct PeerState {
     /// not keep that turn's state ([`Client::keep_state`](crate::Client::keep_state)).
     pub state: Option<Vec<u8>>,
     /// The turns it executed up to and including the first divergent one (at most
-    /// `sync_interval_turns` of them, oldest first): `(turn, records)`.
+    /// `sync.interval_turns` of them, oldest first): `(turn, records)`.
     pub turns: Vec<(Turn, Vec<ReplayRecord>)>,
 }
 

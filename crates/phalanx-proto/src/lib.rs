@@ -9,7 +9,7 @@
 //! # The model
 //!
 //! - Time is cut into communication turns ([`Turn`], default 100 ms). A command submitted
-//!   while the game executes turn `t` is stamped for `t + command_delay_turns` (default 2).
+//!   while the game executes turn `t` is stamped for `t + turns.command_delay_turns` (default 2).
 //! - A [`Host`] collects commands, and at each turn's deadline *seals* the turn: a
 //!   [`TurnBundle`] of control records, then every command for the turn in `(player, seq)`
 //!   order. A command that arrives after its turn was sealed goes into the next open turn —
@@ -22,7 +22,7 @@
 //!   quiet periods, an ack-delay timer sends standalone acks, keep-alives and an idle timeout
 //!   detect dead peers. Each connection's timers live in its own
 //!   [`phalanx_wheel::HashedWheel`].
-//! - The host never seals more than `turns_ahead_max` turns past the oldest turn a player has
+//! - The host never seals more than `turns.window_turns` turns past the oldest turn a player has
 //!   not acknowledged (a slow player makes everyone wait instead of desyncing), and no peer
 //!   buffers anything beyond that window: memory is bounded by the config.
 //! - Joins travel on a reliable stream ([`Host::handle_join`]); the player id is bound to the
@@ -36,7 +36,7 @@
 //! Bytes from a peer never panic and never allocate more than their own length: the decoder
 //! is total (every prefix, trailing bytes, huge lengths are rejected), every count is checked
 //! against an explicit maximum and the bytes remaining. Dropped input is counted by cause in
-//! [`DropCounters`]; a peer that sends more than `misbehaviour_max` bad datagrams is removed.
+//! [`DropCounters`]; a peer that sends more than `link.misbehaviour_max` bad datagrams is removed.
 //!
 //! # Layout
 //!
@@ -78,7 +78,10 @@ mod wire;
 
 pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
-pub use config::{ConfigError, DesyncPolicy, DesyncReference, SessionConfig};
+pub use config::{
+    BudgetConfig, CatchUpConfig, ConfigError, DesyncPolicy, DesyncReference, LinkConfig,
+    PlayoutConfig, SessionConfig, SyncConfig, TurnConfig,
+};
 pub use desync::{DesyncBundle, DiffError, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
 pub use host::{
     EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, Readmit, RemoveError,
@@ -112,14 +115,14 @@ pub const PROTOCOL_VERSION: u8 = 6;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SubmitError {
-    /// The command is larger than `command_bytes_max`: split it (or send it as bulk data).
+    /// The command is larger than `budget.command_bytes_max`: split it (or send it as bulk data).
     TooLarge {
         /// Its size.
         len: usize,
         /// The limit.
         max: usize,
     },
-    /// Our player already has `commands_per_turn_max` commands or `turn_bytes_per_player_max`
+    /// Our player already has `budget.commands_per_turn_max` commands or `budget.turn_bytes_per_player_max`
     /// bytes in the stamped turn: submit again next turn.
     OverBudget {
         /// The stamped turn.
@@ -135,7 +138,7 @@ impl std::fmt::Display for SubmitError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SubmitError::TooLarge { len, max } => {
-                write!(f, "command of {len} bytes exceeds command_bytes_max = {max}")
+                write!(f, "command of {len} bytes exceeds budget.command_bytes_max = {max}")
             }
             SubmitError::OverBudget { turn } => write!(f, "{turn} is over this player's budget"),
             SubmitError::NotRunning => write!(f, "session is not running"),

@@ -22,12 +22,12 @@ use crate::wire::{AckFrame, DecodeError};
 enum Timer {
     /// Data the peer has not acknowledged waited one retransmit timeout: send it again.
     Retransmit,
-    /// An ack-eliciting packet arrived `ack_delay_ms` ago and no packet has carried its ack.
+    /// An ack-eliciting packet arrived `link.ack_delay_ms` ago and no packet has carried its ack.
     AckDelay,
-    /// Nothing was sent for `keep_alive_ms` (`probe_interval_ms` while the peer is silent):
+    /// Nothing was sent for `link.keep_alive_ms` (`link.probe_interval_ms` while the peer is silent):
     /// send something so the peer's idle timer resets.
     KeepAlive,
-    /// Nothing was received for `idle_timeout_ms`: the peer is gone.
+    /// Nothing was received for `link.idle_timeout_ms`: the peer is gone.
     Idle,
     /// New data went out on a lossy link a quarter turn ago: send it once more, so a single loss
     /// does not cost a whole turn.
@@ -41,10 +41,10 @@ const TIMERS: usize = 6;
 /// When a link sends new data a second time, a repeat delay after the first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Repeat {
-    /// Never (`repeat_loss_permille` 1000).
+    /// Never (`link.repeat_loss_permille` 1000).
     Never,
     /// While a loss was seen within the last `REPEAT_MEMORY_PACKETS` acknowledged packets and
-    /// the loss estimate is at least this (‰): the host's bundles, by `repeat_loss_permille`;
+    /// the loss estimate is at least this (‰): the host's bundles, by `link.repeat_loss_permille`;
     /// a client's commands at 0, any loss (rare, and a late one costs a whole turn).
     AtLoss(u32),
     /// Always, lossy or not: the quiet relay's client sends too few packets to notice a loss
@@ -120,7 +120,7 @@ pub(crate) enum Intake<P> {
     Accept(P),
     /// Dropped and counted (a duplicate, or an offence below the limit).
     Drop,
-    /// An offence past `misbehaviour_max`: the owner disconnects the peer.
+    /// An offence past `link.misbehaviour_max`: the owner disconnects the peer.
     Disconnect,
 }
 
@@ -171,7 +171,7 @@ pub(crate) struct Link {
     timed_out: bool,
     ack_delay_ms: u64,
     keep_alive_ms: u64,
-    /// Silence after which a peer seems deaf: `keep_alive_ms`, or 1.5 heartbeats.
+    /// Silence after which a peer seems deaf: `link.keep_alive_ms`, or 1.5 heartbeats.
     deaf_after_ms: u64,
     probe_interval_ms: u64,
     idle_timeout_ms: u64,
@@ -188,7 +188,7 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// A link whose clock reads `now_ms`, holding acks back at most `ack_delay_ms`; the
+    /// A link whose clock reads `now_ms`, holding acks back at most `link.ack_delay_ms`; the
     /// retransmit timeout covers the peer's `peer_ack_delay_ms`.
     pub(crate) fn new(
         now_ms: u64,
@@ -204,15 +204,15 @@ impl Link {
             received: Received::default(),
             sent: SentLog::default(),
             rtt: Rtt::new(
-                config.rto_initial_ms,
-                config.rto_min_ms,
-                config.rto_max_ms,
+                config.link.rto_ms_initial,
+                config.link.rto_ms_min,
+                config.link.rto_ms_max,
                 peer_ack_delay_ms,
-                config.timer_granularity_ms,
+                config.link.timer_granularity_ms,
             ),
             due: Due::default(),
             acked_since_loss: REPEAT_MEMORY_PACKETS,
-            repeat: match config.repeat_loss_permille {
+            repeat: match config.link.repeat_loss_permille {
                 1_000.. => Repeat::Never,
                 permille => Repeat::AtLoss(permille),
             },
@@ -220,16 +220,16 @@ impl Link {
             ack_delay_ms: ack_delay_ms.into(),
             keep_alive_ms: config.keep_alive_period_ms().into(),
             deaf_after_ms: if config.is_quiet() {
-                u64::from(config.heartbeat_ms) * 3 / 2
+                u64::from(config.link.heartbeat_ms) * 3 / 2
             } else {
-                config.keep_alive_ms.into()
+                config.link.keep_alive_ms.into()
             },
-            probe_interval_ms: config.probe_interval_ms.into(),
-            idle_timeout_ms: config.idle_timeout_ms.into(),
+            probe_interval_ms: config.link.probe_interval_ms.into(),
+            idle_timeout_ms: config.link.idle_timeout_ms.into(),
             last_received_ms: now_ms,
             last_acked_ms: now_ms,
             misbehaviour: 0,
-            misbehaviour_max: config.misbehaviour_max,
+            misbehaviour_max: config.link.misbehaviour_max,
             stats: LinkStats::default(),
             drops: DropCounters::default(),
         };
@@ -244,7 +244,7 @@ impl Link {
         self.acked_since_loss < REPEAT_MEMORY_PACKETS
     }
 
-    /// Sets when new data goes out twice, whatever `repeat_loss_permille` says.
+    /// Sets when new data goes out twice, whatever `link.repeat_loss_permille` says.
     pub(crate) fn set_repeat(&mut self, repeat: Repeat) {
         self.repeat = repeat;
     }
@@ -328,9 +328,9 @@ impl Link {
         }
     }
 
-    /// How long after a send the next keep-alive is due: `keep_alive_ms`, or
-    /// `probe_interval_ms` while a peer that was heard shows no sign of hearing us — silent for
-    /// `keep_alive_ms`, or acknowledging nothing new for twice that (a one-way cut: it still
+    /// How long after a send the next keep-alive is due: `link.keep_alive_ms`, or
+    /// `link.probe_interval_ms` while a peer that was heard shows no sign of hearing us — silent for
+    /// `link.keep_alive_ms`, or acknowledging nothing new for twice that (a one-way cut: it still
     /// talks, we do not get through) — so the first probe after an outage heals arrives
     /// quickly, whatever the retransmit backoff.
     fn keep_alive_after(&self, now_ms: u64) -> u64 {
@@ -341,7 +341,7 @@ impl Link {
         }
     }
 
-    /// Whether a peer that was heard shows no sign of hearing us: silent for `keep_alive_ms`,
+    /// Whether a peer that was heard shows no sign of hearing us: silent for `link.keep_alive_ms`,
     /// or acknowledging nothing new for twice that.
     fn peer_seems_deaf(&self, now_ms: u64) -> bool {
         let silent = now_ms.saturating_sub(self.last_received_ms) >= self.deaf_after_ms
@@ -351,7 +351,7 @@ impl Link {
 
     /// Whether the next packet should ask the peer to answer at once (the probe flag): a peer
     /// that was heard has missed its keep-alive by half an interval (silent for 1.5 ×
-    /// `keep_alive_ms`: a quiet lobby, where both sides talk every interval, never probes),
+    /// `link.keep_alive_ms`: a quiet lobby, where both sides talk every interval, never probes),
     /// or acknowledged nothing new for twice the interval. Its answer is what the idle timers
     /// on both sides wait for, so it should not wait for the next turn. An answer to the
     /// peer's own probe never probes back, so two probing sides cannot ping-pong.
@@ -376,7 +376,7 @@ impl Link {
         self.due.answer = true;
     }
 
-    /// Whether the idle timer fired: nothing arrived for `idle_timeout_ms`.
+    /// Whether the idle timer fired: nothing arrived for `link.idle_timeout_ms`.
     pub(crate) fn is_timed_out(&self) -> bool {
         self.timed_out
     }
@@ -424,7 +424,7 @@ impl Link {
         &mut self.drops
     }
 
-    /// Counts an offence of the peer; `true` once there were more than `misbehaviour_max`,
+    /// Counts an offence of the peer; `true` once there were more than `link.misbehaviour_max`,
     /// when the owner must disconnect it.
     pub(crate) fn offence(&mut self, offence: Offence) -> bool {
         match offence {

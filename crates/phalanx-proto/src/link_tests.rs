@@ -5,7 +5,8 @@ use super::*;
 /// Sends 40 data packets, 1 ms apart, each acknowledged at once except every `lose_every`-th
 /// (never acknowledged, so declared lost); returns how many repeats were armed.
 fn repeats(repeat_loss_permille: u32, lose_every: u64) -> u64 {
-    let config = SessionConfig { repeat_loss_permille, ..SessionConfig::default() };
+    let mut config = SessionConfig::default();
+    config.link.repeat_loss_permille = repeat_loss_permille;
     let mut link = Link::new(0, &config, 25, 25);
     let mut missing = 0u64;
     for pn in 0..40u64 {

@@ -9,11 +9,11 @@
 //! in the next turn it seals (latency `⌈(RTT + u)/L⌉·L − u`, never lost). So the latency is
 //! `max(d·L, ⌈(RTT + u)/L⌉·L) − u`: the network alone sets a floor between `RTT` and
 //! `RTT + L`, and a delay above `1 + ⌊RTT/L⌋` only adds to it. The host therefore stamps at
-//! `d = 1 + ⌊need/L⌋` with `need` the worst client's smoothed RTT (plus `pace_margin_ms`):
+//! `d = 1 + ⌊need/L⌋` with `need` the worst client's smoothed RTT (plus `turns.pace_margin_ms`):
 //! latency stays within `RTT + L` and as steady as the turn grid allows, and few commands
 //! miss their stamped turn. For a given need the latency is smallest with the shortest turn,
-//! so `L` stays at its floor (`turn_length_ms`), raised only when a machine reports that a
-//! turn takes longer to simulate, or when `d` would exceed `command_delay_max_turns`.
+//! so `L` stays at its floor (`turns.length_ms`), raised only when a machine reports that a
+//! turn takes longer to simulate, or when `d` would exceed `turns.command_delay_turns_max`.
 
 use crate::config::SessionConfig;
 
@@ -45,17 +45,17 @@ impl PaceControl {
     pub(crate) fn new(config: &SessionConfig) -> Self {
         PaceControl {
             current: Pace {
-                turn_length_ms: config.turn_length_ms,
-                command_delay_turns: config.command_delay_turns,
+                turn_length_ms: config.turns.length_ms,
+                command_delay_turns: config.turns.command_delay_turns,
             },
             lower_for_turns: 0,
-            floor_ms: config.turn_length_ms,
-            ceiling_ms: config.turn_length_max_ms,
-            delay_max: config.command_delay_max_turns,
-            margin_ms: config.pace_margin_ms,
-            tolerance_ms: config.pace_tolerance_ms,
-            settle_turns: config.pace_settle_turns,
-            adaptive: config.adaptive_pace,
+            floor_ms: config.turns.length_ms,
+            ceiling_ms: config.turns.length_ms_max,
+            delay_max: config.turns.command_delay_turns_max,
+            margin_ms: config.turns.pace_margin_ms,
+            tolerance_ms: config.turns.pace_tolerance_ms,
+            settle_turns: config.turns.pace_settle_turns,
+            adaptive: config.turns.adaptive_pace,
         }
     }
 
@@ -77,7 +77,7 @@ impl PaceControl {
 
     /// Called once per sealed turn with the current measurements; returns the new pace when
     /// it changes. Rises at once — when the need exceeds what the pace covers by more than
-    /// `pace_tolerance_ms` — by one delay step or a quarter of the turn length per turn;
+    /// `turns.pace_tolerance_ms` — by one delay step or a quarter of the turn length per turn;
     /// falls only after the lower target held for `settle_turns`, by one step.
     pub(crate) fn on_turn(&mut self, need_ms: u64, cost_ms: u32) -> Option<Pace> {
         if !self.adaptive {
@@ -133,8 +133,8 @@ mod tests {
     #[test]
     fn target_covers_the_round_trip_with_the_shortest_turn() {
         let control = control();
-        let floor = SessionConfig::default().turn_length_ms;
-        let margin = u64::from(SessionConfig::default().pace_margin_ms);
+        let floor = SessionConfig::default().turns.length_ms;
+        let margin = u64::from(SessionConfig::default().turns.pace_margin_ms);
         for need in [0u64, 10, 50, 99, 100, 150, 300, 600] {
             let pace = control.target(need, 0);
             let (delay, length) =
@@ -151,15 +151,16 @@ mod tests {
         let control = control();
         let config = SessionConfig::default();
         let pace = control.target(20_000, 0);
-        assert_eq!(pace.command_delay_turns, config.command_delay_max_turns);
-        assert!(pace.turn_length_ms > config.turn_length_ms);
+        assert_eq!(pace.command_delay_turns, config.turns.command_delay_turns_max);
+        assert!(pace.turn_length_ms > config.turns.length_ms);
         let slow = control.target(0, 400);
         assert_eq!(slow.turn_length_ms, 500);
     }
 
     #[test]
     fn a_tolerance_lets_the_need_brush_the_limit() {
-        let config = SessionConfig { pace_tolerance_ms: 20, ..SessionConfig::default() };
+        let mut config = SessionConfig::default();
+        config.turns.pace_tolerance_ms = 20;
         let mut control = PaceControl::new(&config);
         // 2 turns of 100 ms cover a need below 200 ms; 215 is within the tolerance.
         for _ in 0..100 {
@@ -173,7 +174,7 @@ mod tests {
             assert_eq!(control.on_turn(210, 0), None);
         }
         // Below 200 for the settling time: one step down.
-        let settle = config.pace_settle_turns;
+        let settle = config.turns.pace_settle_turns;
         for _ in 0..settle - 1 {
             assert_eq!(control.on_turn(150, 0), None);
         }
@@ -194,7 +195,7 @@ mod tests {
         assert!(high.command_delay_turns > start.command_delay_turns);
         assert_eq!(changes, high.command_delay_turns - start.command_delay_turns);
         // It improves: nothing for settle_turns − 1 turns, then one step down.
-        let settle = SessionConfig::default().pace_settle_turns;
+        let settle = SessionConfig::default().turns.pace_settle_turns;
         for _ in 0..settle - 1 {
             assert_eq!(control.on_turn(20, 0), None);
         }

@@ -1,4 +1,4 @@
-//! The quiet relay's repair paths, pinned (`SessionConfig::heartbeat_ms`). A host and two quiet
+//! The quiet relay's repair paths, pinned (`SessionConfig::link.heartbeat_ms`). A host and two quiet
 //! clients on 20 ms links run step by step on a virtual clock, and player 0 loses the first
 //! datagrams to bring it turns T, T + 1... in a row.
 //!
@@ -8,7 +8,7 @@
 //! Without an outage, the client reports each missing turn as it becomes overdue on its
 //! playout schedule, and the host resends it at once. In an outage (everything to and from
 //! player 0 lost until the first datagram after the losses) those reports are lost too. Each
-//! datagram repeats the `redundant_turns` (2) turns before its newest, so T is lost for good
+//! datagram repeats the `link.redundant_turns` (2) turns before its newest, so T is lost for good
 //! only when three are: T's, T + 1's and T + 2's; T + 3's then opens a gap (T missing, T + 1
 //! held). Decoding what
 //! each side sends (the wire module is crate-private, hence a unit test) shows the client
@@ -116,11 +116,9 @@ impl Net {
     fn new(lost: u32, clear_gap: bool) -> Net {
         // The host's own repeat of new bundles off, as in the demo: once the primer was lost
         // it would send each turn twice.
-        let config = SessionConfig {
-            heartbeat_ms: HEARTBEAT_MS as u32,
-            repeat_loss_permille: 1_000,
-            ..SessionConfig::default()
-        };
+        let mut config = SessionConfig::default();
+        config.link.heartbeat_ms = HEARTBEAT_MS as u32;
+        config.link.repeat_loss_permille = 1_000;
         let tokens = [100, 101];
         let mut host = Host::new(config.clone(), &tokens).expect("a valid config");
         let mut clients = Vec::new();
@@ -357,7 +355,7 @@ fn two_losses_in_a_row_are_covered_by_the_redundant_copies() {
 /// On a clean link each turn goes once: player 1 loses nothing and gets no copies all game.
 /// Player 0 gets none either until it loses the primer, which it reports overdue and the host
 /// resends at once; from the acknowledgement that shows the loss on, each datagram repeats the
-/// two turns before its newest (`redundant_turns`) that are not acknowledged.
+/// two turns before its newest (`link.redundant_turns`) that are not acknowledged.
 #[test]
 fn a_clean_link_gets_each_turn_once_until_it_loses_one() {
     let mut net = Net::new(0, false);
@@ -461,7 +459,7 @@ fn a_lost_gap_report_is_made_again() {
     assert!(first.dropped && first.turn_ack == T, "the first report after the outage, lost");
     let again = reports.next().expect("T was reported again");
     assert!(!again.dropped && again.turn_ack == T, "the second reached the host");
-    let turn_ms = u64::from(SessionConfig::default().turn_length_ms);
+    let turn_ms = u64::from(SessionConfig::default().turns.length_ms);
     let waited = again.at - first.at;
     assert!((2 * LATENCY_MS..=turn_ms).contains(&waited), "again after {waited} ms");
     let resent = net.downs.iter().find(|down| down.client == 0 && down.at == again.at + LATENCY_MS);
@@ -480,7 +478,7 @@ fn after_a_stall_the_schedule_follows_though_each_late_turn_was_reported() {
     let mut net = Net::new(0, false);
     net.pause = Some((2_500, 2_830));
     net.run_until(END_MS);
-    let turn_ms = u64::from(SessionConfig::default().turn_length_ms);
+    let turn_ms = u64::from(SessionConfig::default().turns.length_ms);
     let resumed = net.downs.iter().find(|d| d.client == 0 && d.at >= 2_830 && d.count > 0);
     let first = resumed.expect("turns after the pause").newest().expect("a turn");
     let settled = Turn(first.0 + 3);

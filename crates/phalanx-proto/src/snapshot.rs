@@ -1,7 +1,7 @@
 //! Snapshots: the game's serialized state after a check turn, so that a returning player
 //! restores it instead of replaying the game from turn 0.
 //!
-//! Every `snapshot_interval_turns` (a multiple of `sync_interval_turns`) the host wants one.
+//! Every `catch_up.snapshot_interval_turns` (a multiple of `sync.interval_turns`) the host wants one.
 //! A host that runs the game itself (a listen server's player, or a dedicated host with
 //! [`Host::observe_turns`]) takes it from its own game; a dedicated host that does not asks
 //! one remote player for it, a different one each time, in the datagrams that carry the turn
@@ -13,7 +13,7 @@
 //! turn nobody reported, is rejected ([`HostEvent::SnapshotRejected`]) and the last good one
 //! stays in use. The host holds at most two (the verified one and one awaiting its verdict)
 //! and the encoded turns sealed after the verified one: memory is at most
-//! `2 × snapshot_bytes_max + rejoin_log_bytes_max`. A rejoin then gets the verified snapshot
+//! `2 × catch_up.snapshot_bytes_max + catch_up.rejoin_log_bytes_max`. A rejoin then gets the verified snapshot
 //! and the turns after it ([`Client::take_restore`]), so the game's length no longer limits
 //! rejoin.
 //!
@@ -46,7 +46,7 @@ pub struct Snapshot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SnapshotError {
-    /// `snapshot_interval_turns` is 0 and none was requested: the session takes no snapshots
+    /// `catch_up.snapshot_interval_turns` is 0 and none was requested: the session takes no snapshots
     /// (or, for a request, sync checks are off: nothing could verify one).
     Off,
     /// Nobody asked this end for a snapshot of that turn (not a snapshot turn, not this end's
@@ -55,7 +55,7 @@ pub enum SnapshotError {
         /// The turn offered.
         turn: Turn,
     },
-    /// The state is larger than `snapshot_bytes_max`.
+    /// The state is larger than `catch_up.snapshot_bytes_max`.
     TooLarge {
         /// Its size.
         len: usize,
@@ -76,10 +76,12 @@ pub enum SnapshotError {
 impl std::fmt::Display for SnapshotError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SnapshotError::Off => write!(f, "snapshots are off (snapshot_interval_turns = 0)"),
+            SnapshotError::Off => {
+                write!(f, "snapshots are off (catch_up.snapshot_interval_turns = 0)")
+            }
             SnapshotError::NotWanted { turn } => write!(f, "no snapshot of {turn} was asked for"),
             SnapshotError::TooLarge { len, max } => {
-                write!(f, "snapshot of {len} bytes exceeds snapshot_bytes_max = {max}")
+                write!(f, "snapshot of {len} bytes exceeds catch_up.snapshot_bytes_max = {max}")
             }
             SnapshotError::Stale { turn, latest } => {
                 write!(f, "a snapshot of {turn} is older than the one held, of {latest}")
@@ -122,25 +124,25 @@ impl std::fmt::Display for SnapshotRejection {
 
 /// Whether `turn` is one the session takes a snapshot of.
 pub(crate) fn is_snapshot_turn(config: &SessionConfig, turn: Turn) -> bool {
-    let interval = config.snapshot_interval_turns;
+    let interval = config.catch_up.snapshot_interval_turns;
     interval != 0 && turn.0 != 0 && turn.0.is_multiple_of(interval)
 }
 
 impl SessionConfig {
     /// The most bytes a host's driver should read from an upload stream: a snapshot, or a
-    /// desync's state with the turns before it (`sync_interval_turns` bundles at most).
+    /// desync's state with the turns before it (`sync.interval_turns` bundles at most).
     pub fn snapshot_upload_bytes_max(&self) -> usize {
-        let turns = self.sync_interval_turns.max(1) as usize
+        let turns = self.sync.interval_turns.max(1) as usize
             * (crate::wire::VARINT32_MAX + crate::wire::bundle_bytes_max(self));
         SNAPSHOT_UPLOAD_HEADER_MAX.max(STATE_UPLOAD_HEADER_MAX + turns)
-            + self.snapshot_bytes_max as usize
+            + self.catch_up.snapshot_bytes_max as usize
     }
 
     /// The most bytes a client's driver should read of a join reply: the fields, a snapshot
     /// and the turns after it.
     pub fn join_reply_bytes_max(&self) -> usize {
         crate::wire::JOIN_REPLY_FIELDS_MAX
-            + self.snapshot_bytes_max as usize
-            + self.rejoin_log_bytes_max as usize
+            + self.catch_up.snapshot_bytes_max as usize
+            + self.catch_up.rejoin_log_bytes_max as usize
     }
 }

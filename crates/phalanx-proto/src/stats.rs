@@ -99,7 +99,7 @@ pub struct HostStats {
     pub open_commands_high_water: usize,
     /// Players who came back after timing out.
     pub rejoins: u64,
-    /// Bytes of sealed turns kept for rejoins (bounded by `rejoin_log_bytes_max`): with
+    /// Bytes of sealed turns kept for rejoins (bounded by `catch_up.rejoin_log_bytes_max`): with
     /// snapshots, only the turns after the verified one.
     pub rejoin_log_bytes: usize,
     /// Snapshots verified and kept.
@@ -117,7 +117,7 @@ pub struct HostStats {
     pub spectators: usize,
     /// Commands spectators sent, refused.
     pub spectator_commands_refused: u64,
-    /// Spectators dropped for falling `spectator_lag_max_turns` behind.
+    /// Spectators dropped for falling `catch_up.spectator_lag_turns_max` behind.
     pub spectators_lagged: u64,
     /// Spectators whose reported state hash differed from the players' reference.
     pub spectator_desyncs: u64,
@@ -156,7 +156,7 @@ pub struct ClientStats {
     /// Time the game waited for a turn beyond its length (gaps over 1.5 turn lengths).
     pub stall_ms: u64,
     /// The playout buffer in force: turns execute this long after the earliest they could on
-    /// a steady schedule (see `SessionConfig::playout_max_ms`).
+    /// a steady schedule (see `SessionConfig::playout.buffer_ms_max`).
     pub playout_ms: u32,
     /// Turns that arrived after their time on the playout schedule and executed on arrival.
     pub playout_late: u64,

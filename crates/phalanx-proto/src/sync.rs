@@ -1,13 +1,13 @@
-//! Sync checks: every `sync_interval_turns` turns each player reports a 64-bit hash of its
+//! Sync checks: every `sync.interval_turns` turns each player reports a 64-bit hash of its
 //! game state after executing the check turn; the host compares them and, when they differ,
 //! puts a [`DesyncReport`] naming the turn, every hash and the diverging players into the next
 //! sealed bundle, so every peer learns of it on the same turn.
 //!
 //! Detection bound: a divergence that first shows in the state at turn `T0` is reported for
 //! the first check turn `Tc ≥ T0` (a multiple of the interval). The report rides in a bundle
-//! no later than turn `Tc + turns_ahead_max`: it is sealed as soon as every player still in the
+//! no later than turn `Tc + turns.window_turns`: it is sealed as soon as every player still in the
 //! game has reported `Tc`, and the host stops waiting for missing reports when it seals turn
-//! `Tc + turns_ahead_max` (a player that never reports is then listed without a hash, as not
+//! `Tc + turns.window_turns` (a player that never reports is then listed without a hash, as not
 //! diverged — the window already bounds how far behind a player can be).
 
 use std::collections::BTreeMap;

@@ -175,7 +175,7 @@ pub struct TypedTurn<C> {
     pub restore: Option<Snapshot>,
     /// The session wants a snapshot of the game's state after this turn: once it has executed
     /// the turn, the game serializes its state and offers it (`offer_snapshot`) with its
-    /// state hash. Only with `SessionConfig::snapshot_interval_turns`, only on the peer asked.
+    /// state hash. Only with `SessionConfig::catch_up.snapshot_interval_turns`, only on the peer asked.
     pub wants_snapshot: bool,
     /// A past turn replayed after a rejoin or a late join: the game executes it to catch up,
     /// but its player should give no orders until the turns are live again (orders given

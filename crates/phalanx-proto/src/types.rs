@@ -55,7 +55,7 @@ impl fmt::Display for Turn {
 }
 
 newtype! {
-    /// A player's seat in the session, `0..players_max`. Bound to a connection at join; a
+    /// A player's seat in the session, `0..turns.players_max`. Bound to a connection at join; a
     /// player id inside a later message from a peer is never trusted.
     PlayerId(u8)
 }
@@ -67,7 +67,7 @@ impl fmt::Display for PlayerId {
 }
 
 newtype! {
-    /// A spectator's slot in the session, `0..spectators_max`. Bound to a connection at join
+    /// A spectator's slot in the session, `0..catch_up.spectators_max`. Bound to a connection at join
     /// as a player's seat is, but outside the game: it is sent the sealed turns, is never
     /// waited for, and nothing it sends enters a turn.
     SpectatorId(u8)

@@ -146,7 +146,7 @@ fn state_uploads_nobody_asked_for_are_refused_and_counted() {
 fn forensics_under_the_pause_and_end_policies() {
     for policy in [DesyncPolicy::Pause, DesyncPolicy::End] {
         let mut config = SessionConfig::default();
-        config.desync_policy = policy;
+        config.sync.policy = policy;
         let mut net = Net::new(config, 3, false);
         net.keep_states = true;
         for peer in net.players.iter_mut().flatten() {

@@ -81,7 +81,7 @@ fn a_returning_player_gets_every_sealed_turn_then_plays_live() {
 #[test]
 fn after_the_window_the_seat_is_closed() {
     let mut config = SessionConfig::default();
-    config.rejoin_window_ms = 1_000;
+    config.catch_up.rejoin_window_ms = 1_000;
     let mut host = host_with_timed_out_players(config);
     // Timed out at 10 s: 10.9 s is within the window, 11.2 s is not.
     let (_, late) = join(&mut host, 11_200, 11);
@@ -93,7 +93,7 @@ fn after_the_window_the_seat_is_closed() {
 #[test]
 fn rejoin_off_or_log_full_is_unavailable() {
     let mut off = SessionConfig::default();
-    off.rejoin_window_ms = 0;
+    off.catch_up.rejoin_window_ms = 0;
     let mut host = host_with_timed_out_players(off);
     assert_eq!(
         join(&mut host, 11_000, 11).1,
@@ -101,7 +101,7 @@ fn rejoin_off_or_log_full_is_unavailable() {
     );
 
     let mut tiny = SessionConfig::default();
-    tiny.rejoin_log_bytes_max = 8;
+    tiny.catch_up.rejoin_log_bytes_max = 8;
     let mut host = host_with_timed_out_players(tiny);
     assert_eq!(host.stats().rejoin_log_bytes, 0);
     assert_eq!(
@@ -315,7 +315,7 @@ fn a_ban_revokes_the_token_and_a_forgiving_kick_does_not() {
 fn a_client_with_another_heartbeat_is_refused() {
     let mut host = Host::new(SessionConfig::default(), &TOKENS).unwrap();
     let mut quiet = SessionConfig::default();
-    quiet.heartbeat_ms = 500;
+    quiet.link.heartbeat_ms = 500;
     let (_, request) = Client::new(quiet.clone(), 11).unwrap();
     let response = host.handle_join(0, &request);
     let refusal = JoinRefusal::HeartbeatMismatch { host: 0, client: 500 };
@@ -338,11 +338,14 @@ fn duplicate_tokens_and_late_join_without_rejoin_are_config_errors() {
     assert_eq!(host.allow_spectators(&[7, 2]), Err(ConfigError::DuplicateToken { token: 2 }));
     assert_eq!(host.allow_spectators(&[7, 8]), Ok(()));
     let mut late = config;
-    late.late_join = true;
-    late.rejoin_window_ms = 0;
+    late.catch_up.late_join = true;
+    late.catch_up.rejoin_window_ms = 0;
     assert_eq!(
         late.validate(),
-        Err(ConfigError::Needs { field: "late_join", needs: "rejoin_window_ms > 0" })
+        Err(ConfigError::Needs {
+            field: "catch_up.late_join",
+            needs: "catch_up.rejoin_window_ms > 0"
+        })
     );
 }
 

@@ -13,7 +13,7 @@ use phalanx_proto::{
 
 fn config(interval: u32) -> SessionConfig {
     let mut config = SessionConfig::default();
-    config.snapshot_interval_turns = interval;
+    config.catch_up.snapshot_interval_turns = interval;
     config
 }
 
@@ -132,7 +132,7 @@ fn uploads_nobody_asked_for_are_refused_and_counted() {
         net.host.handle_snapshot(PlayerId(1), b"junk"),
         Err(SnapshotError::Malformed(_))
     ));
-    let max = net.config.snapshot_bytes_max as usize;
+    let max = net.config.catch_up.snapshot_bytes_max as usize;
     assert!(matches!(
         net.host.handle_snapshot(PlayerId(1), &upload(1_000, max + 1)),
         Err(SnapshotError::TooLarge { .. })
@@ -189,7 +189,7 @@ fn without_snapshots_a_rejoin_replays_from_turn_zero() {
 #[test]
 fn a_late_joiner_restores_a_snapshot_and_agrees_at_its_first_check() {
     let mut config = config(100);
-    config.late_join = true;
+    config.catch_up.late_join = true;
     let mut net = Net::with_late(config, 3, false, 1);
     net.run_until(45_000);
     let reply_bytes = net.join(2);
@@ -237,7 +237,7 @@ fn a_snapshot_on_request_comes_at_the_next_check_turn() {
     net.assert_agreement();
     // Without sync checks nothing could verify one.
     let mut unchecked = SessionConfig::default();
-    unchecked.sync_interval_turns = 0;
+    unchecked.sync.interval_turns = 0;
     let mut host = phalanx_proto::Host::new(unchecked, &[1]).unwrap();
     assert_eq!(host.request_snapshot(), Err(SnapshotError::Off));
 }

@@ -12,7 +12,7 @@ use phalanx_proto::{HostEvent, SessionConfig, SpectatorGone, SpectatorId, Submit
 
 fn config() -> SessionConfig {
     let mut config = SessionConfig::default();
-    config.snapshot_interval_turns = 100;
+    config.catch_up.snapshot_interval_turns = 100;
     config
 }
 
@@ -81,7 +81,7 @@ fn a_spectator_cannot_submit_and_its_commands_are_refused_and_counted() {
     // A hostile spectator sends commands anyway: refused, counted, and past the misbehaviour
     // limit it is dropped. The players' turns never carry them.
     let now = net.now;
-    let max = u64::from(net.config.misbehaviour_max);
+    let max = u64::from(net.config.link.misbehaviour_max);
     for pn in 1_000..1_000 + max + 1 {
         let datagram = up_datagram_with_commands(pn, Turn(40), &[b"attack", b"again"]);
         net.host.handle_spectator_datagram(now, SpectatorId(0), &datagram);
@@ -97,7 +97,7 @@ fn a_spectator_cannot_submit_and_its_commands_are_refused_and_counted() {
 #[test]
 fn a_broadcast_delay_holds_spectators_back() {
     let mut config = config();
-    config.spectator_delay_turns = 150;
+    config.catch_up.spectator_delay_turns = 150;
     let mut net = Net::build(config, 3, false, 0, 2);
     net.join_spectator(0);
     let mut ahead = 0;
@@ -129,7 +129,7 @@ fn a_broadcast_delay_holds_spectators_back() {
 #[test]
 fn a_spectator_that_stops_listening_is_dropped_and_the_game_goes_on() {
     let mut config = config();
-    config.spectator_lag_max_turns = 50;
+    config.catch_up.spectator_lag_turns_max = 50;
     let mut net = Net::build(config, 2, false, 0, 2);
     net.join_spectator(0);
     net.join_spectator(1);

@@ -141,18 +141,18 @@ pub struct SimConfig {
     /// Spectators `s0`, `s1`...: each joins at its time (simulated ms) with a spectator token,
     /// watches to the last turn and is reported in
     /// [`SimReport::spectators`](crate::SimReport::spectators). Joining after the start, it
-    /// starts from a snapshot (set `session.snapshot_interval_turns`).
+    /// starts from a snapshot (set `session.catch_up.snapshot_interval_turns`).
     pub spectators: Vec<u64>,
     /// The spectators' links to the host: one-way latency (ms, in place of `latency_ms`) and
     /// loss (‰, both ways, on top of `faults`).
     pub spectator_link: (u64, u32),
     /// Machines that join late: `(machine, at_ms)` — machine `p{machine}` waits until then to
-    /// join, and the host starts once the others are in. Set `session.late_join` (and
-    /// `snapshot_interval_turns`, to start them from a snapshot).
+    /// join, and the host starts once the others are in. Set `session.catch_up.late_join` (and
+    /// `catch_up.snapshot_interval_turns`, to start them from a snapshot).
     pub join_late: Vec<(usize, u64)>,
     /// Spectator `s0` is hostile: from 3 s on, besides watching, it sends 100 datagrams a
     /// second carrying commands (which the host must refuse, count, and past
-    /// `misbehaviour_max` drop it for).
+    /// `link.misbehaviour_max` drop it for).
     pub hostile_spectator: bool,
     /// The transport under the session: QUIC (the default) or raw UDP with Noise
     /// ([`phalanx::Transport::Udp`]); the faults apply alike, on the simulated socket.

@@ -19,7 +19,7 @@ pub trait SimGame: Send + 'static {
     /// Commands the player issues after executing `turn` (return an empty list most turns).
     fn commands(&mut self, turn: Turn) -> Vec<Self::Command>;
     /// The game's state, serialized, for a snapshot when the session asks
-    /// (`SessionConfig::snapshot_interval_turns`). `None` (the default): this game takes no
+    /// (`SessionConfig::catch_up.snapshot_interval_turns`). `None` (the default): this game takes no
     /// snapshots, and a returning player replays the game from turn 0.
     fn save(&self) -> Option<Vec<u8>> {
         None

@@ -228,7 +228,7 @@ impl SimReport {
     /// game that played on executed every submitted command. A command stamped for turn `t`
     /// is owed by every game that executed turn `t + settle_turns` (a command that reached
     /// the host late executes at a later turn: `settle_turns` bounds how much later a scenario
-    /// allows, for example the longest cut in turns plus `turns_ahead_max`).
+    /// allows, for example the longest cut in turns plus `turns.window_turns`).
     pub fn check_exactly_once(&self, settle_turns: u32) -> Result<(), String> {
         let submitted: std::collections::BTreeSet<(PlayerId, CommandSeq)> = self
             .players

@@ -63,7 +63,7 @@ async fn watch<G: SimGame>(run: Run, index: usize, setup: G::Setup) -> turmoil::
     }
     // A spectator's game has no player of its own: it only executes turns.
     let mut game = G::new(PlayerId(u8::MAX), run.config.seed, &setup);
-    let interval = run.config.session.sync_interval_turns.max(1);
+    let interval = run.config.session.sync.interval_turns.max(1);
     while let Some(turn) = client.next_turn().await {
         if let Some(snapshot) = &turn.restore {
             if !game.restore(&snapshot.state) {

@@ -224,7 +224,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
                 return Err(ConnectError::Join(error));
             }
         };
-        let window = client.config().turns_ahead_max as usize;
+        let window = client.config().turns.window_turns as usize;
         let (ended_tx, ended_rx) = tokio::sync::watch::channel(None);
         let restore = client.take_restore(); // rides the first turn handed to the game
         let side = ClientSide { client, connection: connection.clone(), ended: ended_tx, restore };
@@ -307,8 +307,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
     /// for every turn) if the game can afford to serialize its state that often. On a desync
     /// the host asks a diverged player and a reference player for their states after the
     /// first divergent turn and reports both (`HostEvent::DesyncDiagnosed`). The latest
-    /// `sync_interval_turns + 2 × turns_ahead_max` states are kept. Refused with
-    /// [`SessionError::Snapshot`] past `snapshot_bytes_max`, or for a turn not executed yet
+    /// `sync.interval_turns + 2 × turns.window_turns` states are kept. Refused with
+    /// [`SessionError::Snapshot`] past `catch_up.snapshot_bytes_max`, or for a turn not executed yet
     /// or not after the last one kept.
     pub async fn keep_state(&self, turn: Turn, state: Vec<u8>) -> Result<(), SessionError> {
         self.handle
@@ -404,7 +404,7 @@ impl Side for ClientSide {
     const STOPS_WHEN_INPUTS_END: bool = false;
 
     fn datagram_bytes_max(&self) -> usize {
-        usize::from(self.client.config().datagram_bytes_max)
+        usize::from(self.client.config().link.datagram_bytes_max)
     }
 
     fn poll_timeout(&self) -> Option<u64> {

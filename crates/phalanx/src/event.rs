@@ -46,7 +46,7 @@ pub enum Event {
     /// A host: a player came back on a new connection (after a crash, a timeout or a leave
     /// within the rejoin window).
     PlayerRejoined(PlayerId),
-    /// A host: a player's connection went silent past `idle_timeout_ms`; it leaves at the
+    /// A host: a player's connection went silent past `link.idle_timeout_ms`; it leaves at the
     /// next sealed turn.
     PlayerTimedOut(PlayerId),
     /// A host: a player sent too many malformed datagrams; it leaves at the next sealed turn.

@@ -24,10 +24,10 @@ const CRASH_TURN: u32 = 90;
 
 fn config() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 20;
-    session.idle_timeout_ms = 1_000;
-    session.rejoin_window_ms = 30_000;
-    session.snapshot_interval_turns = 20;
+    session.turns.length_ms = 20;
+    session.link.idle_timeout_ms = 1_000;
+    session.catch_up.rejoin_window_ms = 30_000;
+    session.catch_up.snapshot_interval_turns = 20;
     session
 }
 
@@ -202,9 +202,9 @@ fn rejoin(addr: std::net::SocketAddr, pin: &ClientTransport) -> (Session<Order>,
 #[test]
 fn a_late_joiner_starts_from_a_snapshot_and_agrees() {
     let (host, control, pin) = host(vec![1, 2, 3], |options| {
-        options.session.late_join = true;
+        options.session.catch_up.late_join = true;
         // No interval: the host asks for one snapshot before the late player comes.
-        options.session.snapshot_interval_turns = 0;
+        options.session.catch_up.snapshot_interval_turns = 0;
     });
     let addr = control.local_addr();
     let sessions: Vec<Session<Order>> = [1, 2]

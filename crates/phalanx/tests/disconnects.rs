@@ -19,8 +19,8 @@ struct Order(u32);
 /// Long turns, so that a player who comes straight back lands before the next seal.
 fn session() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 500;
-    session.turn_length_max_ms = 500;
+    session.turns.length_ms = 500;
+    session.turns.length_ms_max = 500;
     session
 }
 
@@ -179,9 +179,9 @@ async fn a_dropped_client_is_timed_out_not_taken_for_a_leave() {
     for transport in common::transports() {
         let test = async {
             let mut session = session();
-            session.turn_length_ms = 50;
-            session.idle_timeout_ms = 1_000;
-            session.join_grace_ms = 1_000;
+            session.turns.length_ms = 50;
+            session.link.idle_timeout_ms = 1_000;
+            session.link.join_grace_ms = 1_000;
             let mut game = host(transport, session.clone()).await;
             let addr = game.host.local_addr().unwrap();
             let first =
@@ -210,14 +210,14 @@ async fn a_dropped_client_is_timed_out_not_taken_for_a_leave() {
     }
 }
 
-/// `heartbeat_ms` must be the same on both ends: a client with another is refused at the
+/// `link.heartbeat_ms` must be the same on both ends: a client with another is refused at the
 /// join, both values named.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_with_another_heartbeat_is_refused() {
     for transport in common::transports() {
         let game = host(transport, session()).await;
         let mut quiet = session();
-        quiet.heartbeat_ms = 500;
+        quiet.link.heartbeat_ms = 500;
         let addr = game.host.local_addr().unwrap();
         let refused = Client::<Order>::connect(addr, game.options(1, quiet)).await;
         let refusal = refused.err().and_then(|error| error.refusal());

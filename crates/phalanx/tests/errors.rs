@@ -23,7 +23,7 @@ fn options(tokens: Vec<u64>) -> HostOptions {
 
 #[tokio::test]
 async fn more_tokens_than_seats_is_refused_at_bind() {
-    let seats = u64::from(SessionConfig::default().players_max);
+    let seats = u64::from(SessionConfig::default().turns.players_max);
     let too_many = Host::<Order>::bind(options((0..=seats).collect())).await.err();
     assert!(
         matches!(

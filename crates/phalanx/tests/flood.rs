@@ -56,7 +56,7 @@ const MB: u64 = 1024 * 1024;
 
 fn session() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 50;
+    session.turns.length_ms = 50;
     session
 }
 

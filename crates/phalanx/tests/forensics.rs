@@ -24,7 +24,7 @@ const LAST_TURN: u32 = 120;
 
 fn config() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 20;
+    session.turns.length_ms = 20;
     session
 }
 

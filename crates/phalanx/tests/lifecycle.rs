@@ -20,7 +20,7 @@ struct Order(u32);
 
 fn session() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 20;
+    session.turns.length_ms = 20;
     session
 }
 
@@ -89,7 +89,7 @@ fn play(mut client: Client<Order>, stop_after: Option<u32>) -> tokio::task::Join
         let mut state = 0;
         while let Some(turn) = client.next_turn().await {
             state = fold(state, &turn);
-            if turn.turn.0 % session().sync_interval_turns == 0 {
+            if turn.turn.0 % session().sync.interval_turns == 0 {
                 let _ = client.report_state_hash(turn.turn, state).await;
             }
             seen.last_turn = Some(turn.turn.0);

@@ -18,7 +18,7 @@ enum Order {
 
 fn session() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 20;
+    session.turns.length_ms = 20;
     session
 }
 

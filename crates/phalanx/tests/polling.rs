@@ -16,7 +16,7 @@ struct Order(u32);
 
 fn config() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 20;
+    session.turns.length_ms = 20;
     session
 }
 

@@ -19,7 +19,7 @@ const TURNS: u32 = 60;
 
 fn session() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 20;
+    session.turns.length_ms = 20;
     session
 }
 

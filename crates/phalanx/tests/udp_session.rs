@@ -24,7 +24,7 @@ const END_AT: u32 = 120;
 
 fn config() -> SessionConfig {
     let mut session = SessionConfig::default();
-    session.turn_length_ms = 20;
+    session.turns.length_ms = 20;
     session
 }
 

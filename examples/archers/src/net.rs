@@ -37,7 +37,7 @@ impl Match {
     /// hash over the match parameters.
     pub fn session(&self) -> SessionConfig {
         let mut session = demo_session();
-        session.players_max = self.players as u8;
+        session.turns.players_max = self.players as u8;
         let mut hash = 0xcbf2_9ce4_8422_2325u64;
         for word in [self.players as u64, self.units as u64, self.seed, u64::from(self.turns)] {
             for byte in word.to_le_bytes() {
@@ -66,13 +66,13 @@ impl Match {
 /// over UDP, seeds 1–10: about 6.4 kbit/s per player, against 16.6 with the session's
 /// defaults, and less stall.
 pub fn tune(session: &mut SessionConfig) {
-    session.turn_length_ms = 150;
-    session.heartbeat_ms = 500;
-    session.playout_extra_ms = 150;
-    session.playout_max_ms = 170;
-    session.pace_tolerance_ms = 20;
-    session.repeat_loss_permille = 1_000;
-    session.turns_ahead_max = 20;
+    session.turns.length_ms = 150;
+    session.link.heartbeat_ms = 500;
+    session.playout.extra_ms = 150;
+    session.playout.buffer_ms_max = 170;
+    session.turns.pace_tolerance_ms = 20;
+    session.link.repeat_loss_permille = 1_000;
+    session.turns.window_turns = 20;
 }
 
 /// The demo's session before a match is folded in: the default with [`tune`] applied. Its
@@ -271,7 +271,7 @@ impl ClientOutcome {
     /// Whether the host cut this client off: its session ended with `host_lost` (nothing
     /// arrived from the host for the idle timeout) or `removed` (the host removed it) before
     /// the match's end. A player removed for silence may rejoin with its token within the
-    /// session's `rejoin_window_ms`.
+    /// session's `catch_up.rejoin_window_ms`.
     pub fn cut_off(&self) -> bool {
         matches!(self.ended.as_deref(), Some("host_lost" | "removed"))
     }
@@ -456,7 +456,7 @@ impl<F: FnMut(Notice)> Seat<F> {
             return;
         }
         let hash = self.execute(&turn);
-        if turn.turn.0.is_multiple_of(self.game.session().sync_interval_turns.max(1)) {
+        if turn.turn.0.is_multiple_of(self.game.session().sync.interval_turns.max(1)) {
             let _ = client.report_state_hash(turn.turn, hash).await;
         }
         // Read after every turn: once the session is over they may no longer be readable.

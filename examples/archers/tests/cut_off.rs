@@ -58,7 +58,8 @@ fn a_client_cut_off_past_the_idle_timeout_is_told_it_was_removed_and_rejoins() {
     let cut = spawn(&cut_args);
 
     // Into the match, then silent for twice the 3 s idle timeout.
-    let idle = Duration::from_millis(u64::from(phalanx::SessionConfig::default().idle_timeout_ms));
+    let idle =
+        Duration::from_millis(u64::from(phalanx::SessionConfig::default().link.idle_timeout_ms));
     std::thread::sleep(Duration::from_secs(4));
     signal(&cut, "-STOP");
     std::thread::sleep(idle * 2);

@@ -63,7 +63,7 @@ fn demo_is_deterministic_and_agrees() {
 
 #[test]
 fn injected_desync_is_reported_at_the_next_check_naming_the_player() {
-    let interval = phalanx::SessionConfig::default().sync_interval_turns;
+    let interval = phalanx::SessionConfig::default().sync.interval_turns;
     // Not a check turn itself: the report must come at the next one.
     let at = 3 * interval + interval / 2 - 2;
     let expected = at.div_ceil(interval) * interval;

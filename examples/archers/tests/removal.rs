@@ -35,7 +35,7 @@ fn a_player_cut_off_past_the_idle_timeout_is_reported_as_removed_not_as_a_disagr
     assert_eq!(json["desyncs"], json!([]), "{json}");
     assert_eq!(json["unfinished"], json!([]), "every player that stayed played on: {json}");
     let turns = json["turns"].as_u64().expect("turns");
-    let turn_ms = u64::from(archers::net::demo_session().turn_length_ms);
+    let turn_ms = u64::from(archers::net::demo_session().turns.length_ms);
     assert_eq!(turns, common::turns_in(30_000), "{json}");
 
     let removed = json["removed"].as_array().expect("a removed list");
@@ -65,7 +65,7 @@ fn a_player_cut_off_past_the_idle_timeout_is_reported_as_removed_not_as_a_disagr
     // heartbeat; 187 ms on this seed, 332 before the overdue report moved the phase). Never
     // more than the idle timeout, and a measured gap is at least a turn.
     let waited = number("survivors_waited_ms");
-    let idle_ms = u64::from(archers::net::demo_session().idle_timeout_ms);
+    let idle_ms = u64::from(archers::net::demo_session().link.idle_timeout_ms);
     assert!(waited >= turn_ms && waited <= idle_ms, "waited {waited} ms: {gone}");
     let submitted = json["commands_submitted"].as_u64().unwrap();
     let executed_by_all = json["commands_executed"].as_u64().unwrap();

@@ -49,8 +49,8 @@ impl Client {
     /// the host asks a diverged player and a reference player for their states after the
     /// first divergent turn, and reports both ([`DesyncBundle`](crate::DesyncBundle)).
     ///
-    /// The client keeps the latest `sync_interval_turns + 2 × turns_ahead_max` states. Errors:
-    /// `TooLarge` past `snapshot_bytes_max`; `NotWanted` for a turn not executed yet or not
+    /// The client keeps the latest `sync.interval_turns + 2 × turns.window_turns` states. Errors:
+    /// `TooLarge` past `catch_up.snapshot_bytes_max`; `NotWanted` for a turn not executed yet or not
     /// after the last one kept. Nothing is kept then.
     pub fn keep_state(&mut self, turn: Turn, state: Vec<u8>) -> Result<(), SnapshotError> {
         let next_exec = Some(self.next_exec);

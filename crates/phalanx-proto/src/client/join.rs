@@ -40,7 +40,7 @@ impl Client {
         self.limits = Limits::new(&config);
         if let Some(rejoin) = accept.rejoin {
             let first = rejoin.first_turn();
-            let max = self.config.snapshot_bytes_max;
+            let max = self.config.catch_up.snapshot_bytes_max;
             if parts.state.len() > max as usize {
                 return Err(ClientJoinError::Malformed(DecodeError::TooLarge {
                     field: "snapshot bytes",
@@ -73,16 +73,19 @@ impl Client {
             turn_length_ms: accept.turn_length_ms,
             command_delay_turns: accept.command_delay_turns,
         };
-        self.playout =
-            Playout::new(config.playout_extra_ms, config.playout_max_ms, accept.turn_length_ms);
+        self.playout = Playout::new(
+            config.playout.extra_ms,
+            config.playout.buffer_ms_max,
+            accept.turn_length_ms,
+        );
         self.config = config;
-        self.buffered.resize(self.config.turns_ahead_max as usize, None);
+        self.buffered.resize(self.config.turns.window_turns as usize, None);
         // (The host acknowledges our commands in the next bundle it sends: up to a turn.)
         let mut link = Box::new(Link::new(
             now_ms,
             &self.config,
-            self.config.ack_delay_ms,
-            self.config.turn_length_ms,
+            self.config.link.ack_delay_ms,
+            self.config.turns.length_ms,
         ));
         // Say hello at once: until the host hears a datagram from us it holds our seat on the
         // join grace, and another join with our token could take it over.
@@ -104,19 +107,19 @@ impl Client {
     /// Our local config with the host's turn pipeline settings, checked.
     fn config_from(&self, accept: &JoinAccept) -> Result<SessionConfig, ClientJoinError> {
         let mut config = self.config.clone();
-        config.turn_length_ms = accept.turn_length_ms;
-        config.turn_length_max_ms = config.turn_length_max_ms.max(accept.turn_length_ms);
-        config.command_delay_turns = accept.command_delay_turns;
-        config.command_delay_max_turns =
-            config.command_delay_max_turns.max(accept.command_delay_turns);
-        config.turns_ahead_max = accept.turns_ahead_max;
-        config.players_max = accept.players_max;
-        config.commands_per_turn_max = accept.commands_per_turn_max;
-        config.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
-        config.command_bytes_max = accept.command_bytes_max;
-        config.sync_interval_turns = accept.sync_interval_turns;
+        config.turns.length_ms = accept.turn_length_ms;
+        config.turns.length_ms_max = config.turns.length_ms_max.max(accept.turn_length_ms);
+        config.turns.command_delay_turns = accept.command_delay_turns;
+        config.turns.command_delay_turns_max =
+            config.turns.command_delay_turns_max.max(accept.command_delay_turns);
+        config.turns.window_turns = accept.turns_ahead_max;
+        config.turns.players_max = accept.players_max;
+        config.budget.commands_per_turn_max = accept.commands_per_turn_max;
+        config.budget.turn_bytes_per_player_max = accept.turn_bytes_per_player_max;
+        config.budget.command_bytes_max = accept.command_bytes_max;
+        config.sync.interval_turns = accept.sync_interval_turns;
         config.validate().map_err(ClientJoinError::BadParameters)?;
-        if accept.joined.player().is_some_and(|player| player.0 >= config.players_max) {
+        if accept.joined.player().is_some_and(|player| player.0 >= config.turns.players_max) {
             return Err(ClientJoinError::Malformed(DecodeError::Invalid("player")));
         }
         Ok(config)
@@ -150,7 +153,7 @@ impl Client {
         if self.snapshot_wanted != Some(turn) {
             return Err(SnapshotError::NotWanted { turn });
         }
-        let max = self.config.snapshot_bytes_max;
+        let max = self.config.catch_up.snapshot_bytes_max;
         if state.len() > max as usize {
             self.snapshot_wanted = None;
             return Err(SnapshotError::TooLarge { len: state.len(), max });
@@ -195,7 +198,7 @@ impl Client {
             return;
         }
         let check = report.turn;
-        let first = Turn(check.0.saturating_sub(self.config.sync_interval_turns.max(1) - 1));
+        let first = Turn(check.0.saturating_sub(self.config.sync.interval_turns.max(1) - 1));
         let run: Vec<(Turn, u64)> = self
             .turn_hashes
             .iter()

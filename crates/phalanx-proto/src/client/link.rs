@@ -296,7 +296,7 @@ impl Client {
     /// Writes as many unacknowledged commands as fit the datagram, oldest first; returns how
     /// many, and the payload bytes of those sent before.
     fn put_commands(&mut self, buf: &mut Vec<u8>) -> (usize, u64) {
-        let budget = usize::from(self.config.datagram_bytes_max);
+        let budget = usize::from(self.config.link.datagram_bytes_max);
         let mut used = UP_HEADER_BYTES_MAX;
         let mut count = 0;
         let mut redundant = 0u64;

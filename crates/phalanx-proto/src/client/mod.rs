@@ -64,7 +64,7 @@ pub struct Client {
     link: Option<Box<Link>>,
     /// The next turn the game executes.
     next_exec: Turn,
-    /// `buffered[i]` is turn `next_exec + i`, if received. At most `turns_ahead_max`.
+    /// `buffered[i]` is turn `next_exec + i`, if received. At most `turns.window_turns`.
     buffered: VecDeque<Option<TurnBundle>>,
     next_seq: CommandSeq,
     /// Submitted commands the host has not acknowledged, oldest first.
@@ -93,7 +93,7 @@ pub struct Client {
     latencies_ms: SortedWindow<u32>,
     last_exec_ms: Option<u64>,
     /// After a rejoin: the turns before live play, for the game to replay first (bounded by
-    /// `rejoin_log_bytes_max` through the join reply's size).
+    /// `catch_up.rejoin_log_bytes_max` through the join reply's size).
     catch_up: VecDeque<TurnBundle>,
     /// When each turn executes: a steady schedule behind a jitter buffer.
     playout: Playout,
@@ -116,7 +116,7 @@ pub struct Client {
     /// turn hashes a desync asks for. At most two.
     uploads: VecDeque<Vec<u8>>,
     /// The game's state hash after each of the latest turns (every turn it reports), for a
-    /// desync's forensics: `sync_interval_turns + 2 × turns_ahead_max` of them at most.
+    /// desync's forensics: `sync.interval_turns + 2 × turns.window_turns` of them at most.
     turn_hashes: VecDeque<(Turn, u64)>,
     /// Joined as a spectator: this slot, and no player.
     spectator: Option<SpectatorId>,
@@ -169,11 +169,14 @@ impl Client {
             protocol_version: config.protocol_version,
             game_data_hash: config.game_data_hash,
             token,
-            heartbeat_ms: config.heartbeat_ms,
+            heartbeat_ms: config.link.heartbeat_ms,
         }
         .encode();
-        let playout =
-            Playout::new(config.playout_extra_ms, config.playout_max_ms, config.turn_length_ms);
+        let playout = Playout::new(
+            config.playout.extra_ms,
+            config.playout.buffer_ms_max,
+            config.turns.length_ms,
+        );
         let client = Client {
             limits: Limits::new(&config),
             config,
@@ -303,13 +306,13 @@ impl Client {
         if self.spectator.is_some() {
             return Err(SubmitError::NoPlayer);
         }
-        let max = usize::from(self.config.command_bytes_max);
+        let max = usize::from(self.config.budget.command_bytes_max);
         if payload.len() > max {
             return Err(SubmitError::TooLarge { len: payload.len(), max });
         }
         let stamped = stamp(self.stamp_from(now_ms), self.pace.command_delay_turns);
-        // The stamped turn, or with `overflow_turns_max` the first later one with room.
-        let turn = (0..=self.config.overflow_turns_max)
+        // The stamped turn, or with `budget.overflow_turns_max` the first later one with room.
+        let turn = (0..=self.config.budget.overflow_turns_max)
             .filter_map(|later| stamped.checked_add(later))
             .find(|turn| {
                 self.usage.get(turn).is_none_or(|usage| usage.admits(&self.config, payload.len()))
@@ -358,7 +361,7 @@ impl Client {
 
     /// The next sealed turn to execute, in order, each exactly once; `None` until it has
     /// arrived and its time on the playout schedule has come ([`poll_timeout`](Self::poll_timeout)
-    /// includes that time; see `SessionConfig::playout_max_ms`). `now_ms` also measures command
+    /// includes that time; see `SessionConfig::playout.buffer_ms_max`). `now_ms` also measures command
     /// latency and stalls.
     pub fn next_turn(&mut self, now_ms: u64) -> Option<TurnBundle> {
         if self.restore.is_some() {
@@ -460,14 +463,14 @@ impl Client {
     }
 
     /// Reports the game's state hash after executing check turn `turn` (a multiple of
-    /// `sync_interval_turns`); other turns are ignored. It rides in our datagrams until the
+    /// `sync.interval_turns`); other turns are ignored. It rides in our datagrams until the
     /// host acknowledges it. Call it right after executing the turn.
     ///
     /// Report every turn if you can (it is cheap): the client keeps the latest few, and on a
     /// desync sends the host the ones since the previous check turn, so that the host pins
     /// the first turn whose state differed (`HostEvent::DesyncPinned`).
     pub fn report_state_hash(&mut self, turn: Turn, hash: u64) {
-        let interval = self.config.sync_interval_turns;
+        let interval = self.config.sync.interval_turns;
         if turn >= self.next_exec {
             return;
         }
@@ -476,7 +479,7 @@ impl Client {
             return;
         }
         // Bounded: the check turns of two windows at most; the oldest go first.
-        let keep = (2 * self.config.turns_ahead_max / interval.max(1)).max(2) as usize;
+        let keep = (2 * self.config.turns.window_turns / interval.max(1)).max(2) as usize;
         if self.hash_reports.back().is_some_and(|&(last, _)| last >= turn) {
             return;
         }

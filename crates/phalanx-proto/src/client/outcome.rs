@@ -14,9 +14,9 @@ use super::Client;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EndReason {
-    /// Nothing arrived from the host for `idle_timeout_ms`.
+    /// Nothing arrived from the host for `link.idle_timeout_ms`.
     HostLost,
-    /// The host sent more than `misbehaviour_max` malformed or impossible datagrams.
+    /// The host sent more than `link.misbehaviour_max` malformed or impossible datagrams.
     HostMisbehaved,
     /// This player's `Left` record was executed: the host removed us.
     Removed,

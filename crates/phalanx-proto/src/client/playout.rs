@@ -10,7 +10,7 @@
 //! so is a turn resent on request. The schedule keeps the offsets of the last
 //! [`WINDOW`] turns and plays turn `t` at `base + t × length + buffer`, where `base` is their
 //! minimum (the fastest path) and `buffer` their 95th percentile above it, capped at
-//! `playout_max_ms`. Every turn that arrives within the buffer executes exactly one turn length
+//! `playout.buffer_ms_max`. Every turn that arrives within the buffer executes exactly one turn length
 //! after the one before; a later one executes on arrival (a hitch, counted in
 //! [`ClientStats::playout_late`](crate::ClientStats::playout_late)). The window slides, so the
 //! buffer shrinks when the jitter does.
@@ -33,7 +33,7 @@
 //! the window refills.
 //!
 //! The buffer adds latency only to what crosses the network once, the bundle's way down; a
-//! client's own command executes `command_delay_turns` turns after the turn it was submitted in
+//! client's own command executes `turns.command_delay_turns` turns after the turn it was submitted in
 //! on the same steady clock, so its submit → execute latency is steadier, not longer. The host
 //! does account for it: a command stamped from a later local turn reaches the host later, so
 //! the client reports its buffer and speed control adds it to the round trip it covers.
@@ -196,7 +196,7 @@ impl Playout {
         (self.length_ms / 32).max(2)
     }
 
-    /// The pace changed: turns from `turn` on last `turn_length_ms`. The schedule goes on from
+    /// The pace changed: turns from `turn` on last `turns.length_ms`. The schedule goes on from
     /// `turn`'s time at the new length; the offsets start over from the next arrival, and the
     /// buffer keeps its size until they refill. A change of the command delay alone changes
     /// nothing here (the offsets are still measured against the same length).

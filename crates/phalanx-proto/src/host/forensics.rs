@@ -1,5 +1,5 @@
 //! Desync forensics, first step: pinning the first divergent turn. A check turn's hashes say
-//! *that* states differ, somewhere in the `sync_interval_turns` before it. Every player that
+//! *that* states differ, somewhere in the `sync.interval_turns` before it. Every player that
 //! executes the `Desync` record sends the host its state hash after each of those turns (it
 //! keeps the latest few, see `Client::report_state_hash`), on a stream of its own; once the
 //! host holds them from a diverged player and from one that agreed with the reference, the
@@ -153,7 +153,7 @@ impl Host {
     }
 
     fn take_turn_hashes(&mut self, player: PlayerId, bytes: &[u8]) -> Result<(), UploadError> {
-        let max = (self.config.sync_interval_turns + 2 * self.config.turns_ahead_max) as usize;
+        let max = (self.config.sync.interval_turns + 2 * self.config.turns.window_turns) as usize;
         let (check, first, hashes) =
             decode_hashes_upload(bytes, max).map_err(|e| UploadError::Hashes(Some(e)))?;
         let open = self.forensics.open.iter_mut().find(|open| open.check == check);
@@ -179,7 +179,7 @@ impl Host {
         hashes: &[(PlayerId, u64)],
         diverged: &[PlayerId],
     ) {
-        let interval = self.config.sync_interval_turns.max(1);
+        let interval = self.config.sync.interval_turns.max(1);
         let continued =
             self.forensics.last_desync.is_some_and(|last| check.since(last) <= interval);
         self.forensics.last_desync = Some(check);
@@ -226,8 +226,8 @@ impl Host {
     /// desync forensics, as [`Client::keep_state`](crate::Client::keep_state) does for a
     /// client's: call it after every turn, with [`report_state_hash`](Self::report_state_hash)
     /// for every turn. On a desync where the host's player diverged, or is the reference, the
-    /// host diagnoses with its own state. The latest `sync_interval_turns + 2 ×
-    /// turns_ahead_max` are kept. Errors: `TooLarge` past `snapshot_bytes_max`; `NotWanted`
+    /// host diagnoses with its own state. The latest `sync.interval_turns + 2 ×
+    /// turns.window_turns` are kept. Errors: `TooLarge` past `catch_up.snapshot_bytes_max`; `NotWanted`
     /// without a player of the host's own, or for a turn it has not executed or not after the
     /// last one kept. Nothing is kept then.
     pub fn keep_state(&mut self, turn: Turn, state: Vec<u8>) -> Result<(), SnapshotError> {
@@ -238,7 +238,7 @@ impl Host {
     /// A desync at `check` involves the host's own player: its turns from the check before
     /// are held for the forensics, and its hashes go in as a player's upload would.
     fn hold_own(&mut self, check: Turn, player: PlayerId) {
-        let interval = self.config.sync_interval_turns.max(1);
+        let interval = self.config.sync.interval_turns.max(1);
         let first = Turn(check.0.saturating_sub(2 * interval - 1));
         let within = |turn: Turn| turn >= first && turn <= check;
         let own = &self.forensics.own;
@@ -274,9 +274,9 @@ impl Host {
         }
         let &(_, hash) = held.hashes.iter().find(|&&(t, _)| t == turn)?;
         let state = held.states.iter().find(|(t, _)| *t == turn).map(|(_, s)| s.clone());
-        // At most `sync_interval_turns` of them, as a player's upload.
+        // At most `sync.interval_turns` of them, as a player's upload.
         let upto: Vec<_> = held.turns.iter().filter(|(t, _)| *t <= turn).collect();
-        let skip = upto.len().saturating_sub(self.config.sync_interval_turns.max(1) as usize);
+        let skip = upto.len().saturating_sub(self.config.sync.interval_turns.max(1) as usize);
         let turns = upto[skip..]
             .iter()
             .map(|(t, records)| (*t, records.iter().map(ReplayRecord::from).collect()))
@@ -323,7 +323,7 @@ impl Host {
         let Some((first_turn, from, first_diverged)) = found else { return };
         // Exact when the turn before it was compared and agreed, or it is the first turn after
         // the previous check turn (which agreed, or this would be that one's desync).
-        let interval = self.config.sync_interval_turns.max(1);
+        let interval = self.config.sync.interval_turns.max(1);
         let exact = first_turn > from || first_turn.0 + interval == check.0 + 1;
         players.sort_unstable();
         let open = &mut self.forensics.open[index];
@@ -358,8 +358,8 @@ impl Host {
     }
 
     fn take_state(&mut self, player: PlayerId, bytes: &[u8]) -> Result<(), UploadError> {
-        let turns_max = self.config.sync_interval_turns.max(1) as usize;
-        let state_max = self.config.snapshot_bytes_max as usize;
+        let turns_max = self.config.sync.interval_turns.max(1) as usize;
+        let state_max = self.config.catch_up.snapshot_bytes_max as usize;
         let upload = decode_state_upload(bytes, &self.limits, turns_max, state_max)
             .map_err(|e| UploadError::State(Some(e)))?;
         let StateUpload { check, turn, hash, turns, state } = upload;

@@ -1,7 +1,7 @@
 //! Datagrams from players: the link's intake, then what only the host checks (claims about
 //! turns), the riders (state hashes, turn costs, pause requests) and the commands, placed into
 //! open turns within each player's budget. Offences count against the sender's link; past
-//! `misbehaviour_max` the player is removed.
+//! `link.misbehaviour_max` the player is removed.
 
 use bytes::Bytes;
 
@@ -90,7 +90,7 @@ impl Host {
         // standalone datagram per command. Commands are also repeated in every datagram a
         // client sends until acknowledged, so a lost one rarely waits for a timeout.
         self.handle_extras(now_ms, player, &up.extras);
-        let window = self.config.turns_ahead_max;
+        let window = self.config.turns.window_turns;
         let Some(peer) = self.remote_mut(player) else { return };
         let accepted = peer.take_commands(&up, next_seal, window);
         self.place_accepted(player, accepted);
@@ -133,7 +133,7 @@ impl Host {
         turns: usize,
         payload: Bytes,
     ) -> Option<Turn> {
-        let players = usize::from(self.config.players_max);
+        let players = usize::from(self.config.turns.players_max);
         let first = target.since(self.next_seal) as usize;
         for index in first..first.saturating_add(turns).min(self.open.len()) {
             let open = &mut self.open[index];
@@ -159,7 +159,7 @@ impl Host {
             Some((turn, hash)) => !self.take_hash_report(player, turn, hash),
             None => false,
         };
-        let pauses_max = self.config.pauses_per_player_max;
+        let pauses_max = self.config.turns.pauses_per_player_max;
         let can_pause = !self.paused && !self.pause_pending;
         let can_resume = self.paused && !self.ended;
         let Some(peer) = self.remote_mut(player) else { return };
@@ -198,7 +198,7 @@ impl Host {
     /// A state hash a player reports for `turn`; `false` if no one can have executed that
     /// turn yet (it is not sealed).
     fn take_hash_report(&mut self, player: PlayerId, turn: Turn, hash: u64) -> bool {
-        let (interval, next_seal) = (self.config.sync_interval_turns, self.next_seal);
+        let (interval, next_seal) = (self.config.sync.interval_turns, self.next_seal);
         if turn >= next_seal {
             return false;
         }
@@ -222,16 +222,16 @@ impl Host {
         }
     }
 
-    /// Removes a player who sent more than `misbehaviour_max` bad datagrams.
+    /// Removes a player who sent more than `link.misbehaviour_max` bad datagrams.
     fn disconnect_misbehaving(&mut self, now_ms: u64, player: PlayerId) {
         self.remove_player(now_ms, player, false);
         self.push_event(HostEvent::PlayerMisbehaved(player));
     }
 
     /// Removes a player: they leave at the next sealed turn, and the window no longer waits
-    /// for them. A `rejoinable` remote player's seat stays open for `rejoin_window_ms`.
+    /// for them. A `rejoinable` remote player's seat stays open for `catch_up.rejoin_window_ms`.
     pub(super) fn remove_player(&mut self, now_ms: u64, player: PlayerId, rejoinable: bool) {
-        let rejoin = self.config.rejoin_window_ms > 0;
+        let rejoin = self.config.catch_up.rejoin_window_ms > 0;
         if let Some(seat) = self.seats.get_mut(player.0 as usize) {
             *seat = match seat {
                 Seat::Free | Seat::Away { .. } | Seat::Gone | Seat::Revoked => return,

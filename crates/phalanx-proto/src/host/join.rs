@@ -30,7 +30,7 @@ impl Host {
     /// Lets the host's own game, when the host does not play (a dedicated server), take every
     /// sealed turn through [`next_turn`](Self::next_turn) — to simulate the game, check its
     /// state, record it. Like a player's, that game is in the window: falling
-    /// `turns_ahead_max` turns behind holds the session back. Refused once the game started,
+    /// `turns.window_turns` turns behind holds the session back. Refused once the game started,
     /// or when the host already plays (its player takes the turns).
     pub fn observe_turns(&mut self) -> Result<(), ObserveError> {
         if self.started {
@@ -72,9 +72,9 @@ impl Host {
                 client: request.game_data_hash,
             });
         }
-        if request.heartbeat_ms != self.config.heartbeat_ms {
+        if request.heartbeat_ms != self.config.link.heartbeat_ms {
             return refused(JoinRefusal::HeartbeatMismatch {
-                host: self.config.heartbeat_ms,
+                host: self.config.link.heartbeat_ms,
                 client: request.heartbeat_ms,
             });
         }
@@ -91,9 +91,9 @@ impl Host {
     }
 
     /// A first join with the unused token at `token`: the first free seat, in the lobby, or
-    /// with `late_join` in a running game (caught up as a returning player is).
+    /// with `catch_up.late_join` in a running game (caught up as a returning player is).
     fn join_new(&mut self, now_ms: u64, token: usize) -> JoinResponse {
-        if self.started && (!self.config.late_join || self.ended) {
+        if self.started && (!self.config.catch_up.late_join || self.ended) {
             return refused(JoinRefusal::GameStarted);
         }
         if self.started && self.rejoin_material().is_none() {
@@ -120,7 +120,9 @@ impl Host {
     fn join_again(&mut self, now_ms: u64, player: PlayerId) -> JoinResponse {
         match self.seats[player.0 as usize] {
             Seat::Away { since_ms, next_seq, pauses_used } => {
-                if now_ms.saturating_sub(since_ms) > u64::from(self.config.rejoin_window_ms) {
+                if now_ms.saturating_sub(since_ms)
+                    > u64::from(self.config.catch_up.rejoin_window_ms)
+                {
                     refused(JoinRefusal::RejoinExpired)
                 } else if self.ended || self.rejoin_material().is_none() {
                     refused(JoinRefusal::RejoinUnavailable)
@@ -148,7 +150,7 @@ impl Host {
         let config = &self.config;
         let mut link =
             Link::new(now_ms, config, config.host_ack_delay_ms(), config.client_ack_delay_ms());
-        link.await_first_datagram(now_ms + u64::from(config.join_grace_ms));
+        link.await_first_datagram(now_ms + u64::from(config.link.join_grace_ms));
         link
     }
 
@@ -240,19 +242,19 @@ impl Host {
             joined,
             turn_length_ms: self.pace.current.turn_length_ms,
             command_delay_turns: self.pace.current.command_delay_turns,
-            turns_ahead_max: self.config.turns_ahead_max,
-            players_max: self.config.players_max,
-            commands_per_turn_max: self.config.commands_per_turn_max,
-            turn_bytes_per_player_max: self.config.turn_bytes_per_player_max,
-            command_bytes_max: self.config.command_bytes_max,
-            sync_interval_turns: self.config.sync_interval_turns,
+            turns_ahead_max: self.config.turns.window_turns,
+            players_max: self.config.turns.players_max,
+            commands_per_turn_max: self.config.budget.commands_per_turn_max,
+            turn_bytes_per_player_max: self.config.budget.turn_bytes_per_player_max,
+            command_bytes_max: self.config.budget.command_bytes_max,
+            sync_interval_turns: self.config.sync.interval_turns,
             rejoin,
         }
     }
 
     /// The driver learned that `player`'s join reply reached the client (its transport
     /// acknowledged every byte). Optional: until the first datagram arrives, a new player is
-    /// given `join_grace_ms`; with this call the usual idle timeout runs from delivery, so a
+    /// given `link.join_grace_ms`; with this call the usual idle timeout runs from delivery, so a
     /// client that dies right after joining is noticed as fast as any other.
     pub fn handle_join_delivered(&mut self, now_ms: u64, player: PlayerId) {
         if let Some(peer) = self.remote_mut(player) {

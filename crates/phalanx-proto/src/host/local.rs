@@ -61,7 +61,7 @@ impl Host {
     /// Removes a remote player now (kicked by the operator, or their connection closed on
     /// purpose): a `Left` record in the next sealed turn, and the window stops waiting for
     /// them. With [`Readmit::Allow`] their seat stays open for a rejoin within
-    /// `rejoin_window_ms`, as after a timeout (a player back before that `Left` was sealed
+    /// `catch_up.rejoin_window_ms`, as after a timeout (a player back before that `Left` was sealed
     /// simply stays: no game sees it go); with [`Readmit::Never`] their token is revoked.
     /// After the game ended there is no turn for the record: the host just stops waiting for
     /// them (see [`is_finished`](Self::is_finished)).
@@ -91,11 +91,11 @@ impl Host {
         self.set_paused(now_ms, false, PauseBy::Host);
     }
     /// The host's own player's state hash after executing `turn`: compared with the others'
-    /// on check turns (multiples of `sync_interval_turns`); every turn's is kept for a
+    /// on check turns (multiples of `sync.interval_turns`); every turn's is kept for a
     /// desync's forensics (report every turn to have the first divergent one pinned).
     pub fn report_state_hash(&mut self, turn: Turn, hash: u64) {
         if let Some(player) = self.local_player() {
-            let interval = self.config.sync_interval_turns;
+            let interval = self.config.sync.interval_turns;
             self.sync.report(player, turn, hash, interval, self.next_seal);
             self.keep_own_hash(turn, hash);
         }
@@ -114,7 +114,7 @@ impl Host {
                 protocol_version: crate::PROTOCOL_VERSION,
                 game_data_hash: self.config.game_data_hash,
                 seed,
-                players_max: self.config.players_max,
+                players_max: self.config.turns.players_max,
                 first_pace: (first.turn_length_ms, first.command_delay_turns),
                 first_turn: self.next_seal.0,
                 turns: Vec::new(),
@@ -154,16 +154,16 @@ impl Host {
             return Err(SubmitError::NoPlayer);
         };
         let (next_seq, next_exec) = (local.next_seq, local.next_exec);
-        if payload.len() > usize::from(self.config.command_bytes_max) {
+        if payload.len() > usize::from(self.config.budget.command_bytes_max) {
             return Err(SubmitError::TooLarge {
                 len: payload.len(),
-                max: self.config.command_bytes_max.into(),
+                max: self.config.budget.command_bytes_max.into(),
             });
         }
         let stamped = next_exec.max(next_seal);
         // Over budget for the stamped turn is refused, as a client's would be — or with
-        // `overflow_turns_max`, spilled into the first later turn with room, as a client's.
-        let turns = self.config.overflow_turns_max as usize + 1;
+        // `budget.overflow_turns_max`, spilled into the first later turn with room, as a client's.
+        let turns = self.config.budget.overflow_turns_max as usize + 1;
         let payload = Bytes::copy_from_slice(payload);
         let turn = self
             .place_command(player, next_seq, stamped, turns, payload)

@@ -61,15 +61,15 @@ pub use spectate::SpectatorGone;
 pub enum HostEvent {
     /// A player joined; their `Joined` record is in the next sealed turn.
     PlayerJoined(PlayerId),
-    /// A player came back on a new connection: after timing out, within `rejoin_window_ms`
+    /// A player came back on a new connection: after timing out, within `catch_up.rejoin_window_ms`
     /// (their `Joined` record is in the next sealed turn), or in place of a connection of
     /// theirs that was never heard from (no record: they never left). Either way the join
     /// reply carried every sealed turn so far.
     PlayerRejoined(PlayerId),
-    /// A player's connection went silent past `idle_timeout_ms`. They leave at the next
+    /// A player's connection went silent past `link.idle_timeout_ms`. They leave at the next
     /// sealed turn; the driver should close the connection.
     PlayerTimedOut(PlayerId),
-    /// A player sent more than `misbehaviour_max` malformed or spoofed datagrams. They leave
+    /// A player sent more than `link.misbehaviour_max` malformed or spoofed datagrams. They leave
     /// at the next sealed turn; the driver must close the connection.
     PlayerMisbehaved(PlayerId),
     /// A player was removed by [`Host::remove`] (kicked, or left on purpose). They leave at
@@ -77,7 +77,7 @@ pub enum HostEvent {
     PlayerRemoved(PlayerId),
     /// A check turn's state hashes differ; the report is in the turn just sealed.
     Desync(DesyncReport),
-    /// Sealing has waited `stall_notice_ms` for these players (their acknowledgements are a
+    /// Sealing has waited `turns.stall_notice_ms` for these players (their acknowledgements are a
     /// whole window behind). Every client gets the same notice.
     Waiting(Vec<PlayerId>),
     /// The stall announced by `Waiting` is over.
@@ -194,7 +194,7 @@ impl std::error::Error for ObserveError {}
 /// Whether a player removed by [`Host::remove`] may take its seat back with its token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Readmit {
-    /// The seat stays open for `rejoin_window_ms`, as after a timeout: the player may come
+    /// The seat stays open for `catch_up.rejoin_window_ms`, as after a timeout: the player may come
     /// back with its token (a connection closed on purpose, or a kick that forgives).
     Allow,
     /// A ban: the token is revoked, and every later join with it is refused with
@@ -292,7 +292,7 @@ enum Seat {
     Free,
     Local(LocalSeat),
     Remote(Box<Peer>),
-    /// Timed out; may rejoin until `since_ms + rejoin_window_ms`.
+    /// Timed out; may rejoin until `since_ms + catch_up.rejoin_window_ms`.
     Away {
         since_ms: u64,
         next_seq: CommandSeq,
@@ -390,29 +390,29 @@ pub(super) fn first_duplicate(tokens: &[u64]) -> Option<u64> {
 
 impl Host {
     /// A host in the lobby, accepting joins with any of `tokens` (each usable once; at most
-    /// `players_max` of them, or a [`ConfigError::OutOfRange`] names `tokens`; a token given
+    /// `turns.players_max` of them, or a [`ConfigError::OutOfRange`] names `tokens`; a token given
     /// twice is a [`ConfigError::DuplicateToken`]).
     pub fn new(config: SessionConfig, tokens: &[u64]) -> Result<Host, ConfigError> {
         config.validate()?;
-        if tokens.len() > usize::from(config.players_max) {
+        if tokens.len() > usize::from(config.turns.players_max) {
             // More seat tokens than seats: some player would be refused a seat it was promised.
             return Err(ConfigError::OutOfRange {
                 field: "tokens",
                 value: tokens.len() as u64,
                 min: 0,
-                max: config.players_max.into(),
+                max: config.turns.players_max.into(),
             });
         }
         if let Some(token) = first_duplicate(tokens) {
             return Err(ConfigError::DuplicateToken { token });
         }
-        let window = config.turns_ahead_max as usize;
+        let window = config.turns.window_turns as usize;
         let mut open = VecDeque::with_capacity(window);
         open.resize_with(window, OpenTurn::default);
         Ok(Host {
             limits: Limits::new(&config),
             tokens: tokens.iter().map(|&token| (token, None)).collect(),
-            seats: (0..config.players_max).map(|_| Seat::Free).collect(),
+            seats: (0..config.turns.players_max).map(|_| Seat::Free).collect(),
             started: false,
             next_seal: Turn::ZERO,
             next_seal_at_ms: u64::MAX,
@@ -434,7 +434,7 @@ impl Host {
             waiting: 0,
             local_cost_ms: 0,
             recorder: None,
-            snapshots: snapshot::Snapshots::new(config.rejoin_window_ms == 0),
+            snapshots: snapshot::Snapshots::new(config.catch_up.rejoin_window_ms == 0),
             spectators: spectate::Spectators::default(),
             forensics: forensics::Forensics::default(),
             config,
@@ -452,7 +452,7 @@ impl Host {
             return;
         }
         self.started = true;
-        self.next_seal_at_ms = now_ms + u64::from(self.config.turn_length_ms);
+        self.next_seal_at_ms = now_ms + u64::from(self.config.turns.length_ms);
     }
 
     /// Whether [`start`](Self::start) was called.
@@ -525,7 +525,7 @@ impl Host {
             None if sealing => Some(self.next_seal_at_ms),
             // Stalled: wake to announce it once the notice time has passed.
             Some(since) if sealing && self.waiting == 0 => {
-                Some(since + u64::from(self.config.stall_notice_ms))
+                Some(since + u64::from(self.config.turns.stall_notice_ms))
             }
             _ => None,
         };

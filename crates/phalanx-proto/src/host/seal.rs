@@ -1,5 +1,5 @@
 //! The turn deadline and sealing: at each deadline the host seals the next turn if the window
-//! allows (no player more than `turns_ahead_max` turns behind), announces stalls, and writes
+//! allows (no player more than `turns.window_turns` turns behind), announces stalls, and writes
 //! its own records (sync verdicts, the desync policy, pace changes) ahead of the commands.
 
 use crate::bundle::{EndCause, PauseBy, Record, TurnBundle};
@@ -16,7 +16,7 @@ impl Host {
         while self.is_sealing() && now_ms >= self.next_seal_at_ms {
             if !self.window_allows(self.next_seal) {
                 let since = *self.stalled_since_ms.get_or_insert(now_ms);
-                if now_ms >= since + u64::from(self.config.stall_notice_ms) {
+                if now_ms >= since + u64::from(self.config.turns.stall_notice_ms) {
                     self.announce_waiting(self.blocking_players(self.next_seal));
                 }
                 return;
@@ -44,7 +44,7 @@ impl Host {
 
     /// The players whose position holds `turn` back, as a bit mask.
     fn blocking_players(&self, turn: Turn) -> u64 {
-        let window = self.config.turns_ahead_max;
+        let window = self.config.turns.window_turns;
         self.seats.iter().enumerate().fold(0, |mask, (index, seat)| {
             let behind = seat.next_exec().is_some_and(|next_exec| turn.since(next_exec) >= window);
             mask | (u64::from(behind) << index)
@@ -54,7 +54,7 @@ impl Host {
     /// Whether sealing `turn` keeps every player, and the host's own observing game, within
     /// the window.
     fn window_allows(&self, turn: Turn) -> bool {
-        let window = self.config.turns_ahead_max;
+        let window = self.config.turns.window_turns;
         let observer_behind = self.observer.is_some_and(|next| turn.since(next) >= window);
         self.blocking_players(turn) == 0 && !observer_behind
     }
@@ -124,8 +124,8 @@ impl Host {
         let decided = self.sync.decide(
             &players,
             self.next_seal,
-            self.config.turns_ahead_max,
-            self.config.desync_reference,
+            self.config.turns.window_turns,
+            self.config.sync.reference,
             host_player,
         );
         for verdict in decided {
@@ -138,7 +138,7 @@ impl Host {
             self.forensics_open(report.turn, &report.hashes, &report.diverged);
             records.push(Record::Desync(report.clone()));
             self.push_event(HostEvent::Desync(report));
-            match self.config.desync_policy {
+            match self.config.sync.policy {
                 DesyncPolicy::Warn => {}
                 DesyncPolicy::Pause if !self.paused => {
                     self.paused = true;

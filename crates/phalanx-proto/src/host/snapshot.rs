@@ -142,12 +142,12 @@ impl Host {
     }
 
     /// Asks for a snapshot of the state after the next check turn sealed, besides those of
-    /// `snapshot_interval_turns` (which may be 0): before letting a player join late, say,
+    /// `catch_up.snapshot_interval_turns` (which may be 0): before letting a player join late, say,
     /// so that it starts from a recent state. Its giver and verification are as for any
     /// other. Refused with [`SnapshotError::Off`] when sync checks are off (nothing could
     /// verify it).
     pub fn request_snapshot(&mut self) -> Result<(), SnapshotError> {
-        if self.config.sync_interval_turns == 0 {
+        if self.config.sync.interval_turns == 0 {
             return Err(SnapshotError::Off);
         }
         self.snapshots.on_request = true;
@@ -162,10 +162,10 @@ impl Host {
 
     /// The checks every offer passes: snapshots on, not too large, not stale.
     fn check_offer(&self, turn: Turn, len: usize) -> Result<(), SnapshotError> {
-        if self.config.snapshot_interval_turns == 0 && self.snapshots.extra.is_none() {
+        if self.config.catch_up.snapshot_interval_turns == 0 && self.snapshots.extra.is_none() {
             return Err(SnapshotError::Off);
         }
-        let max = self.config.snapshot_bytes_max;
+        let max = self.config.catch_up.snapshot_bytes_max;
         if len > max as usize {
             return Err(SnapshotError::TooLarge { len, max });
         }
@@ -219,8 +219,8 @@ impl Host {
         }
         let bytes = snapshot.state.len();
         // Enough verified snapshots to start a spectator a broadcast delay back.
-        let interval = self.config.snapshot_interval_turns.max(1);
-        let keep = 1 + self.config.spectator_delay_turns.div_ceil(interval) as usize;
+        let interval = self.config.catch_up.snapshot_interval_turns.max(1);
+        let keep = 1 + self.config.catch_up.spectator_delay_turns.div_ceil(interval) as usize;
         let snapshots = &mut self.snapshots;
         snapshots.verified.push_back(snapshot);
         while snapshots.verified.len() > keep {
@@ -256,7 +256,7 @@ impl Host {
     /// snapshot turn and the host has no game of its own, ask a remote player for one.
     pub(super) fn snapshot_after_seal(&mut self, turn: Turn, encoded: &Bytes) {
         self.log_for_rejoin(turn, encoded);
-        if self.snapshots.on_request && is_check_turn(turn, self.config.sync_interval_turns) {
+        if self.snapshots.on_request && is_check_turn(turn, self.config.sync.interval_turns) {
             self.snapshots.on_request = false;
             self.snapshots.extra = Some(turn);
         }
@@ -274,11 +274,11 @@ impl Host {
         }
     }
 
-    /// Keeps a sealed turn's encoding for rejoins. Past `rejoin_log_bytes_max` the oldest
+    /// Keeps a sealed turn's encoding for rejoins. Past `catch_up.rejoin_log_bytes_max` the oldest
     /// turns go (a verified snapshot later makes rejoin possible again); with snapshots off
     /// the log is dropped and rejoin is off for the rest of the game.
     fn log_for_rejoin(&mut self, turn: Turn, encoded: &Bytes) {
-        let snapshots_on = self.config.snapshot_interval_turns != 0;
+        let snapshots_on = self.config.catch_up.snapshot_interval_turns != 0;
         let log = &mut self.snapshots;
         if log.log_off {
             return;
@@ -288,7 +288,7 @@ impl Host {
         }
         log.log.push_back(encoded.clone());
         log.log_bytes += encoded.len();
-        let max = self.config.rejoin_log_bytes_max as usize;
+        let max = self.config.catch_up.rejoin_log_bytes_max as usize;
         if log.log_bytes > max && !snapshots_on {
             log.log_off = true;
             log.log = VecDeque::new();

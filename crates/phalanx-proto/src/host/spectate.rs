@@ -1,7 +1,7 @@
 //! Spectators: seated with tokens of their own, sent the sealed turns (after the broadcast
 //! delay) from a buffer of their own, never in the window, never in a turn. A spectator that
-//! falls `spectator_lag_max_turns` behind is dropped; one that sends commands has them refused
-//! and counted, and each such datagram is an offence (past `misbehaviour_max` it is dropped).
+//! falls `catch_up.spectator_lag_turns_max` behind is dropped; one that sends commands has them refused
+//! and counted, and each such datagram is an offence (past `link.misbehaviour_max` it is dropped).
 
 use std::collections::VecDeque;
 
@@ -22,11 +22,11 @@ use super::{refused, Host, HostEvent, JoinResponse};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SpectatorGone {
-    /// Its connection went silent past `idle_timeout_ms`.
+    /// Its connection went silent past `link.idle_timeout_ms`.
     TimedOut,
-    /// It fell more than `spectator_lag_max_turns` behind.
+    /// It fell more than `catch_up.spectator_lag_turns_max` behind.
     Lagged,
-    /// It sent more than `misbehaviour_max` bad datagrams (commands among them).
+    /// It sent more than `link.misbehaviour_max` bad datagrams (commands among them).
     Misbehaved,
     /// A new connection with its token took its slot.
     Replaced,
@@ -70,13 +70,13 @@ pub(super) struct Spectators {
 
 impl Host {
     /// Lets spectators join with `tokens` (each usable by one spectator at a time; at most
-    /// `spectators_max`, or a [`ConfigError::OutOfRange`] names `tokens`; a token given twice,
+    /// `catch_up.spectators_max`, or a [`ConfigError::OutOfRange`] names `tokens`; a token given twice,
     /// or also a player's, is a [`ConfigError::DuplicateToken`]). A spectator gets
-    /// the sealed turns `spectator_delay_turns` after they are sealed, starting from a
+    /// the sealed turns `catch_up.spectator_delay_turns` after they are sealed, starting from a
     /// snapshot when it joins mid-game; the players never wait for it, and it cannot submit.
     /// Call it before the game starts: turns sealed before it are not kept for spectators.
     pub fn allow_spectators(&mut self, tokens: &[u64]) -> Result<(), ConfigError> {
-        let max = self.config.spectators_max;
+        let max = self.config.catch_up.spectators_max;
         if tokens.len() > usize::from(max) {
             return Err(ConfigError::OutOfRange {
                 field: "spectator tokens",
@@ -102,7 +102,7 @@ impl Host {
 
     /// The first turn a spectator may not be sent yet: the broadcast delay behind sealing.
     fn visible_end(&self) -> Turn {
-        Turn(self.next_seal.0.saturating_sub(self.config.spectator_delay_turns))
+        Turn(self.next_seal.0.saturating_sub(self.config.catch_up.spectator_delay_turns))
     }
 
     /// Seats a spectator with the token at `index`: its slot (a live connection with the
@@ -209,8 +209,8 @@ impl Host {
     fn transmit_to_spectator(&mut self, now_ms: u64, index: usize, buf: &mut Vec<u8>) -> bool {
         let visible = self.visible_end();
         let (redundant_turns, budget) =
-            (self.config.redundant_turns, usize::from(self.config.datagram_bytes_max));
-        let window = self.config.turns_ahead_max as usize;
+            (self.config.link.redundant_turns, usize::from(self.config.link.datagram_bytes_max));
+        let window = self.config.turns.window_turns as usize;
         let (turn_length, waiting) = (self.pace.current.turn_length_ms, self.waiting);
         let spectators = &mut self.spectators;
         let Some(watcher) = spectators.slots[index].as_deref_mut() else { return false };
@@ -366,8 +366,9 @@ impl Host {
         }
         self.spectators.turns.push_back(encoded.clone());
         self.stats.spectator_turns_bytes += encoded.len();
-        let visible = Turn(turn.next().0.saturating_sub(self.config.spectator_delay_turns));
-        let lag_max = self.config.spectator_lag_max_turns;
+        let visible =
+            Turn(turn.next().0.saturating_sub(self.config.catch_up.spectator_delay_turns));
+        let lag_max = self.config.catch_up.spectator_lag_turns_max;
         for index in 0..self.spectators.slots.len() {
             let behind = self.spectators.slots[index]
                 .as_deref()

@@ -1,6 +1,6 @@
 //! Datagrams to players. Each one acknowledges the player's packets and commands, carries the
 //! riders (state hash acknowledgement, the waiting notice), and repeats the sealed bundles the
-//! player has not acknowledged as far as they fit: the newest always, the `redundant_turns`
+//! player has not acknowledged as far as they fit: the newest always, the `link.redundant_turns`
 //! before it (under the quiet relay only on a link that lost a datagram lately), and all of
 //! them when the retransmit timer fired or the player reported a gap. (Spectators: see
 //! `spectate.rs`, which always repeats.)
@@ -42,7 +42,7 @@ impl Host {
         }
         buf.clear();
         let (pn, ack) = peer.link.next_packet(now_ms);
-        // Redundancy: a datagram with a new bundle also repeats the `redundant_turns` bundles
+        // Redundancy: a datagram with a new bundle also repeats the `link.redundant_turns` bundles
         // before it that are still unacknowledged; the retransmit timer resends all of them.
         // Under the quiet relay, whose clients acknowledge a heartbeat apart, only on a link
         // that lost a datagram lately: on a clean one every copy would be for nothing.
@@ -50,7 +50,7 @@ impl Host {
         let copies = if self.config.is_quiet() && !peer.link.lost_lately() {
             0
         } else {
-            self.config.redundant_turns
+            self.config.link.redundant_turns
         };
         let first = if peer.link.is_retransmitting() {
             oldest_unacked
@@ -67,7 +67,7 @@ impl Host {
         let (body, count, redundant_bytes) = fill_bundles(
             sealed.map(|sealed| (sealed.bundle.turn, &sealed.encoded)),
             peer.send_next,
-            usize::from(self.config.datagram_bytes_max),
+            usize::from(self.config.link.datagram_bytes_max),
         );
         let extras = DownExtras {
             hash_ack: peer.hash_acked,

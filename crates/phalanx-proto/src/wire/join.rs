@@ -21,7 +21,7 @@ pub struct JoinRequest {
     pub game_data_hash: u64,
     /// The seat token the lobby handed this player.
     pub token: u64,
-    /// The client's `heartbeat_ms` (the quiet relay's setting), which must be the host's.
+    /// The client's `link.heartbeat_ms` (the quiet relay's setting), which must be the host's.
     pub heartbeat_ms: u32,
 }
 
@@ -88,14 +88,14 @@ pub enum JoinRefusal {
     /// Every seat is taken.
     SessionFull,
     /// The game has started and this token's seat was never taken: a new player cannot
-    /// join mid-game unless the host allows it (`SessionConfig::late_join`). (A player who
+    /// join mid-game unless the host allows it (`SessionConfig::catch_up.late_join`). (A player who
     /// held the seat and dropped out can rejoin.)
     GameStarted,
-    /// The player this token seated timed out longer ago than `rejoin_window_ms`: the seat
+    /// The player this token seated timed out longer ago than `catch_up.rejoin_window_ms`: the seat
     /// is closed for good.
     RejoinExpired,
     /// Rejoin is off, or the turns since the last verified snapshot (or, without snapshots,
-    /// since turn 0) outgrew `rejoin_log_bytes_max`, or the player was removed for
+    /// since turn 0) outgrew `catch_up.rejoin_log_bytes_max`, or the player was removed for
     /// misbehaving: no catch-up is possible (for a rejoin or a late join).
     RejoinUnavailable,
     /// The join request could not be read (not a join request of this protocol, or cut
@@ -104,10 +104,10 @@ pub enum JoinRefusal {
     /// The host removed this token's player for good ([`Readmit::Never`](crate::Readmit)):
     /// the token seats no one for the rest of the session.
     TokenRevoked,
-    /// The client's `heartbeat_ms` is not the host's: the quiet relay's timers on both ends
+    /// The client's `link.heartbeat_ms` is not the host's: the quiet relay's timers on both ends
     /// assume the same heartbeat, so the host refuses rather than let the link misjudge loss.
     HeartbeatMismatch {
-        /// The host's `heartbeat_ms`.
+        /// The host's `link.heartbeat_ms`.
         host: u32,
         /// The client's.
         client: u32,
@@ -138,7 +138,7 @@ impl std::fmt::Display for JoinRefusal {
             JoinRefusal::TokenRevoked => write!(f, "the host removed this player for good"),
             JoinRefusal::HeartbeatMismatch { host, client } => write!(
                 f,
-                "heartbeat_ms mismatch: host {host}, client {client} (the two must agree)"
+                "link.heartbeat_ms mismatch: host {host}, client {client} (the two must agree)"
             ),
             JoinRefusal::TooLarge { max } => {
                 write!(f, "the join request is longer than the {max} bytes a join may have")

@@ -100,13 +100,13 @@ const RECORD_CONTROL_BYTES_MAX: usize = 1;
 /// Control records one bundle may carry: a join and a leave per seat, a pace change, a
 /// desync report, a pause and a resume, and the end of the session.
 pub(crate) fn controls_per_bundle_max(config: &SessionConfig) -> usize {
-    2 * usize::from(config.players_max) + 5
+    2 * usize::from(config.turns.players_max) + 5
 }
 
 /// Bytes of the extended records one bundle may carry, at most.
 fn extended_bytes_max(config: &SessionConfig) -> usize {
     let pace = 2 + 2 * VARINT32_MAX;
-    let desync = 2 + VARINT32_MAX + 1 + 9 * usize::from(config.players_max) + VARINT_MAX;
+    let desync = 2 + VARINT32_MAX + 1 + 9 * usize::from(config.turns.players_max) + VARINT_MAX;
     let pause_resume = 2 * 2;
     // (a host-made pause and a player's resume can share a bundle: still two records)
     // One `Ended` at most: the tag and a game code.
@@ -116,17 +116,17 @@ fn extended_bytes_max(config: &SessionConfig) -> usize {
 
 /// Records one bundle may carry.
 pub(crate) fn records_per_bundle_max(config: &SessionConfig) -> usize {
-    usize::from(config.players_max) * usize::from(config.commands_per_turn_max)
+    usize::from(config.turns.players_max) * usize::from(config.budget.commands_per_turn_max)
         + controls_per_bundle_max(config)
 }
 
 /// The largest encoded bundle the config's budgets allow.
 pub(crate) fn bundle_bytes_max(config: &SessionConfig) -> usize {
-    let per_player = usize::from(config.commands_per_turn_max) * RECORD_COMMAND_OVERHEAD_MAX
-        + usize::from(config.turn_bytes_per_player_max);
+    let per_player = usize::from(config.budget.commands_per_turn_max) * RECORD_COMMAND_OVERHEAD_MAX
+        + usize::from(config.budget.turn_bytes_per_player_max);
     VARINT32_MAX
-        + usize::from(config.players_max) * per_player
-        + 2 * usize::from(config.players_max) * RECORD_CONTROL_BYTES_MAX
+        + usize::from(config.turns.players_max) * per_player
+        + 2 * usize::from(config.turns.players_max) * RECORD_CONTROL_BYTES_MAX
         + extended_bytes_max(config)
 }
 
@@ -310,12 +310,12 @@ pub(crate) struct Limits {
 impl Limits {
     pub(crate) fn new(config: &SessionConfig) -> Self {
         Limits {
-            command_bytes_max: config.command_bytes_max.into(),
-            commands_per_up_max: config.turns_ahead_max as usize
-                * usize::from(config.commands_per_turn_max),
-            bundles_per_down_max: config.turns_ahead_max as usize,
+            command_bytes_max: config.budget.command_bytes_max.into(),
+            commands_per_up_max: config.turns.window_turns as usize
+                * usize::from(config.budget.commands_per_turn_max),
+            bundles_per_down_max: config.turns.window_turns as usize,
             records_per_bundle_max: records_per_bundle_max(config),
-            players_max: config.players_max,
+            players_max: config.turns.players_max,
         }
     }
 

@@ -10,7 +10,7 @@ use crate::types::{CommandSeq, PlayerId, Turn};
 use super::{put_varint, DecodeError, Limits, Reader};
 
 /// A record's first byte: its kind in the top two bits, the player in the low six
-/// (`players_max` is at most 64).
+/// (`turns.players_max` is at most 64).
 const RECORD_COMMAND: u8 = 0;
 const RECORD_JOINED: u8 = 1;
 const RECORD_LEFT: u8 = 2;

@@ -396,7 +396,7 @@ impl Net {
     }
 
     fn play(&mut self, index: usize) {
-        let (now, interval) = (self.now, self.config.sync_interval_turns);
+        let (now, interval) = (self.now, self.config.sync.interval_turns);
         let Some(peer) = self.players[index].as_mut() else { return };
         let habits = (interval, self.report_every_turn, self.keep_states);
         let out = Net::run_peer(peer, now, habits, Some(index as u32));
@@ -412,7 +412,7 @@ impl Net {
     }
 
     fn watch(&mut self, index: usize) {
-        let (now, interval) = (self.now, self.config.sync_interval_turns);
+        let (now, interval) = (self.now, self.config.sync.interval_turns);
         let Some(peer) = self.spectators[index].as_mut() else { return };
         let out = Net::run_peer(peer, now, (interval, self.report_every_turn, false), None);
         let id = Joined::Spectator(SpectatorId(index as u8));

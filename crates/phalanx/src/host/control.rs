@@ -82,7 +82,7 @@ impl HostControl {
     }
 
     /// Starts the game: turn 0 is sealed one turn from now; no more joins (but with
-    /// `late_join`). Starting a started game does nothing.
+    /// `catch_up.late_join`). Starting a started game does nothing.
     pub fn start(&self) -> Result<(), SessionError> {
         self.control.tell(Command::Start)
     }
@@ -95,7 +95,7 @@ impl HostControl {
     }
 
     /// Removes (kicks) a remote player: it leaves at the next sealed turn and its connection
-    /// is closed. [`Readmit::Allow`] keeps its seat open for `rejoin_window_ms` (its token
+    /// is closed. [`Readmit::Allow`] keeps its seat open for `catch_up.rejoin_window_ms` (its token
     /// takes it back); [`Readmit::Never`] is a ban (its token is refused with
     /// `JoinRefusal::TokenRevoked` for the rest of the session).
     pub fn remove(&self, player: PlayerId, readmit: Readmit) -> Result<(), SessionError> {
@@ -125,7 +125,7 @@ impl HostControl {
     }
 
     /// Asks for a snapshot after the next check turn, besides those of
-    /// `snapshot_interval_turns` (before a late join, say). Refused when sync checks are off.
+    /// `catch_up.snapshot_interval_turns` (before a late join, say). Refused when sync checks are off.
     pub fn request_snapshot(&self) -> Result<(), SessionError> {
         self.control.ask(Command::RequestSnapshot)?.map_err(SessionError::Snapshot)
     }

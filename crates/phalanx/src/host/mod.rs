@@ -34,14 +34,14 @@ pub use control::HostControl;
 pub struct HostOptions {
     /// The session's config. Default: `SessionConfig::default()`.
     pub session: SessionConfig,
-    /// The seat tokens the lobby handed out (each usable once; at most `players_max`, one
+    /// The seat tokens the lobby handed out (each usable once; at most `turns.players_max`, one
     /// fewer when the host plays).
     pub tokens: Vec<u64>,
     /// Whether the host also plays (a listen server). Default: no.
     pub local_player: bool,
     /// A dedicated host (no `local_player`) whose own game takes every sealed turn through
     /// [`Host::next_turn`] (to run the simulation, check state, record). Like a player's, that
-    /// game must keep up: a window (`turns_ahead_max`) behind, it holds the session back.
+    /// game must keep up: a window (`turns.window_turns`) behind, it holds the session back.
     /// Ignored when the host plays (its player takes the turns). Default: no.
     pub observe_turns: bool,
     /// The transport and the host's identity on it: QUIC with a certificate whose
@@ -52,8 +52,8 @@ pub struct HostOptions {
     pub bind: SocketAddr,
     /// Limits on connections that have not joined yet. Default: [`Admission::default`].
     pub admission: Admission,
-    /// Spectator tokens (at most `SessionConfig::spectators_max`): a client joining with one
-    /// watches every turn, after `spectator_delay_turns`, from a snapshot when it comes
+    /// Spectator tokens (at most `SessionConfig::catch_up.spectators_max`): a client joining with one
+    /// watches every turn, after `catch_up.spectator_delay_turns`, from a snapshot when it comes
     /// mid-game; it cannot submit and the players never wait for it. Default: none.
     pub spectator_tokens: Vec<u64>,
 }
@@ -199,7 +199,7 @@ pub struct Host<C, K: CommandCodec = DefaultCodec> {
 
 impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// Starts listening. New players join until [`start`](Self::start) (afterwards only with
-    /// `SessionConfig::late_join`); players who dropped out rejoin at any time.
+    /// `SessionConfig::catch_up.late_join`); players who dropped out rejoin at any time.
     pub async fn bind(options: HostOptions) -> Result<Self, HostError> {
         let HostOptions {
             session,
@@ -233,7 +233,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         };
         let (ended_tx, ended) = tokio::sync::watch::channel(None);
         let side = HostSide { host, conns: BTreeMap::new(), ended: ended_tx };
-        let window = session.turns_ahead_max as usize;
+        let window = session.turns.window_turns as usize;
         let (handle, driver) = driver::spawn(side, Clock::new, input_rx, window);
         let local = match &endpoint {
             #[cfg(feature = "quic")]
@@ -401,7 +401,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// Removes (kicks) a remote player: they leave at the next sealed turn and their
     /// connection is closed ([`CLOSE_REMOVED`]: they end with `EndReason::Removed` at once).
     /// `readmit` says whether they may come back: [`Readmit::Allow`] keeps their seat open
-    /// for `rejoin_window_ms` (their token takes it back, as after a crash);
+    /// for `catch_up.rejoin_window_ms` (their token takes it back, as after a crash);
     /// [`Readmit::Never`] is a ban (their token is refused with `JoinRefusal::TokenRevoked`
     /// for the rest of the session).
     pub async fn remove(&self, player: PlayerId, readmit: Readmit) -> Result<(), SessionError> {
@@ -414,7 +414,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     /// call it after every turn, with [`report_state_hash`](Self::report_state_hash) for every
     /// turn, and a divergence of the host's own game is diagnosed like a client's
     /// (`HostEvent::DesyncDiagnosed`). Refused with [`SessionError::Snapshot`] past
-    /// `snapshot_bytes_max`, without a player of the host's own, or for a turn not executed
+    /// `catch_up.snapshot_bytes_max`, without a player of the host's own, or for a turn not executed
     /// yet or not after the last one kept.
     pub async fn keep_state(&self, turn: Turn, state: Vec<u8>) -> Result<(), SessionError> {
         let keep = |reply| Command::KeepState(turn, state, reply);
@@ -422,7 +422,7 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     }
 
     /// Asks for a snapshot after the next check turn, besides those of
-    /// `snapshot_interval_turns` (see `phalanx_proto::Host::request_snapshot`): before a late
+    /// `catch_up.snapshot_interval_turns` (see `phalanx_proto::Host::request_snapshot`): before a late
     /// join, say. Refused when sync checks are off.
     pub async fn request_snapshot(&self) -> Result<(), SessionError> {
         self.handle.ask(Command::RequestSnapshot).await?.map_err(SessionError::Snapshot)
@@ -472,7 +472,7 @@ fn session_host(
     spectator_tokens: &[u64],
     (local_player, observe_turns): (bool, bool),
 ) -> Result<(phalanx_proto::Host, Option<PlayerId>), HostError> {
-    let seats = usize::from(session.players_max) - usize::from(local_player);
+    let seats = usize::from(session.turns.players_max) - usize::from(local_player);
     if tokens.len() > seats {
         // Every token promises a seat: the host's own player takes one of them.
         return Err(HostError::Config(phalanx_proto::ConfigError::OutOfRange {
@@ -531,7 +531,7 @@ impl Side for HostSide {
     const STOPS_WHEN_INPUTS_END: bool = true;
 
     fn datagram_bytes_max(&self) -> usize {
-        usize::from(self.host.config().datagram_bytes_max)
+        usize::from(self.host.config().link.datagram_bytes_max)
     }
 
     fn poll_timeout(&self) -> Option<u64> {

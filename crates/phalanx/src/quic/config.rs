@@ -24,7 +24,7 @@ pub(crate) const HOST_STREAM_WINDOW: u32 = JOIN_BYTES_MAX as u32 * 4;
 pub(crate) const UPLOAD_STREAM_WINDOW: u32 = 64 * 1024;
 
 /// The largest datagram quinn carries at QUIC's initial 1200-byte MTU (phalanx's default
-/// `datagram_bytes_max`).
+/// `link.datagram_bytes_max`).
 pub(crate) const DATAGRAM_BYTES_AT_INITIAL_MTU: u16 = 1_162;
 
 /// Which end a transport config is for.
@@ -36,7 +36,7 @@ pub(crate) enum End {
 
 /// Transport settings for a session at `end`.
 pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<TransportConfig> {
-    let snapshots = session.snapshot_interval_turns != 0;
+    let snapshots = session.catch_up.snapshot_interval_turns != 0;
     // A player asked for a snapshot uploads it on a stream of its own, one at a time; without
     // a snapshot interval only a requested one comes, through the join stream's small window
     // (what an unjoined connection may park unread stays small).
@@ -48,7 +48,7 @@ pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<Transpo
     let mut transport = TransportConfig::default();
     // QUIC's own idle timeout sits behind ours, so the session ends with phalanx's typed
     // outcome (HostLost / PlayerTimedOut) rather than a bare connection error.
-    let idle_ms = u64::from(session.idle_timeout_ms) + 2_000;
+    let idle_ms = u64::from(session.link.idle_timeout_ms) + 2_000;
     transport.max_idle_timeout(Some(
         IdleTimeout::try_from(Duration::from_millis(idle_ms)).expect("a few seconds fit"),
     ));
@@ -60,7 +60,8 @@ pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<Transpo
     transport.receive_window(VarInt::from_u32(64 * 1024));
     transport.send_window(64 * 1024);
     // Room for a window's worth of full datagrams each way; past that quinn drops the oldest.
-    let datagrams = usize::from(session.datagram_bytes_max) * session.turns_ahead_max as usize * 2;
+    let datagrams =
+        usize::from(session.link.datagram_bytes_max) * session.turns.window_turns as usize * 2;
     transport.datagram_receive_buffer_size(Some(datagrams));
     transport.datagram_send_buffer_size(datagrams);
     transport.congestion_controller_factory(Arc::new(FixedWindow::new(
@@ -72,14 +73,14 @@ pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<Transpo
     // clamps the delay to the path RTT (at least 25 ms). Reordering does not hurry an ACK.
     let mut ack = quinn::AckFrequencyConfig::default();
     ack.ack_eliciting_threshold(VarInt::from_u32(10));
-    ack.max_ack_delay(Some(Duration::from_millis(u64::from(session.turn_length_ms) * 2)));
+    ack.max_ack_delay(Some(Duration::from_millis(u64::from(session.turns.length_ms) * 2)));
     ack.reordering_threshold(VarInt::from_u32(0));
     transport.ack_frequency_config(Some(ack));
     // No path MTU probes (1.3–1.45 kB each at the start and every 600 s on real sockets)
     // while every datagram fits the MTU QUIC guarantees from the handshake on: they would be
     // the largest packets of a modem-sized session. A session with larger datagrams keeps
     // discovery, which its datagrams need.
-    if session.datagram_bytes_max <= DATAGRAM_BYTES_AT_INITIAL_MTU {
+    if session.link.datagram_bytes_max <= DATAGRAM_BYTES_AT_INITIAL_MTU {
         transport.mtu_discovery_config(None);
     }
     Arc::new(transport)
@@ -88,7 +89,7 @@ pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<Transpo
 /// A congestion window that never shrinks, for a game's traffic.
 ///
 /// phalanx's datagrams are small and paced by the session (a few per turn per player, each bounded
-/// by `datagram_bytes_max`), and phalanx acknowledges, repeats and retransmits its own data. A
+/// by `link.datagram_bytes_max`), and phalanx acknowledges, repeats and retransmits its own data. A
 /// loss-based controller (quinn's default, Cubic) answers an outage by collapsing its window while
 /// the packets sent into the outage still count as in flight: when the link heals, the game's
 /// datagrams wait behind congestion control, and a player cut off for less than the idle timeout

@@ -30,7 +30,9 @@ pub(crate) async fn join(
         seed,
         handshake_timeout: timeout,
         // The session's own idle timeout ends a lost host first, with its typed outcome.
-        idle_timeout: std::time::Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
+        idle_timeout: std::time::Duration::from_millis(
+            u64::from(session.link.idle_timeout_ms) + 2_000,
+        ),
         ..UdpOptions::default()
     };
     udp.stream.message_bytes_max = session.join_reply_bytes_max();

@@ -47,8 +47,8 @@ pub(crate) fn listen(
     let mut options = UdpOptions {
         seed,
         // The session's own idle timeout ends a silent player first, with its typed outcome.
-        idle_timeout: Duration::from_millis(u64::from(session.idle_timeout_ms) + 2_000),
-        peers_max: admission.pending_max + usize::from(session.players_max),
+        idle_timeout: Duration::from_millis(u64::from(session.link.idle_timeout_ms) + 2_000),
+        peers_max: admission.pending_max + usize::from(session.turns.players_max),
         ..UdpOptions::default()
     };
     let uploads = session.snapshot_upload_bytes_max();

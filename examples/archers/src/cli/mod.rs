@@ -281,7 +281,7 @@ impl MatchArgs {
         Ok(())
     }
 
-    /// The match's length in turns of `turn_length_ms` (at least one).
+    /// The match's length in turns of `turns.length_ms` (at least one).
     pub(crate) fn turns(&self, turn_length_ms: u32) -> u32 {
         let turns = (self.minutes * 60_000.0) as u64 / u64::from(turn_length_ms.max(1));
         u32::try_from(turns.max(1)).unwrap_or(u32::MAX)
@@ -289,7 +289,7 @@ impl MatchArgs {
 
     /// The match over real sockets, its length in turns of the demo session's turn length.
     pub(crate) fn game(&self) -> Match {
-        let turns = self.turns(archers::net::demo_session().turn_length_ms);
+        let turns = self.turns(archers::net::demo_session().turns.length_ms);
         Match { players: self.players, units: self.units, seed: self.seed, turns }
     }
 }
@@ -371,7 +371,7 @@ mod tests {
         let game = parse(&["--minutes", "2"]).unwrap().simulate.game;
         assert_eq!(game.turns(100), 1_200);
         assert_eq!(game.turns(200), 600);
-        let turn_length_ms = archers::net::demo_session().turn_length_ms;
+        let turn_length_ms = archers::net::demo_session().turns.length_ms;
         assert_eq!(game.game().turns, 120_000 / turn_length_ms);
         let short = parse(&["--minutes", "0.05"]).unwrap().simulate.game;
         assert_eq!(short.turns(60_000), 1, "at least one turn");

@@ -164,7 +164,7 @@ pub(crate) fn clock(ms: u64) -> String {
 }
 
 impl Removed {
-    /// The cause in words; `idle_timeout_ms` is the session's.
+    /// The cause in words; `link.idle_timeout_ms` is the session's.
     fn cause_words(&self, idle_timeout_ms: u32) -> String {
         match self.cause {
             "timed_out" => format!(

@@ -226,15 +226,16 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     // As a shipping game would: every player keeps its state after each turn, so that a
     // desync's forensics gets both states at the first divergent turn.
     config.keep_states = true;
-    config.turns = game.turns(config.session.turn_length_ms);
+    config.turns = game.turns(config.session.turns.length_ms);
     config.limit_ms = (game.minutes * 60_000.0) as u64 * 3 + 60_000;
     let mut markers = Vec::new();
     if let Some(at_s) = args.rejoin_at {
         // A snapshot about every 10 s (on a check turn): the returning process restores the
         // latest one.
         let session = &mut config.session;
-        let sync = session.sync_interval_turns.max(1);
-        session.snapshot_interval_turns = (10_000 / session.turn_length_ms).div_ceil(sync) * sync;
+        let sync = session.sync.interval_turns.max(1);
+        session.catch_up.snapshot_interval_turns =
+            (10_000 / session.turns.length_ms).div_ceil(sync) * sync;
         config.timeline.push(Step::CrashClient {
             at_ms: at_s * 1_000,
             player: PlayerId(1),
@@ -278,7 +279,7 @@ fn play(
 /// were read (a removed player's: up to its last reading before the removal).
 fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f64) -> Summary {
     let players = args.game.players;
-    let turn_ms = u64::from(config.session.turn_length_ms);
+    let turn_ms = u64::from(config.session.turns.length_ms);
     let hashes_agree = report.check_agreement().is_ok() && report.check_spectators_agree().is_ok();
     let removed = removals::removed(report);
     let gone = |p: &phalanx_sim::PlayerReport| {
@@ -350,7 +351,7 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
         wall_seconds: wall,
         trace_digest: report.trace_digest,
         seconds_played: seconds,
-        idle_timeout_ms: config.session.idle_timeout_ms,
+        idle_timeout_ms: config.session.link.idle_timeout_ms,
     }
 }
 
@@ -467,7 +468,7 @@ fn succeeded(args: &SimulateArgs, config: &SimConfig, summary: &Summary) -> bool
                 && summary.spectators.iter().all(|s| s.hashes_agree)
         }
         Some(turn) => {
-            let interval = config.session.sync_interval_turns.max(1);
+            let interval = config.session.sync.interval_turns.max(1);
             let expected = turn.div_ceil(interval) * interval;
             summary.play.desyncs.first().is_some_and(|first| {
                 (first.turn, &first.players, first.first_turn)
@@ -525,7 +526,7 @@ fn replay_file(
             game_data_hash: session.game_data_hash,
             seed: args.game.seed,
             players_max: args.game.players as u8,
-            first_pace: (session.turn_length_ms, session.command_delay_turns),
+            first_pace: (session.turns.length_ms, session.turns.command_delay_turns),
             first_turn: observed.first_turn,
             turns: observed.turns.clone(),
             checks,

@@ -154,8 +154,8 @@ fn host_event_words(
             "player {} timed out (nothing heard for {:.1} s): removed at the next sealed turn; \
              its seat is kept {:.0} s for a rejoin",
             player.0,
-            seconds(config.idle_timeout_ms),
-            seconds(config.rejoin_window_ms)
+            seconds(config.link.idle_timeout_ms),
+            seconds(config.catch_up.rejoin_window_ms)
         ),
         Event::PlayerMisbehaved(player) => format!(
             "player {} misbehaved (too many malformed datagrams): removed at the next sealed turn",
@@ -173,13 +173,13 @@ fn host_event_words(
             format!(
                 "waiting for player(s) {players:?}: no acknowledgement of a window of turns for \
                  {:.1} s",
-                seconds(config.stall_notice_ms)
+                seconds(config.turns.stall_notice_ms)
             )
         }
         Event::StallEnded => match waiting.take() {
             Some(since) => format!(
                 "the wait is over after {:.1} s; sealing turns again",
-                since.elapsed().as_secs_f64() + seconds(config.stall_notice_ms)
+                since.elapsed().as_secs_f64() + seconds(config.turns.stall_notice_ms)
             ),
             None => "the wait is over; sealing turns again".into(),
         },
@@ -239,7 +239,7 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
             _ => format!(
                 "nothing arrived from the host for {:.1} s (the idle timeout): cut off, and the \
                  host removes a player it does not hear from for as long",
-                f64::from(config.idle_timeout_ms) / 1e3
+                f64::from(config.link.idle_timeout_ms) / 1e3
             ),
         };
         eprintln!(
@@ -248,7 +248,7 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
              replays the match from turn 0, then plays on):\n  {command}",
             outcome.turns.saturating_sub(1),
             game.turns,
-            config.rejoin_window_ms / 1_000,
+            config.catch_up.rejoin_window_ms / 1_000,
         );
     }
     if args.json {

@@ -6,7 +6,7 @@ use serde_json::Value;
 /// The turns a match of `ms` plays at the demo session's turn length (as `--minutes` counts).
 #[allow(dead_code, reason = "not every test binary counts turns")]
 pub(crate) fn turns_in(ms: u64) -> u64 {
-    ms / u64::from(archers::net::demo_session().turn_length_ms)
+    ms / u64::from(archers::net::demo_session().turns.length_ms)
 }
 
 /// The JSON object on `line`, or a panic quoting the line.
