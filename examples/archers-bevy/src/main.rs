@@ -19,7 +19,7 @@ use bevy::prelude::*;
 use bevy::render::view::screenshot::{save_to_disk, Screenshot, ScreenshotCaptured};
 use bevy::window::WindowResolution;
 use clap::Parser;
-use phalanx::quic::{HostIdentity, HostVerification};
+use phalanx::quic::HostIdentity;
 use phalanx::{ClientOptions, HostControl, HostOptions, Session};
 use phalanx_bevy::{Lockstep, LockstepEvent, StateHash};
 
@@ -108,15 +108,14 @@ type Sessions = (Session<Order>, HostControl, Vec<Session<Order>>);
 
 fn sessions(players: usize) -> Result<Sessions, Box<dyn std::error::Error>> {
     let identity = HostIdentity::generate_self_signed("archers-bevy")?;
-    let fingerprint = identity.fingerprint();
     let tokens: Vec<u64> = (1..players as u64).collect();
     let mut options = HostOptions::new(identity, "127.0.0.1:0".parse()?, tokens.clone());
     options.local_player = true;
     let (host, control) = Session::host(options, None)?;
-    let addr = control.local_addr();
+    let (addr, pin) = (control.local_addr(), control.pin());
     let mut clients = Vec::new();
     for token in tokens {
-        let options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+        let options = ClientOptions::new(token, pin);
         clients.push(Session::connect(addr, options, None)?);
     }
     control.start()?;

@@ -17,7 +17,7 @@ mod world;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
-use phalanx::quic::{HostIdentity, HostVerification};
+use phalanx::quic::HostIdentity;
 use phalanx::{ClientOptions, EndReason, Event, HostControl, HostOptions, SessionConfig};
 use world::{Order, World};
 
@@ -152,17 +152,18 @@ fn run(cli: &Cli) -> Result<Vec<Outcome>, String> {
     let clients = if cli.role == Role::Listen { 3 } else { 4 };
     let tokens: Vec<u64> = (1..=clients).collect();
     let identity = HostIdentity::generate_self_signed("frame-loop").map_err(|e| e.to_string())?;
-    let fingerprint = identity.fingerprint();
     let bind = "127.0.0.1:0".parse().map_err(|e| format!("{e}"))?;
     let mut options = HostOptions::new(identity, bind, tokens.clone());
     options.session = session_config();
     options.local_player = cli.role == Role::Listen;
     options.observe_turns = cli.role == Role::Dedicated;
     let (host, control) = Session::host(options, None).map_err(|e| e.to_string())?;
-    let addr = control.local_addr();
+    // What the lobby hands each player: the address, the pin (it names the transport) and a
+    // seat token.
+    let (addr, pin) = (control.local_addr(), control.pin());
     let mut joined = Vec::new();
     for token in tokens {
-        let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+        let mut options = ClientOptions::new(token, pin);
         options.session = session_config();
         joined.push(Session::connect(addr, options, None).map_err(|e| e.to_string())?);
     }
