@@ -8,7 +8,7 @@ import sys
 
 FN_LINES_MAX = 80
 PROTO_FILE_LINES_MAX = 600
-CRATES = ["phalanx-wheel", "phalanx-proto", "phalanx", "phalanx-sim", "phalanx-udp"]
+CRATES = ["phalanx-wheel", "phalanx-proto", "phalanx", "phalanx-sim", "phalanx-udp", "phalanx-relay"]
 FN = re.compile(r"^\s*(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?fn\s+(\w+)")
 
 

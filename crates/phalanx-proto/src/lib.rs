@@ -108,6 +108,16 @@ pub use wire::{
     JoinRequest, Rejoin,
 };
 
+/// Close code (QUIC's application error code, or the raw-UDP close's code): the host closes a
+/// connection it removed or refused.
+pub const CLOSE_REMOVED: u32 = 1;
+/// Close code: the host shuts down. A client that does not hold the turn that ends the game
+/// ends `HostClosed` at once ([`Client::on_host_closed`]).
+pub const CLOSE_SHUTDOWN: u32 = 2;
+/// Close code: a client leaves on purpose; the host removes the player at its next sealed turn
+/// (any other close is a lost connection, timed out by the host).
+pub const CLOSE_LEFT: u32 = 3;
+
 /// The protocol version this build speaks: the first byte of every message.
 pub const PROTOCOL_VERSION: u8 = 6;
 

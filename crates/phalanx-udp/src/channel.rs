@@ -127,6 +127,15 @@ impl Channel {
 
     /// One packet carrying `payload`: [`crate::DATA_OVERHEAD`] bytes longer than it.
     pub fn seal(&mut self, payload: &[u8]) -> Result<Vec<u8>, SealError> {
+        let mut packet = Vec::new();
+        self.seal_into(payload, &mut packet)?;
+        Ok(packet)
+    }
+
+    /// [`seal`](Self::seal) into `packet` (cleared first): a driver that keeps one buffer
+    /// allocates nothing per packet.
+    pub fn seal_into(&mut self, payload: &[u8], packet: &mut Vec<u8>) -> Result<(), SealError> {
+        packet.clear();
         if payload.len() > MAX_DATA_PAYLOAD {
             return Err(SealError::TooLarge { len: payload.len(), max: MAX_DATA_PAYLOAD });
         }
@@ -134,7 +143,7 @@ impl Channel {
             return Err(SealError::Exhausted);
         }
         let pn = self.next;
-        let mut packet = vec![0u8; DATA_HEADER + payload.len() + TAG];
+        packet.resize(DATA_HEADER + payload.len() + TAG, 0);
         packet[0] = 0x80 | ((pn >> 8) & 0x7f) as u8;
         packet[1] = pn as u8;
         // snow refuses only buffers that are too small or messages over 64 KiB: sized above.
@@ -145,7 +154,7 @@ impl Channel {
         packet.truncate(DATA_HEADER + written);
         self.next += 1;
         self.stats.sealed += 1;
-        Ok(packet)
+        Ok(())
     }
 
     /// The payload of `packet` if it is authentic and new; each packet number is delivered at
@@ -154,9 +163,21 @@ impl Channel {
     /// Authentication is checked first, so anything altered in transit counts as
     /// [`Dropped::Tampered`] whatever its packet number.
     pub fn open(&mut self, packet: &[u8]) -> Result<Vec<u8>, Dropped> {
-        let result = self.open_inner(packet);
+        let mut payload = Vec::new();
+        self.open_into(packet, &mut payload)?;
+        Ok(payload)
+    }
+
+    /// [`open`](Self::open) into `payload` (cleared first; left empty when the packet is
+    /// dropped): a driver that keeps one buffer allocates nothing per packet.
+    pub fn open_into(&mut self, packet: &[u8], payload: &mut Vec<u8>) -> Result<(), Dropped> {
+        payload.clear();
+        let result = self.open_inner(packet, payload);
+        if result.is_err() {
+            payload.clear();
+        }
         let counter = match result {
-            Ok(_) => &mut self.stats.delivered,
+            Ok(()) => &mut self.stats.delivered,
             Err(Dropped::Malformed) => &mut self.stats.malformed,
             Err(Dropped::Tampered) => &mut self.stats.tampered,
             Err(Dropped::Replayed) => &mut self.stats.replayed,
@@ -166,20 +187,20 @@ impl Channel {
         result
     }
 
-    fn open_inner(&mut self, packet: &[u8]) -> Result<Vec<u8>, Dropped> {
+    fn open_inner(&mut self, packet: &[u8], payload: &mut Vec<u8>) -> Result<(), Dropped> {
         if packet.len() > MAX_PACKET || packet.len() < DATA_HEADER + TAG || packet[0] & 0x80 == 0 {
             return Err(Dropped::Malformed);
         }
         let truncated = (u64::from(packet[0] & 0x7f) << 8) | u64::from(packet[1]);
         let pn = reconstruct(self.window.expected(), truncated);
         let sealed = &packet[DATA_HEADER..];
-        let mut payload = vec![0u8; sealed.len()];
+        payload.resize(sealed.len(), 0);
         let len =
-            self.transport.read_message(pn, sealed, &mut payload).map_err(|_| Dropped::Tampered)?;
+            self.transport.read_message(pn, sealed, payload).map_err(|_| Dropped::Tampered)?;
         payload.truncate(len);
         self.window.check(pn)?;
         self.window.mark(pn);
-        Ok(payload)
+        Ok(())
     }
 
     /// What this channel sealed, delivered and dropped.

@@ -108,6 +108,13 @@ pub use responder::{
 };
 pub use stream::{Stream, StreamConfig};
 
+/// The first byte of a channel payload as phalanx's drivers frame it: a session datagram
+/// follows. (A [`Stream`]'s packets start with [`stream::SEGMENT`] or [`stream::ACK`].)
+pub const KIND_DATAGRAM: u8 = 0x00;
+/// The first byte of a channel payload as phalanx's drivers frame it: the sender closes the
+/// connection; a little-endian `u32` close code follows.
+pub const KIND_CLOSE: u8 = 0x03;
+
 /// The largest datagram this crate makes or reads; anything longer is dropped unread.
 pub const MAX_PACKET: usize = 1200;
 /// Bytes of a data packet's header: the data bit and 15 bits of packet number.

@@ -1,14 +1,7 @@
 //! A connection between host and client over either transport, as the drivers use it: QUIC
 //! (quinn) or raw UDP ([`crate::udp`]); and what both transports share.
 
-/// Application close code (QUIC's application error code, or the UDP close's code): the host closes a connection it removed or refused.
-pub const CLOSE_REMOVED: u32 = 1;
-/// Application close code (QUIC's application error code, or the UDP close's code): the host shuts down; clients end with
-/// [`EndReason::HostClosed`](crate::EndReason::HostClosed) at once.
-pub const CLOSE_SHUTDOWN: u32 = 2;
-/// Application close code (QUIC's application error code, or the UDP close's code): a client leaves ([`Client::shutdown`](crate::Client::shutdown));
-/// the host removes the player at its next sealed turn.
-pub const CLOSE_LEFT: u32 = 3;
+pub use phalanx_proto::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 
 /// The most bytes of a join request, or of a join reply besides a rejoin's turns (both are
 /// under 64 bytes).

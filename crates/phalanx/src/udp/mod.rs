@@ -55,10 +55,7 @@ use tokio::sync::mpsc;
 pub use endpoint::{connect, UdpConnectError, UdpHost, UdpHostStats, UdpOptions};
 pub use phalanx_udp::{HostKey, HostPublicKey};
 
-/// The first byte of a channel payload: a datagram (the stream's packets use 1 and 2).
-const KIND_DATAGRAM: u8 = 0;
-/// The first byte of a channel payload: the sender closes the connection (then a u32 code).
-const KIND_CLOSE: u8 = 3;
+use phalanx_udp::{KIND_CLOSE, KIND_DATAGRAM};
 
 /// A UDP socket as the transport uses it: non-blocking sends, polled receives. Object-safe,
 /// so sessions take any socket as an `Arc<dyn DatagramSocket>` (see [`HostConfig::socket`]).

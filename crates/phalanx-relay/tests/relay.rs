@@ -1,0 +1,94 @@
+//! Matches through a relay on real loopback sockets, with phalanx's own clients, as a game
+//! would use them: the relay's ticket gives the address, the pin and the tokens.
+
+use std::time::Duration;
+
+use phalanx::{Client, ClientOptions, EndReason, Pin, SessionConfig, TypedRecord};
+use phalanx_relay::{MatchSpec, MatchState, Relay, RelayConfig};
+
+fn relay() -> Relay {
+    let mut config = RelayConfig::default();
+    config.udp = "127.0.0.1:0".parse().unwrap();
+    Relay::start(config).expect("the relay starts")
+}
+
+fn session() -> SessionConfig {
+    let mut session = SessionConfig::default();
+    session.turns.length_ms = 50;
+    session.game_data_hash = 0xA5C3;
+    session
+}
+
+/// Plays until the match ends; returns what it executed: (turn, player, command) in order.
+async fn play(
+    mut client: Client<u32>,
+    player_value: u32,
+) -> (Vec<(u32, u8, u32)>, Option<EndReason>) {
+    let mut seen = Vec::new();
+    while let Some(turn) = client.next_turn().await {
+        for record in &turn.records {
+            if let TypedRecord::Command { player, command: Ok(command), .. } = record {
+                seen.push((turn.turn.0, player.0, *command));
+            }
+        }
+        if turn.turn.0 % 5 == 0 && turn.turn.0 < 30 {
+            let _ = client.submit(&(player_value * 1000 + turn.turn.0)).await;
+        }
+    }
+    (seen, client.ended())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_players_play_a_match_through_the_relay_and_finish() {
+    let relay = relay();
+    let handle = relay.handle();
+    let mut spec = MatchSpec::new(2);
+    spec.session = session();
+    let ticket = handle.create_match(spec).await.expect("the match is created");
+    assert_eq!(ticket.seats.len(), 2);
+    let pin: Pin = ticket.pin.parse().expect("the ticket's pin parses");
+    let mut players = Vec::new();
+    for seat in &ticket.seats {
+        let mut options = ClientOptions::new(seat.token, pin);
+        options.session = session();
+        let client: Client<u32> = Client::connect(ticket.address, options).await.expect("joins");
+        players.push(tokio::spawn(play(client, u32::from(seat.player) + 1)));
+    }
+    // Let it run, then end it as an operator would.
+    let mut info = handle.inspect(ticket.id).await.unwrap();
+    for _ in 0..200 {
+        info = handle.inspect(ticket.id).await.unwrap();
+        if info.turn >= 40 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(info.state, MatchState::Running);
+    assert_eq!(info.connected, vec![0, 1]);
+    handle.end_match(ticket.id, 7).await.unwrap();
+    let mut outcomes = Vec::new();
+    for player in players {
+        outcomes
+            .push(tokio::time::timeout(Duration::from_secs(10), player).await.unwrap().unwrap());
+    }
+    for (seen, ended) in &outcomes {
+        assert_eq!(*ended, Some(EndReason::Finished { code: 7 }));
+        assert_eq!(
+            seen, &outcomes[0].0,
+            "both players executed the same commands in the same turns"
+        );
+        assert_eq!(seen.len(), 12, "each player's six commands: {seen:?}");
+    }
+    // The finished match is freed.
+    for _ in 0..100 {
+        if handle.metrics().await.matches == 0 {
+            break;
+        }
+
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let metrics = handle.metrics().await;
+    assert_eq!((metrics.matches, metrics.matches_finished, metrics.joins), (0, 1, 2));
+    assert_eq!(metrics.drops.total(), 0, "{:?}", metrics.drops);
+    assert!(metrics.seal_lateness.count() >= 40);
+}
