@@ -68,7 +68,7 @@ impl Timer {
 /// a quarter of the 4,096 before) match 4,096 within noise, while 64 slots cost a third more
 /// time on the 8-player mesh game, as a wheel whose every timer is past one revolution falls
 /// back to scanning for its earliest deadline.
-const LINK_WHEEL_SLOTS: usize = 1024;
+const LINK_WHEEL_SLOTS: usize = 256;
 
 /// What the fired timers ask of the next packet. Cleared when a packet goes out.
 #[derive(Clone, Copy, Debug, Default)]

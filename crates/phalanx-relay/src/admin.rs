@@ -8,6 +8,7 @@
 //! | `POST /v1/matches/{id}/start` | start it now |
 //! | `POST /v1/matches/{id}/end` | end it (`{"code": 0}`) |
 //! | `POST /v1/matches/{id}/kick` | remove a player (`{"player": 1, "ban": false}`) |
+//! | `GET /v1/metrics` | the relay's [`Metrics`](crate::Metrics) as JSON |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz` | `200` while the process serves |
 //! | `GET /readyz` | `200` while it takes new matches, `503` once draining |
@@ -40,6 +41,9 @@ use crate::RelayHandle;
 pub struct CreateRequest {
     /// Players' seats.
     pub players: u8,
+    /// The session to start from: `"default"` (the default) or `"quiet_relay"`
+    /// (`SessionConfig::quiet_relay`, the archers demo's); the fields below change it.
+    pub profile: Option<Profile>,
     /// The turn length, milliseconds (the session's `turns.length_ms`). Default 100.
     pub turn_ms: Option<u32>,
     /// The game's data hash every client must match. Default 0.
@@ -59,6 +63,9 @@ impl CreateRequest {
     /// The match this asks for.
     pub fn spec(&self) -> MatchSpec {
         let mut session = SessionConfig::default();
+        if self.profile == Some(Profile::QuietRelay) {
+            session = session.quiet_relay();
+        }
         if let Some(turn_ms) = self.turn_ms {
             session.turns.length_ms = turn_ms;
         }
@@ -75,6 +82,16 @@ impl CreateRequest {
         spec.tokens = self.tokens.clone();
         spec
     }
+}
+
+/// A session profile a match starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// `SessionConfig::default()`.
+    Default,
+    /// `SessionConfig::default().quiet_relay()`.
+    QuietRelay,
 }
 
 #[derive(Deserialize)]
@@ -187,6 +204,7 @@ pub fn router(relay: RelayHandle, token: &str) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
+        .route("/v1/metrics", get(metrics_json))
         .route("/v1/matches", post(create).get(list))
         .route("/v1/matches/{id}", get(inspect))
         .route("/v1/matches/{id}/start", post(start))
@@ -206,6 +224,11 @@ async fn ready(State(admin): Shared) -> Response {
 async fn metrics(State(admin): Shared) -> Response {
     let text = admin.relay.metrics().await.prometheus(Some(Process::read()));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn metrics_json(State(admin): Shared, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&admin, &headers)?;
+    Ok(Json(admin.relay.metrics().await).into_response())
 }
 
 async fn create(

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The upper bounds (milliseconds, inclusive) of the seal-lateness histogram's buckets; a last
 /// bucket holds everything later.
@@ -13,7 +13,7 @@ pub const LATENESS_BUCKETS_MS: [u64; 16] =
 /// How late turns were sealed: from the turn's deadline to the moment the relay sealed it
 /// (a relay that wakes late, or is busy with other matches, seals late). A stall (a player a
 /// whole window behind) is not lateness: the turn is not due then.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lateness {
     counts: [u32; LATENESS_BUCKETS_MS.len() + 1],
     sum_ms: u64,
@@ -59,6 +59,20 @@ impl Lateness {
         Some(self.max_ms)
     }
 
+    /// The turns counted here and not in `earlier` (an earlier reading of the same counter):
+    /// a window's lateness. The window's max is the bound of its latest bucket.
+    pub fn since(&self, earlier: &Lateness) -> Lateness {
+        let mut window = Lateness::default();
+        for (i, (now, then)) in self.counts.iter().zip(earlier.counts).enumerate() {
+            window.counts[i] = now.saturating_sub(then);
+            if window.counts[i] > 0 {
+                window.max_ms = LATENESS_BUCKETS_MS.get(i).copied().unwrap_or(self.max_ms);
+            }
+        }
+        window.sum_ms = self.sum_ms.saturating_sub(earlier.sum_ms);
+        window
+    }
+
     /// Adds `other`'s counts to these.
     pub fn merge(&mut self, other: &Lateness) {
         for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
@@ -84,7 +98,7 @@ impl Lateness {
 }
 
 /// Datagrams the relay dropped, by reason. Every one is counted here; none is dropped silently.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Drops {
     /// Not a packet of the protocol: empty, oversize, or a data packet from an address with no
@@ -128,7 +142,7 @@ impl Drops {
 }
 
 /// A relay's (or one worker's) counters and gauges.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Metrics {
     /// Datagrams received.

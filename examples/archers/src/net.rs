@@ -49,8 +49,9 @@ impl Match {
     }
 }
 
-/// The demo's departure from the default session: the quiet relay, the profile for a
-/// 28.8 kbit/s modem (see docs/design/quiet-relay.md). 150 ms turns (AoE used 200);
+/// The demo's departure from the default session: the quiet relay
+/// ([`SessionConfig::quiet_relay`]), the profile for a 28.8 kbit/s modem (see
+/// docs/design/quiet-relay.md). 150 ms turns (AoE used 200);
 /// a client acknowledges turns in a heartbeat every 500 ms instead of every turn and sends its
 /// commands at once (and once more); the host never repeats a turn on its own (once its link
 /// to a player lost a datagram, each turn's datagram carries the two before it that are not
@@ -66,13 +67,7 @@ impl Match {
 /// over UDP, seeds 1–10: about 6.4 kbit/s per player, against 16.6 with the session's
 /// defaults, and less stall.
 pub fn tune(session: &mut SessionConfig) {
-    session.turns.length_ms = 150;
-    session.link.heartbeat_ms = 500;
-    session.playout.extra_ms = 150;
-    session.playout.buffer_ms_max = 170;
-    session.turns.pace_tolerance_ms = 20;
-    session.link.repeat_loss_permille = 1_000;
-    session.turns.window_turns = 20;
+    *session = session.clone().quiet_relay();
 }
 
 /// The demo's session before a match is folded in: the default with [`tune`] applied. Its

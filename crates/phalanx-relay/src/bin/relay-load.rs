@@ -1,0 +1,412 @@
+//! `relay-load`: N matches of bot players against a relay process on loopback, and what the
+//! relay spent on them.
+//!
+//! It starts the relay (the `phalanx-relay` binary beside this one, pinned to `--relay-cpu`
+//! with `taskset` when that is given), creates the matches through the admin API, connects
+//! 8 bots a match (one UDP socket each, the demo's command rate), lets them settle, then
+//! measures over a window: the relay's CPU (from `/proc/<pid>/stat`), its resident memory, seal
+//! lateness (the relay's histogram, the window's part), datagrams it dropped (its counters) and
+//! datagrams the kernel dropped (`/proc/net/snmp`'s UDP buffer errors, machine-wide). A sweep
+//! (`--matches 100,250,500,1000`) runs each count on a fresh relay and writes a CSV and an SVG
+//! plot of CPU against match count.
+//!
+//! `cargo build --release -p phalanx-relay && taskset -c 1 target/release/relay-load
+//! --relay-cpu 0 --matches 1000` (the relay on core 0, the bots on core 1).
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line report
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use phalanx_relay::load::{run_bot, BotConfig, BotReport};
+use phalanx_relay::metrics::Lateness;
+use phalanx_relay::Metrics;
+
+#[derive(Parser, Debug)]
+#[command(name = "relay-load", about = "Bot matches against a relay process; what the relay spent")]
+struct Cli {
+    /// Matches, or a comma-separated sweep of counts (each on a fresh relay).
+    #[arg(long, default_value = "100", value_delimiter = ',')]
+    matches: Vec<usize>,
+    /// Players a match.
+    #[arg(long, default_value_t = 8)]
+    players: u8,
+    /// The turn length, milliseconds.
+    #[arg(long, default_value_t = 150)]
+    turn_ms: u32,
+    /// Play with the session's defaults instead of the quiet relay (the demo's profile).
+    #[arg(long)]
+    default_profile: bool,
+    /// Seconds after every bot joined before measuring.
+    #[arg(long, default_value_t = 10)]
+    warmup_s: u64,
+    /// Seconds measured.
+    #[arg(long, default_value_t = 30)]
+    measure_s: u64,
+    /// Bots started a second.
+    #[arg(long, default_value_t = 1_000)]
+    ramp: u64,
+    /// The relay binary (default: `phalanx-relay` beside this one).
+    #[arg(long)]
+    relay: Option<PathBuf>,
+    /// Pin the relay to this CPU with `taskset`.
+    #[arg(long)]
+    relay_cpu: Option<usize>,
+    /// The relay's UDP port.
+    #[arg(long, default_value_t = 17_777)]
+    port: u16,
+    /// The relay's admin port.
+    #[arg(long, default_value_t = 17_780)]
+    admin_port: u16,
+    /// Where the sweep's CSV and SVG go.
+    #[arg(long, default_value = "target/relay-load")]
+    out: PathBuf,
+}
+
+const TOKEN: &str = "relay-load";
+
+/// One request to the admin API (HTTP/1.1, one connection each); the status and body.
+fn http(admin: SocketAddr, method: &str, path: &str, body: &str) -> Result<(u16, String), String> {
+    let mut stream = TcpStream::connect(admin).map_err(|e| format!("admin API: {e}"))?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).map_err(|e| e.to_string())?;
+    let status = response.get(9..12).and_then(|s| s.parse().ok()).ok_or("no HTTP status")?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((status, body))
+}
+
+fn start_relay(cli: &Cli) -> Result<Child, String> {
+    let binary = match &cli.relay {
+        Some(path) => path.clone(),
+        None => std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("phalanx-relay"),
+    };
+    let mut command = match cli.relay_cpu {
+        Some(cpu) => {
+            let mut command = Command::new("taskset");
+            command.arg("-c").arg(cpu.to_string()).arg(&binary);
+            command
+        }
+        None => Command::new(&binary),
+    };
+    command
+        .args(["--udp", &format!("127.0.0.1:{}", cli.port)])
+        .args(["--admin", &format!("127.0.0.1:{}", cli.admin_port)])
+        .args(["--admin-token", TOKEN, "--drain-timeout-ms", "0", "--log", "warn"]);
+    command.spawn().map_err(|e| format!("cannot start {}: {e}", binary.display()))
+}
+
+/// utime + stime of `pid`, seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("");
+    line.split_whitespace().nth(1).and_then(|k| k.parse::<u64>().ok()).unwrap_or(0) * 1024
+}
+
+/// The kernel's UDP drop counters (every socket of the machine): receive and send buffer errors.
+fn kernel_udp_errors() -> (u64, u64) {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else { return (0, 0) };
+    let pairs: Vec<(&str, u64)> = names
+        .split_whitespace()
+        .zip(values.split_whitespace().map(|v| v.parse().unwrap_or(0)))
+        .collect();
+    let get = |name: &str| pairs.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+    (get("RcvbufErrors"), get("SndbufErrors"))
+}
+
+fn metrics(admin: SocketAddr) -> Result<Metrics, String> {
+    let (status, body) = http(admin, "GET", "/v1/metrics", "")?;
+    if status != 200 {
+        return Err(format!("metrics: {status} {body}"));
+    }
+    serde_json::from_str(&body).map_err(|e| e.to_string())
+}
+
+/// One measured point.
+#[derive(Debug, Default)]
+struct Point {
+    matches: usize,
+    joined: usize,
+    cpu_share: f64,
+    cpu_us_per_match_second: f64,
+    rss_per_match: f64,
+    lateness: Lateness,
+    relay_drops: u64,
+    kernel_drops: (u64, u64),
+    datagrams_per_second: f64,
+    bots: BotReport,
+}
+
+fn wait_ready(admin: SocketAddr) -> Result<(), String> {
+    for _ in 0..200 {
+        if matches!(http(admin, "GET", "/healthz", ""), Ok((200, _))) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    Err("the relay did not come up".into())
+}
+
+fn create_matches(
+    cli: &Cli,
+    admin: SocketAddr,
+    count: usize,
+) -> Result<Vec<(String, Vec<u64>, String)>, String> {
+    let mut matches = Vec::new();
+    for _ in 0..count {
+        let profile = if cli.default_profile { "default" } else { "quiet_relay" };
+        let body = format!(
+            "{{\"players\": {}, \"turn_ms\": {}, \"profile\": \"{profile}\"}}",
+            cli.players, cli.turn_ms
+        );
+        let (status, body) = http(admin, "POST", "/v1/matches", &body)?;
+        if status != 201 {
+            return Err(format!("create: {status} {body}"));
+        }
+        let ticket: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        let id = ticket["id"].as_str().unwrap_or_default().to_string();
+        let pin = ticket["pin"].as_str().unwrap_or_default().trim_start_matches("udp:").to_string();
+        let tokens = ticket["seats"].as_array().map_or(Vec::new(), |seats| {
+            seats.iter().filter_map(|seat| seat["token"].as_u64()).collect()
+        });
+        matches.push((id, tokens, pin));
+    }
+    Ok(matches)
+}
+
+fn run_point(cli: &Cli, count: usize) -> Result<Point, String> {
+    let admin = SocketAddr::from(([127, 0, 0, 1], cli.admin_port));
+    let mut relay = start_relay(cli)?;
+    let result = measure(cli, admin, relay.id(), count);
+    // The matches were ended; the relay drains at once and exits.
+    let _ = Command::new("kill").arg("-TERM").arg(relay.id().to_string()).status();
+    let status = relay.wait().map_err(|e| e.to_string())?;
+    if result.is_ok() && !status.success() {
+        return Err(format!("the relay exited with {status}"));
+    }
+    result
+}
+
+fn measure(cli: &Cli, admin: SocketAddr, pid: u32, count: usize) -> Result<Point, String> {
+    wait_ready(admin)?;
+    let rss_before = resident_bytes(pid);
+    let matches = create_matches(cli, admin, count)?;
+    let mut session = phalanx_proto::SessionConfig::default();
+    if !cli.default_profile {
+        session = session.quiet_relay();
+    }
+    session.turns.length_ms = cli.turn_ms;
+    let address = SocketAddr::from(([127, 0, 0, 1], cli.port));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let mut bots = Vec::new();
+        let gap = Duration::from_secs_f64(1.0 / cli.ramp.max(1) as f64);
+        for (m, (_, tokens, pin)) in matches.iter().enumerate() {
+            let pin = pin.parse().map_err(|_| "the ticket's pin")?;
+            for (seat, &token) in tokens.iter().enumerate() {
+                let config = BotConfig {
+                    address,
+                    pin,
+                    token,
+                    session: session.clone(),
+                    seed: (m * 64 + seat) as u64,
+                    join_timeout: Duration::from_secs(60),
+                };
+                bots.push(tokio::spawn(run_bot(config, stop.clone())));
+                tokio::time::sleep(gap).await;
+            }
+        }
+        eprintln!("{count} matches: {} bots started; warming up {} s", bots.len(), cli.warmup_s);
+        tokio::time::sleep(Duration::from_secs(cli.warmup_s)).await;
+        let before = metrics(admin)?;
+        let (cpu_before, kernel_before, start) =
+            (cpu_seconds(pid), kernel_udp_errors(), Instant::now());
+        tokio::time::sleep(Duration::from_secs(cli.measure_s)).await;
+        let after = metrics(admin)?;
+        let (cpu_after, kernel_after, elapsed) =
+            (cpu_seconds(pid), kernel_udp_errors(), start.elapsed().as_secs_f64());
+        let rss_after = resident_bytes(pid);
+        for (id, _, _) in &matches {
+            http(admin, "POST", &format!("/v1/matches/{id}/end"), "{\"code\": 0}")?;
+        }
+        let mut total = BotReport::default();
+        let mut joined = 0;
+        let end_wait = tokio::time::sleep(Duration::from_secs(15));
+        tokio::pin!(end_wait);
+        for bot in bots {
+            let report = tokio::select! {
+                report = bot => report.unwrap_or_default(),
+                () = &mut end_wait => { let _ = stop_tx.send(true); BotReport::default() }
+            };
+            joined += usize::from(report.joined);
+            total.turns += report.turns;
+            total.commands += report.commands;
+            total.datagrams_in += report.datagrams_in;
+            total.datagrams_out += report.datagrams_out;
+            total.finished |= report.finished;
+        }
+        let cpu = cpu_after - cpu_before;
+        Ok(Point {
+            matches: count,
+            joined,
+            cpu_share: cpu / elapsed,
+            cpu_us_per_match_second: cpu / elapsed / count as f64 * 1e6,
+            rss_per_match: rss_after.saturating_sub(rss_before) as f64 / count as f64,
+            lateness: after.seal_lateness.since(&before.seal_lateness),
+            relay_drops: after.drops.total() - before.drops.total(),
+            kernel_drops: (kernel_after.0 - kernel_before.0, kernel_after.1 - kernel_before.1),
+            datagrams_per_second: ((after.datagrams_in + after.datagrams_out)
+                - (before.datagrams_in + before.datagrams_out))
+                as f64
+                / elapsed,
+            bots: total,
+        })
+    })
+}
+
+fn print_point(point: &Point) {
+    let b = &point.bots;
+    eprintln!(
+        "{} matches: bots executed {} turns, gave {} commands, got {} and sent {} datagrams; finished: {}",
+        point.matches, b.turns, b.commands, b.datagrams_in, b.datagrams_out, b.finished
+    );
+    let l = &point.lateness;
+    println!(
+        "{:>6} {:>7} {:>8.1}% {:>10.1} {:>9.1} {:>6} {:>6} {:>6} {:>8} {:>6}/{:<6} {:>9.0}",
+        point.matches,
+        point.joined,
+        point.cpu_share * 100.0,
+        point.cpu_us_per_match_second,
+        point.rss_per_match / 1024.0,
+        l.quantile(0.5).map_or("-".into(), |v| v.to_string()),
+        l.quantile(0.99).map_or("-".into(), |v| v.to_string()),
+        l.max_ms(),
+        point.relay_drops,
+        point.kernel_drops.0,
+        point.kernel_drops.1,
+        point.datagrams_per_second,
+    );
+}
+
+/// An SVG line chart of relay CPU (% of one core) against matches.
+fn plot(points: &[Point]) -> String {
+    let (w, h, m) = (640.0, 400.0, 60.0);
+    let max_x = points.iter().map(|p| p.matches).max().unwrap_or(1) as f64;
+    let max_y = points.iter().map(|p| p.cpu_share * 100.0).fold(10.0, f64::max).max(100.0);
+    let x = |v: f64| m + v / max_x * (w - 2.0 * m);
+    let y = |v: f64| h - m - v / max_y * (h - 2.0 * m);
+    let mut svg = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+    svg += &format!(
+        "<line x1=\"{m}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
+        h - m,
+        w - m,
+        h - m
+    );
+    svg += &format!("<line x1=\"{m}\" y1=\"{m}\" x2=\"{m}\" y2=\"{}\" stroke=\"black\"/>\n", h - m);
+    svg += &format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">8-player matches</text>\n",
+        w / 2.0,
+        h - 20.0
+    );
+    svg += &format!("<text x=\"15\" y=\"{}\" transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">relay CPU, % of one core</text>\n", h / 2.0, h / 2.0);
+    let line: Vec<String> = points
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", x(p.matches as f64), y(p.cpu_share * 100.0)))
+        .collect();
+    svg += &format!(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"steelblue\" stroke-width=\"2\"/>\n",
+        line.join(" ")
+    );
+    for p in points {
+        let (px, py) = (x(p.matches as f64), y(p.cpu_share * 100.0));
+        svg += &format!("<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3\" fill=\"steelblue\"/>\n<text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.0}%</text>\n", py - 8.0, p.cpu_share * 100.0);
+        svg += &format!(
+            "<text x=\"{px:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+            h - m + 15.0,
+            p.matches
+        );
+    }
+    svg += &format!("<line x1=\"{m}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"gray\" stroke-dasharray=\"4\"/>\n", y(100.0), w - m, y(100.0));
+    svg + "</svg>\n"
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    println!(
+        "{:>6} {:>7} {:>9} {:>10} {:>9} {:>6} {:>6} {:>6} {:>8} {:>13} {:>9}",
+        "matches",
+        "joined",
+        "relay CPU",
+        "µs/match/s",
+        "KiB/match",
+        "p50ms",
+        "p99ms",
+        "maxms",
+        "drops",
+        "kernel rx/tx",
+        "dgrams/s"
+    );
+    let mut points = Vec::new();
+    for &count in &cli.matches {
+        match run_point(&cli, count) {
+            Ok(point) => {
+                print_point(&point);
+                points.push(point);
+            }
+            Err(why) => {
+                eprintln!("{count} matches: {why}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
+    if points.len() > 1 {
+        let _ = std::fs::create_dir_all(&cli.out);
+        let mut csv = String::from("matches,joined,cpu_share,cpu_us_per_match_second,rss_bytes_per_match,lateness_p50_ms,lateness_p99_ms,lateness_max_ms,relay_drops,kernel_rcvbuf_errors,kernel_sndbuf_errors\n");
+        for p in &points {
+            csv += &format!(
+                "{},{},{:.4},{:.1},{:.0},{},{},{},{},{},{}\n",
+                p.matches,
+                p.joined,
+                p.cpu_share,
+                p.cpu_us_per_match_second,
+                p.rss_per_match,
+                p.lateness.quantile(0.5).unwrap_or(0),
+                p.lateness.quantile(0.99).unwrap_or(0),
+                p.lateness.max_ms(),
+                p.relay_drops,
+                p.kernel_drops.0,
+                p.kernel_drops.1
+            );
+        }
+        let _ = std::fs::write(cli.out.join("sweep.csv"), csv);
+        let _ = std::fs::write(cli.out.join("cpu.svg"), plot(&points));
+        println!(
+            "wrote {} and {}",
+            cli.out.join("sweep.csv").display(),
+            cli.out.join("cpu.svg").display()
+        );
+    }
+    std::process::ExitCode::SUCCESS
+}
