@@ -60,6 +60,7 @@ mod config;
 mod desync;
 mod events;
 mod host;
+mod join_code;
 mod link;
 mod pace;
 #[cfg(test)]
@@ -87,6 +88,7 @@ pub use host::{
     EndError, Host, HostEvent, JoinError, JoinResponse, ObserveError, Readmit, RemoveError,
     SpectatorGone, UploadError,
 };
+pub use join_code::{JoinCode, JoinCodeError};
 pub use pace::Pace;
 pub use replay::{
     verify_replay, Replay, ReplayError, ReplayGame, ReplayRecord, ReplayVerified,

@@ -57,6 +57,9 @@ pub struct CreateRequest {
     pub start: Option<StartPolicy>,
     /// The players' tokens, one a seat. Default: random.
     pub tokens: Option<Vec<u64>>,
+    /// The relay ends the match after this many turns ([`MatchSpec::turns_max`]). Default:
+    /// none.
+    pub turns: Option<u32>,
 }
 
 impl CreateRequest {
@@ -80,6 +83,7 @@ impl CreateRequest {
         spec.spectators = self.spectators.unwrap_or(0);
         spec.start = self.start.unwrap_or_default();
         spec.tokens = self.tokens.clone();
+        spec.turns_max = self.turns;
         spec
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
-use phalanx_proto::{PlayerId, SessionConfig};
+use phalanx_proto::{JoinCode, PlayerId, SessionConfig};
 use serde::{Deserialize, Serialize};
 
 /// A match's name on a relay: 64 random bits, printed as 16 hex digits.
@@ -18,77 +18,29 @@ impl fmt::Display for MatchId {
     }
 }
 
-/// Text that is not a [`MatchId`] or a [`JoinCode`].
+/// Text that is not a [`MatchId`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ParseError;
+pub struct MatchIdError;
 
-impl fmt::Display for ParseError {
+impl fmt::Display for MatchIdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("not a match id (16 hex digits) or join code (13 letters and digits)")
+        f.write_str("not a match id (16 hex digits)")
     }
 }
 
-impl std::error::Error for ParseError {}
+impl std::error::Error for MatchIdError {}
 
 impl FromStr for MatchId {
-    type Err = ParseError;
-    fn from_str(text: &str) -> Result<MatchId, ParseError> {
+    type Err = MatchIdError;
+    fn from_str(text: &str) -> Result<MatchId, MatchIdError> {
         if text.len() != 16 {
-            return Err(ParseError);
+            return Err(MatchIdError);
         }
-        u64::from_str_radix(text, 16).map(MatchId).map_err(|_| ParseError)
+        u64::from_str_radix(text, 16).map(MatchId).map_err(|_| MatchIdError)
     }
 }
 
 impl Serialize for MatchId {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// A seat's token as a player types it: 13 characters of Crockford's base32 (no I, L, O or U;
-/// read case-insensitively, with `I`/`L` as 1 and `O` as 0), the same 64 bits as the token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct JoinCode(pub u64);
-
-const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-
-impl fmt::Display for JoinCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // 13 digits of 5 bits: the first carries the top 4 bits.
-        for digit in (0..13).rev() {
-            let value = (self.0 >> (digit * 5)) & 31;
-            write!(f, "{}", CROCKFORD[value as usize] as char)?;
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for JoinCode {
-    type Err = ParseError;
-    fn from_str(text: &str) -> Result<JoinCode, ParseError> {
-        let digits: Vec<u8> = text.bytes().filter(|&b| b != b'-').collect();
-        if digits.len() != 13 {
-            return Err(ParseError);
-        }
-        let mut value: u64 = 0;
-        for (position, byte) in digits.into_iter().enumerate() {
-            let byte = match byte.to_ascii_uppercase() {
-                b'I' | b'L' => b'1',
-                b'O' => b'0',
-                other => other,
-            };
-            let digit = CROCKFORD.iter().position(|&c| c == byte).ok_or(ParseError)? as u64;
-            if position == 0 && digit > 15 {
-                return Err(ParseError);
-            }
-            value = (value << 5) | digit;
-        }
-        Ok(JoinCode(value))
-    }
-}
-
-impl Serialize for JoinCode {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
     }
@@ -120,6 +72,10 @@ pub struct MatchSpec {
     pub spectators: u8,
     /// When the match starts. Default: [`StartPolicy::WhenFull`].
     pub start: StartPolicy,
+    /// The relay ends the match (code 0) once it has sealed this many turns (turns 0 to
+    /// `turns_max - 1`; the end is in the next), as a game's own host would at its last turn.
+    /// Default `None`: the match runs until the operator ends it or its players leave.
+    pub turns_max: Option<u32>,
 }
 
 impl MatchSpec {
@@ -131,6 +87,7 @@ impl MatchSpec {
             tokens: None,
             spectators: 0,
             start: StartPolicy::WhenFull,
+            turns_max: None,
         }
     }
 }
@@ -275,20 +232,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn join_codes_and_match_ids_print_and_parse_back() {
-        for value in [0, 1, 31, 32, u64::MAX, 0x0123_4567_89ab_cdef] {
-            let code = JoinCode(value);
-            let text = code.to_string();
-            assert_eq!(text.len(), 13);
-            assert_eq!(text.parse(), Ok(code));
-            assert_eq!(text.to_lowercase().parse(), Ok(code));
+    fn match_ids_print_and_parse_back() {
+        for value in [0, 1, u64::MAX, 0x0123_4567_89ab_cdef] {
             let id = MatchId(value);
             assert_eq!(id.to_string().parse(), Ok(id));
         }
-        assert_eq!("0000000000001".parse::<JoinCode>(), Ok(JoinCode(1)));
-        assert_eq!("000000000000L".parse::<JoinCode>(), Ok(JoinCode(1)));
-        assert_eq!("G000000000000".parse::<JoinCode>(), Err(ParseError));
-        assert_eq!("000000000000U".parse::<JoinCode>(), Err(ParseError));
-        assert_eq!("123".parse::<MatchId>(), Err(ParseError));
+        assert_eq!("123".parse::<MatchId>(), Err(MatchIdError));
+        assert_eq!("0123456789abcdeg".parse::<MatchId>(), Err(MatchIdError));
     }
 }

@@ -34,11 +34,12 @@ mod runtime;
 mod shard;
 
 pub use api::{
-    CreateError, JoinCode, MatchError, MatchId, MatchInfo, MatchSpec, MatchState, MatchTicket,
-    ParseError, SeatTicket, StartPolicy,
+    CreateError, MatchError, MatchId, MatchIdError, MatchInfo, MatchSpec, MatchState, MatchTicket,
+    SeatTicket, StartPolicy,
 };
 pub use config::{Limits, RelayConfig};
 pub use metrics::Metrics;
+pub use phalanx_proto::JoinCode;
 pub use runtime::{Relay, RelayError, RelayHandle};
 pub use shard::{Outbox, Shard};
 

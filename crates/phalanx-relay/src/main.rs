@@ -5,6 +5,10 @@
 //! TOML file (`--config`), then the environment (`PHALANX_RELAY_*`), then flags, each
 //! overriding the one before. SIGTERM (or Ctrl-C) drains: no new match, running ones play on
 //! for `drain_timeout_ms` and then end; the process exits 0 once every match is gone.
+//!
+//! Besides its logs (stderr), it prints one line per address on stdout for scripts:
+//! `UDP <address>` for each worker's socket, then `ADMIN <address>`.
+#![allow(clippy::print_stdout)] // the addresses, for scripts
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -113,6 +117,9 @@ fn serve(config: RelayConfig) -> Result<(), String> {
     let relay = Relay::start(config.clone()).map_err(|e| e.to_string())?;
     let handle = relay.handle();
     tracing::info!(pin = %handle.pin(), "relay key");
+    for address in handle.addresses() {
+        println!("UDP {address}");
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -123,6 +130,7 @@ fn serve(config: RelayConfig) -> Result<(), String> {
             .map_err(|e| format!("cannot bind the admin API on {}: {e}", config.admin))?;
         let address = listener.local_addr().map_err(|e| e.to_string())?;
         tracing::info!(%address, "admin API listening");
+        println!("ADMIN {address}");
         let app = admin::router(handle.clone(), &token);
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
         terminated().await;

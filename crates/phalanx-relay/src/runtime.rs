@@ -7,13 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use phalanx_proto::{PlayerId, Readmit};
+use phalanx_proto::{JoinCode, PlayerId, Readmit};
 use phalanx_udp::{HostKey, HostPublicKey, MAX_PACKET};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::api::{
-    CreateError, JoinCode, MatchError, MatchId, MatchInfo, MatchSpec, MatchTicket, SeatTicket,
-};
+use crate::api::{CreateError, MatchError, MatchId, MatchInfo, MatchSpec, MatchTicket, SeatTicket};
 use crate::config::RelayConfig;
 use crate::metrics::Metrics;
 use crate::shard::{Outbox, Shard};

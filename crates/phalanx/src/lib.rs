@@ -84,7 +84,7 @@ pub use event::Event;
 pub use host::{Host, HostControl, HostOptions, HostTransport};
 pub use phalanx_proto as proto;
 pub use phalanx_proto::{
-    EndReason, PlayerId, Readmit, SessionConfig, Turn, TypedRecord, TypedTurn,
+    EndReason, JoinCode, PlayerId, Readmit, SessionConfig, Turn, TypedRecord, TypedTurn,
 };
 pub use pin::Pin;
 pub use session::Session;

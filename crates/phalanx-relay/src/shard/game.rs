@@ -18,6 +18,7 @@ pub(crate) struct Game {
     pub(crate) tokens: Vec<u64>,
     pub(crate) players: u8,
     pub(crate) start: StartPolicy,
+    pub(crate) turns_max: Option<u32>,
     pub(crate) created_ms: u64,
     /// A match nobody joined by then expires.
     pub(crate) expires_ms: Option<u64>,

@@ -481,6 +481,12 @@ impl Shard {
                 self.metrics.seal_lateness.record(now - due);
             }
         }
+        let last = game.turns_max.is_some_and(|max| game.host.next_seal().0 >= max);
+        if last && !game.host.is_ended() {
+            // Its length is up: the end goes out in the next turn. Started and not ended:
+            // this cannot fail.
+            let _ = game.host.end(now, 0);
+        }
         self.flush_game(now, key, out);
     }
 
@@ -592,6 +598,7 @@ impl Shard {
             tokens: tokens.to_vec(),
             players: spec.players,
             start: spec.start,
+            turns_max: spec.turns_max,
             created_ms: now,
             expires_ms: Some(now + self.limits.join_window_ms),
             empty_since: None,

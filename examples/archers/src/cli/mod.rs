@@ -213,17 +213,29 @@ pub(crate) struct ClientArgs {
         long,
         value_name = "HEX",
         help_heading = "Real sockets",
-        required_unless_present = "udp_key",
-        conflicts_with = "udp_key"
+        required_unless_present_any = ["udp_key", "pin"],
+        conflicts_with_all = ["udp_key", "pin"]
     )]
     pub(crate) fingerprint: Option<Fingerprint>,
     /// The host's static key (pinned), as the host printed it: a host over raw UDP
     /// (`host --transport udp`).
-    #[arg(long, value_name = "HEX", help_heading = "Real sockets")]
+    #[arg(long, value_name = "HEX", help_heading = "Real sockets", conflicts_with = "pin")]
     pub(crate) udp_key: Option<phalanx::udp::HostPublicKey>,
+    /// The host's pin as text, `quic:<hex>` or `udp:<hex>` (a relay's match ticket gives it).
+    #[arg(long, value_name = "PIN", help_heading = "Real sockets")]
+    pub(crate) pin: Option<phalanx::Pin>,
     /// The seat token the host printed.
-    #[arg(long, value_name = "N", help_heading = "Real sockets")]
-    pub(crate) token: u64,
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Real sockets",
+        required_unless_present = "code",
+        conflicts_with = "code"
+    )]
+    pub(crate) token: Option<u64>,
+    /// The seat's join code (a relay's match ticket gives it): the token as a player types it.
+    #[arg(long, value_name = "CODE", help_heading = "Real sockets")]
+    pub(crate) code: Option<phalanx::JoinCode>,
     /// Flip one bit of this client's state after turn T.
     #[arg(long, value_name = "T", help_heading = "Output")]
     pub(crate) inject_desync: Option<u32>,

@@ -205,20 +205,28 @@ fn host_event_words(
 /// as they happen; a client the host cut off says so and how to rejoin.
 pub(crate) fn client(args: &ClientArgs) -> ExitCode {
     let game = args.game.game();
-    let pin = match (args.fingerprint, args.udp_key) {
-        (_, Some(key)) => net::Pin::UdpKey(key),
-        (Some(fingerprint), None) => net::Pin::Fingerprint(fingerprint),
-        (None, None) => {
-            // clap requires one of the two; kept for a caller that builds the args by hand.
-            eprintln!("error: --fingerprint (a QUIC host) or --udp-key (a UDP host) is needed");
+    let pin = match (args.fingerprint, args.udp_key, args.pin) {
+        (_, Some(key), _) | (_, _, Some(phalanx::Pin::UdpKey(key))) => net::Pin::UdpKey(key),
+        (Some(fingerprint), ..) | (_, _, Some(phalanx::Pin::Fingerprint(fingerprint))) => {
+            net::Pin::Fingerprint(fingerprint)
+        }
+        _ => {
+            // clap requires one; kept for a caller that builds the args by hand.
+            eprintln!(
+                "error: --pin, --fingerprint (a QUIC host) or --udp-key (a UDP host) is needed"
+            );
             return ExitCode::from(2);
         }
+    };
+    let Some(token) = args.token.or(args.code.map(|code| code.0)) else {
+        eprintln!("error: --token or --code is needed");
+        return ExitCode::from(2);
     };
     let started = Instant::now();
     let result = runtime().block_on(net::play(
         args.connect,
         pin,
-        args.token,
+        token,
         game,
         args.inject_desync,
         |notice| eprintln!("archers client: {notice}"),

@@ -16,12 +16,18 @@ pub(crate) struct Node {
 impl Node {
     /// Starts the demo binary with `args`, stdout and stderr piped.
     pub(crate) fn spawn(args: &[&str]) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_archers"))
-            .args(args)
+        let mut command = Command::new(env!("CARGO_BIN_EXE_archers"));
+        command.args(args);
+        Node::from_command(command)
+    }
+
+    /// Starts `command`, stdout and stderr piped.
+    pub(crate) fn from_command(mut command: Command) -> Node {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn archers");
+            .expect("spawn the process");
         let (tx, lines) = channel();
         let stdout = child.stdout.take().expect("piped stdout");
         std::thread::spawn(move || {
