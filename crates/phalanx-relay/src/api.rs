@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 
 use phalanx_proto::{JoinCode, PlayerId, SessionConfig};
+
+use crate::metrics::Lateness;
 use serde::{Deserialize, Serialize};
 
 /// A match's name on a relay: 64 random bits, printed as 16 hex digits.
@@ -155,6 +157,9 @@ pub struct MatchInfo {
     pub seal_lateness_p99_ms: Option<u64>,
     /// The latest a turn was sealed, in milliseconds.
     pub seal_lateness_max_ms: u64,
+    /// How late its turns were sealed, the whole histogram (for a window's figures:
+    /// [`Lateness::since`]).
+    pub seal_lateness: Lateness,
 }
 
 /// Why a match was not created. Nothing was created.

@@ -31,6 +31,9 @@ pub struct BotConfig {
     pub seed: u64,
     /// The bot gives up joining after this long.
     pub join_timeout: Duration,
+    /// A hostile bot: once joined, every session datagram it sends is garbage (sealed on its
+    /// channel, so only the session can tell). The host removes it as misbehaving.
+    pub hostile: bool,
 }
 
 /// How a bot's match went.
@@ -48,6 +51,8 @@ pub struct BotReport {
     pub datagrams_out: u64,
     /// Whether its session ended as finished (the host ended the match).
     pub finished: bool,
+    /// The end's code, when it finished.
+    pub end_code: Option<u32>,
 }
 
 struct Link {
@@ -186,11 +191,17 @@ pub async fn run_bot(config: BotConfig, mut stop: tokio::sync::watch::Receiver<b
             }
         }
         while client.poll_transmit(at, &mut datagram) {
+            if config.hostile && link.report.joined {
+                datagram.iter_mut().for_each(|byte| *byte = !*byte);
+            }
             link.send(Some(KIND_DATAGRAM), &datagram);
         }
         link.pump(at);
         if let Some(ended) = client.ended() {
-            link.report.finished = matches!(ended, phalanx_proto::EndReason::Finished { .. });
+            if let phalanx_proto::EndReason::Finished { code } = ended {
+                link.report.finished = true;
+                link.report.end_code = Some(code);
+            }
             break;
         }
     }
@@ -217,4 +228,29 @@ fn orders(
         }
     }
     turn.0 + 15 + (random.next_u64() % 6) as u32
+}
+
+/// One request to a relay's admin API (HTTP/1.1, a connection each, bearer `token`): the
+/// status and the body. Blocking; for tools and tests.
+pub fn admin_request(
+    admin: SocketAddr,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(admin)?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    let status = response.get(9..12).and_then(|s| s.parse().ok());
+    let status = status.ok_or_else(|| std::io::Error::other("no HTTP status line"))?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Ok((status, body))
 }

@@ -14,14 +14,13 @@
 //! --relay-cpu 0 --matches 1000` (the relay on core 0, the bots on core 1).
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line report
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use phalanx_relay::load::{run_bot, BotConfig, BotReport};
+use phalanx_relay::load::{admin_request, run_bot, BotConfig, BotReport};
 use phalanx_relay::metrics::Lateness;
 use phalanx_relay::Metrics;
 
@@ -68,20 +67,9 @@ struct Cli {
 
 const TOKEN: &str = "relay-load";
 
-/// One request to the admin API (HTTP/1.1, one connection each); the status and body.
+/// One request to the relay's admin API.
 fn http(admin: SocketAddr, method: &str, path: &str, body: &str) -> Result<(u16, String), String> {
-    let mut stream = TcpStream::connect(admin).map_err(|e| format!("admin API: {e}"))?;
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nAuthorization: Bearer {TOKEN}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).map_err(|e| e.to_string())?;
-    let status = response.get(9..12).and_then(|s| s.parse().ok()).ok_or("no HTTP status")?;
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Ok((status, body))
+    admin_request(admin, TOKEN, method, path, body).map_err(|e| format!("admin API: {e}"))
 }
 
 fn start_relay(cli: &Cli) -> Result<Child, String> {
@@ -233,6 +221,7 @@ fn measure(cli: &Cli, admin: SocketAddr, pid: u32, count: usize) -> Result<Point
                     session: session.clone(),
                     seed: (m * 64 + seat) as u64,
                     join_timeout: Duration::from_secs(60),
+                    hostile: false,
                 };
                 bots.push(tokio::spawn(run_bot(config, stop.clone())));
                 tokio::time::sleep(gap).await;

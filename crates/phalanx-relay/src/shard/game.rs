@@ -59,6 +59,7 @@ impl Game {
             age_ms: now.saturating_sub(self.created_ms),
             seal_lateness_p99_ms: self.lateness.quantile(0.99),
             seal_lateness_max_ms: self.lateness.max_ms(),
+            seal_lateness: self.lateness,
         }
     }
 
