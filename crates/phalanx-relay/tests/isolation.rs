@@ -1,3 +1,4 @@
+#![allow(clippy::print_stderr)] // the figures, for the log
 //! One match's trouble stays in it: while a flood of garbage hits the relay's socket and a
 //! hostile player in match B sends malformed datagrams until it is removed, match A's seal
 //! lateness p99 rises by at most 5 ms over a calm stretch before.

@@ -8,17 +8,17 @@ use phalanx_relay::load::{admin_request, BotConfig};
 use phalanx_relay::{admin, Limits, Relay, RelayConfig, RelayHandle};
 
 /// The admin token of every test relay.
-pub const TOKEN: &str = "test-token";
+pub(crate) const TOKEN: &str = "test-token";
 
 /// A running relay, its handle and its admin API's address.
-pub struct Served {
-    pub relay: Relay,
-    pub handle: RelayHandle,
-    pub admin: SocketAddr,
+pub(crate) struct Served {
+    pub(crate) relay: Relay,
+    pub(crate) handle: RelayHandle,
+    pub(crate) admin: SocketAddr,
 }
 
 /// Starts a relay on loopback with `limits`, and its admin API on a thread of its own.
-pub fn serve(limits: Limits) -> Served {
+pub(crate) fn serve(limits: Limits) -> Served {
     let mut config = RelayConfig::default();
     config.udp = "127.0.0.1:0".parse().unwrap();
     config.limits = limits;
@@ -39,7 +39,7 @@ pub fn serve(limits: Limits) -> Served {
 }
 
 /// A request with the right token; the status and the body as JSON (`Null` if not JSON).
-pub fn request(
+pub(crate) fn request(
     admin: SocketAddr,
     method: &str,
     path: &str,
@@ -50,7 +50,7 @@ pub fn request(
 }
 
 /// A bot for seat `seat` of the match `ticket` (the create call's JSON) made with `session`.
-pub fn bot(
+pub(crate) fn bot(
     ticket: &serde_json::Value,
     seat: usize,
     session: &phalanx_proto::SessionConfig,
