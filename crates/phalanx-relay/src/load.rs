@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use phalanx_proto::{SessionConfig, SplitMix64, Turn};
 use phalanx_udp::stream::{StreamConfig, ACK, SEGMENT};
+pub use phalanx_udp::HostPublicKey;
 use phalanx_udp::{
-    Channel, ClientHandshake, HostPublicKey, Progress, Stream, KIND_CLOSE, KIND_DATAGRAM,
-    MAX_PACKET,
+    Channel, ClientHandshake, Progress, Stream, KIND_CLOSE, KIND_DATAGRAM, MAX_PACKET,
 };
 
 /// One bot's seat and behaviour.

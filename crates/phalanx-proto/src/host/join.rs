@@ -221,7 +221,8 @@ impl Host {
         let turns = self.next_seal.0;
         let material = next_seq.zip(self.rejoin_material());
         let Some((next_seq, (snapshot, log))) = material else {
-            return encode_join_reply_with_log(&Ok(self.accept(player, None)), &[], &[]);
+            let none = std::iter::empty();
+            return encode_join_reply_with_log(&Ok(self.accept(player, None)), &[], none);
         };
         let rejoin = Rejoin {
             turns,

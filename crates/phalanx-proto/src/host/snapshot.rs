@@ -32,7 +32,7 @@ pub(super) struct Snapshots {
     /// in a row.
     next_giver: usize,
     /// Encoded sealed turns from `log_base`, for rejoins.
-    log: VecDeque<Bytes>,
+    log: TurnLog,
     log_base: Turn,
     log_bytes: usize,
     /// Rejoin is off, or the log outgrew its limit with snapshots off.
@@ -76,10 +76,58 @@ impl Snapshots {
 
     /// Forgets the oldest logged turn; `false` when the log is empty.
     fn pop_log_front(&mut self) -> bool {
-        let Some(bundle) = self.log.pop_front() else { return false };
-        self.log_bytes -= bundle.len();
+        let Some(len) = self.log.pop_front() else { return false };
+        self.log_bytes -= len;
         self.log_base = self.log_base.next();
         true
+    }
+}
+
+/// Encoded turns back to back in one buffer, oldest first: a turn costs its bytes and a
+/// 4-byte length, not an allocation of its own (a relay holds thousands of these logs).
+#[derive(Debug, Default)]
+pub(super) struct TurnLog {
+    bytes: Vec<u8>,
+    /// Where the oldest turn starts in `bytes` (what is before it was popped).
+    start: usize,
+    lens: VecDeque<u32>,
+}
+
+impl TurnLog {
+    fn is_empty(&self) -> bool {
+        self.lens.is_empty()
+    }
+
+    fn push_back(&mut self, encoded: &[u8]) {
+        // Popped bytes are reclaimed once they are half the buffer: amortized O(1) a byte.
+        if self.start > 0 && self.start >= self.bytes.len() / 2 {
+            self.bytes.drain(..self.start);
+            self.start = 0;
+        }
+        self.bytes.extend_from_slice(encoded);
+        self.lens.push_back(encoded.len() as u32);
+    }
+
+    /// Forgets the oldest turn; its length, or `None` when empty.
+    fn pop_front(&mut self) -> Option<usize> {
+        let len = self.lens.pop_front()? as usize;
+        self.start += len;
+        if self.lens.is_empty() {
+            self.bytes.clear();
+            self.start = 0;
+        }
+        Some(len)
+    }
+
+    /// The turns after the first `skip`, oldest first.
+    fn iter_from(&self, skip: usize) -> impl Iterator<Item = &[u8]> + Clone {
+        let offset: usize = self.lens.iter().take(skip).map(|&len| len as usize).sum();
+        let mut at = self.start + offset;
+        self.lens.iter().skip(skip).map(move |&len| {
+            let turn = &self.bytes[at..at + len as usize];
+            at += len as usize;
+            turn
+        })
     }
 }
 
@@ -286,12 +334,12 @@ impl Host {
         if log.log.is_empty() {
             log.log_base = turn;
         }
-        log.log.push_back(encoded.clone());
+        log.log.push_back(encoded);
         log.log_bytes += encoded.len();
         let max = self.config.catch_up.rejoin_log_bytes_max as usize;
         if log.log_bytes > max && !snapshots_on {
             log.log_off = true;
-            log.log = VecDeque::new();
+            log.log = TurnLog::default();
             log.log_bytes = 0;
         }
         while log.log_bytes > max && log.pop_log_front() {}
@@ -302,7 +350,7 @@ impl Host {
     /// after it up to the last sealed one; `None` when they are not all held.
     pub(super) fn rejoin_material(
         &self,
-    ) -> Option<(Option<&Snapshot>, impl Iterator<Item = &Bytes> + Clone)> {
+    ) -> Option<(Option<&Snapshot>, impl Iterator<Item = &[u8]> + Clone)> {
         let (snapshot, skip) = self.spectate_material(self.next_seal)?;
         Some((snapshot, self.log_from(skip)))
     }
@@ -323,7 +371,36 @@ impl Host {
     }
 
     /// The logged turns after the first `skip`.
-    pub(super) fn log_from(&self, skip: usize) -> impl Iterator<Item = &Bytes> + Clone {
-        self.snapshots.log.iter().skip(skip)
+    pub(super) fn log_from(&self, skip: usize) -> impl Iterator<Item = &[u8]> + Clone {
+        self.snapshots.log.iter_from(skip)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TurnLog;
+
+    #[test]
+    fn a_turn_log_hands_back_what_it_holds_across_pops_and_compactions() {
+        let mut log = TurnLog::default();
+        let mut model: std::collections::VecDeque<Vec<u8>> = Default::default();
+        for turn in 0..200u32 {
+            let encoded: Vec<u8> = (0..(turn % 7) as u8).map(|b| b ^ turn as u8).collect();
+            log.push_back(&encoded);
+            model.push_back(encoded);
+            if turn % 3 == 0 {
+                assert_eq!(log.pop_front(), model.pop_front().map(|t| t.len()));
+            }
+            for skip in [0, 1, model.len() / 2, model.len()] {
+                let held: Vec<&[u8]> = log.iter_from(skip).collect();
+                let want: Vec<&[u8]> = model.iter().skip(skip).map(Vec::as_slice).collect();
+                assert_eq!(held, want, "turn {turn}, skip {skip}");
+            }
+        }
+        while model.pop_front().is_some() {
+            assert!(log.pop_front().is_some());
+        }
+        assert_eq!(log.pop_front(), None);
+        assert!(log.is_empty() && log.bytes.is_empty());
     }
 }

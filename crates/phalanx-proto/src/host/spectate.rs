@@ -134,7 +134,7 @@ impl Host {
         let mut accept = self.accept_fields(Joined::Spectator(id), None);
         let material = if self.started { self.spectate_material(start) } else { None };
         let reply = match material {
-            None => encode_join_reply_with_log(&Ok(accept), &[], &[]),
+            None => encode_join_reply_with_log(&Ok(accept), &[], std::iter::empty()),
             Some((snapshot, skip)) => {
                 accept.rejoin = Some(Rejoin {
                     turns: start.0,

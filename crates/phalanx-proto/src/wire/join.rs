@@ -1,7 +1,7 @@
 //! The join messages of the reliable stream: the request, and the reply — accepted with the
 //! session's parameters (and, for a rejoin, every sealed turn), or refused with a cause.
 
-use bytes::{BufMut, Bytes};
+use bytes::BufMut;
 
 use crate::bundle::Record;
 use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
@@ -225,7 +225,7 @@ const REFUSAL_HEARTBEAT: u8 = 11;
 /// The bytes of a join reply. A rejoin's reply also needs its turns:
 /// see [`Host::handle_join`](crate::Host::handle_join), which writes them.
 pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
-    encode_join_reply_with_log(reply, &[], &[])
+    encode_join_reply_with_log(reply, &[], std::iter::empty())
 }
 
 /// A join reply followed, for a rejoin, by the snapshot's `state` (when the rejoin names a
@@ -234,9 +234,9 @@ pub fn encode_join_reply(reply: &JoinReply) -> Vec<u8> {
 pub(crate) fn encode_join_reply_with_log<'a>(
     reply: &JoinReply,
     state: &[u8],
-    log: impl IntoIterator<Item = &'a Bytes> + Clone,
+    log: impl IntoIterator<Item = &'a [u8]> + Clone,
 ) -> Vec<u8> {
-    let log_bytes: usize = log.clone().into_iter().map(Bytes::len).sum();
+    let log_bytes: usize = log.clone().into_iter().map(<[u8]>::len).sum();
     let mut out = Vec::with_capacity(64 + state.len() + log_bytes);
     out.put_u8(PROTOCOL_VERSION);
     out.put_u8(KIND_REPLY);

@@ -497,7 +497,7 @@ fn rejoin_reply_carries_its_turns() {
     ];
     let log = encode_log(&bundles);
     let accept = accept(Some(Rejoin { turns: 4, next_seq: CommandSeq(1), snapshot: None }));
-    let bytes = encode_join_reply_with_log(&Ok(accept), &[], &log);
+    let bytes = encode_join_reply_with_log(&Ok(accept), &[], log.iter().map(|t| &t[..]));
     let (reply, parts) = decode_join_reply_parts(&bytes).unwrap();
     assert_eq!(reply, Ok(accept));
     assert!(parts.state.is_empty());
@@ -522,7 +522,8 @@ fn rejoin_reply_carries_a_snapshot_and_the_turns_after_it() {
     let rejoin = Rejoin { turns: 23, next_seq: CommandSeq(5), snapshot: Some((Turn(20), 77)) };
     assert_eq!(rejoin.first_turn(), 21);
     let state = b"the whole world".to_vec();
-    let bytes = encode_join_reply_with_log(&Ok(accept(Some(rejoin))), &state, &log);
+    let bytes =
+        encode_join_reply_with_log(&Ok(accept(Some(rejoin))), &state, log.iter().map(|t| &t[..]));
     let (reply, parts) = decode_join_reply_parts(&bytes).unwrap();
     assert_eq!(reply, Ok(accept(Some(rejoin))));
     assert_eq!(parts.state, &state[..]);
@@ -533,7 +534,8 @@ fn rejoin_reply_carries_a_snapshot_and_the_turns_after_it() {
     }
     // A snapshot newer than live play is refused.
     let bad = Rejoin { turns: 20, next_seq: CommandSeq(5), snapshot: Some((Turn(20), 77)) };
-    let bytes = encode_join_reply_with_log(&Ok(accept(Some(bad))), &state, &log[..0]);
+    let bytes =
+        encode_join_reply_with_log(&Ok(accept(Some(bad))), &state, log[..0].iter().map(|t| &t[..]));
     assert_eq!(
         decode_join_reply_parts(&bytes).map(|(reply, _)| reply),
         Err(DecodeError::Invalid("rejoin snapshot turn"))

@@ -14,9 +14,10 @@
 //! --relay-cpu 0 --matches 1000` (the relay on core 0, the bots on core 1).
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command-line report
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -60,6 +61,10 @@ struct Cli {
     /// The relay's admin port.
     #[arg(long, default_value_t = 17_780)]
     admin_port: u16,
+    /// Measure the baseline instead: `host-baseline` (from phalanx-benches, built beside this
+    /// binary), a `phalanx::Host` a match, as a game hosts one today.
+    #[arg(long)]
+    baseline: bool,
     /// Where the sweep's CSV and SVG go.
     #[arg(long, default_value = "target/relay-load")]
     out: PathBuf,
@@ -72,24 +77,106 @@ fn http(admin: SocketAddr, method: &str, path: &str, body: &str) -> Result<(u16,
     admin_request(admin, TOKEN, method, path, body).map_err(|e| format!("admin API: {e}"))
 }
 
-fn start_relay(cli: &Cli) -> Result<Child, String> {
-    let binary = match &cli.relay {
-        Some(path) => path.clone(),
-        None => std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("phalanx-relay"),
-    };
-    let mut command = match cli.relay_cpu {
+/// A match to load: where its players connect, its pin, its tokens.
+struct Seats {
+    address: SocketAddr,
+    pin: phalanx_relay::load::HostPublicKey,
+    tokens: Vec<u64>,
+}
+
+/// What is measured: a relay process (matches made through its admin API), or the
+/// `host-baseline` process (a `phalanx::Host` per match).
+struct Target {
+    child: Child,
+    admin: Option<SocketAddr>,
+    seats: Vec<Seats>,
+    /// The relay's match ids (to end them).
+    ids: Vec<String>,
+    /// Resident memory before any match.
+    rss_before: u64,
+}
+
+/// `binary` beside this one, pinned to `cpu` with `taskset` when given.
+fn command(binary: PathBuf, cpu: Option<usize>) -> Command {
+    match cpu {
         Some(cpu) => {
             let mut command = Command::new("taskset");
-            command.arg("-c").arg(cpu.to_string()).arg(&binary);
+            command.arg("-c").arg(cpu.to_string()).arg(binary);
             command
         }
-        None => Command::new(&binary),
+        None => Command::new(binary),
+    }
+}
+
+fn beside_me(name: &str) -> Result<PathBuf, String> {
+    let path = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name(name);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("{} is missing: build it first (see --help)", path.display()))
+    }
+}
+
+fn start_relay(cli: &Cli, count: usize) -> Result<Target, String> {
+    let binary = match &cli.relay {
+        Some(path) => path.clone(),
+        None => beside_me("phalanx-relay")?,
     };
+    let mut command = command(binary, cli.relay_cpu);
     command
         .args(["--udp", &format!("127.0.0.1:{}", cli.port)])
         .args(["--admin", &format!("127.0.0.1:{}", cli.admin_port)])
-        .args(["--admin-token", TOKEN, "--drain-timeout-ms", "0", "--log", "warn"]);
-    command.spawn().map_err(|e| format!("cannot start {}: {e}", binary.display()))
+        .args(["--admin-token", TOKEN, "--drain-timeout-ms", "0", "--log", "warn"])
+        .stdout(Stdio::null());
+    let child = command.spawn().map_err(|e| format!("cannot start the relay: {e}"))?;
+    let admin = SocketAddr::from(([127, 0, 0, 1], cli.admin_port));
+    let mut target =
+        Target { child, admin: Some(admin), seats: Vec::new(), ids: Vec::new(), rss_before: 0 };
+    wait_ready(admin)?;
+    target.rss_before = resident_bytes(target.child.id());
+    (target.seats, target.ids) = create_matches(cli, admin, count)?;
+    Ok(target)
+}
+
+fn start_baseline(cli: &Cli, count: usize) -> Result<Target, String> {
+    let mut command = command(beside_me("host-baseline")?, cli.relay_cpu);
+    command
+        .args(["--matches", &count.to_string(), "--players", &cli.players.to_string()])
+        .args(["--turn-ms", &cli.turn_ms.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = command.spawn().map_err(|e| format!("cannot start host-baseline: {e}"))?;
+    let stdout = child.stdout.take().ok_or("host-baseline's stdout")?;
+    let mut seats = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        if line == "READY" {
+            break;
+        }
+        let mut words = line.split_whitespace().skip(1);
+        let address = words.next().and_then(|a| a.parse().ok()).ok_or("a match's address")?;
+        let pin = words.next().and_then(|p| p.parse().ok()).ok_or("a match's key")?;
+        let tokens = words.filter_map(|t| t.parse().ok()).collect();
+        seats.push(Seats { address, pin, tokens });
+    }
+    Ok(Target { child, admin: None, seats, ids: Vec::new(), rss_before: baseline_rss(cli)? })
+}
+
+/// The baseline process's resident memory with no match.
+fn baseline_rss(cli: &Cli) -> Result<u64, String> {
+    let mut command = command(beside_me("host-baseline")?, cli.relay_cpu);
+    command.args(["--matches", "0"]).stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = command.spawn().map_err(|e| format!("cannot start host-baseline: {e}"))?;
+    let stdout = child.stdout.take().ok_or("host-baseline's stdout")?;
+    let ready = BufReader::new(stdout).lines().map_while(Result::ok).any(|line| line == "READY");
+    let rss = resident_bytes(child.id());
+    drop(child.stdin.take());
+    let _ = child.wait();
+    if ready {
+        Ok(rss)
+    } else {
+        Err("host-baseline did not start".into())
+    }
 }
 
 /// utime + stime of `pid`, seconds.
@@ -157,120 +244,155 @@ fn create_matches(
     cli: &Cli,
     admin: SocketAddr,
     count: usize,
-) -> Result<Vec<(String, Vec<u64>, String)>, String> {
-    let mut matches = Vec::new();
+) -> Result<(Vec<Seats>, Vec<String>), String> {
+    let profile = if cli.default_profile { "default" } else { "quiet_relay" };
+    let body = format!(
+        "{{\"players\": {}, \"turn_ms\": {}, \"profile\": \"{profile}\"}}",
+        cli.players, cli.turn_ms
+    );
+    let (mut matches, mut ids) = (Vec::new(), Vec::new());
     for _ in 0..count {
-        let profile = if cli.default_profile { "default" } else { "quiet_relay" };
-        let body = format!(
-            "{{\"players\": {}, \"turn_ms\": {}, \"profile\": \"{profile}\"}}",
-            cli.players, cli.turn_ms
-        );
         let (status, body) = http(admin, "POST", "/v1/matches", &body)?;
         if status != 201 {
             return Err(format!("create: {status} {body}"));
         }
         let ticket: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
-        let id = ticket["id"].as_str().unwrap_or_default().to_string();
-        let pin = ticket["pin"].as_str().unwrap_or_default().trim_start_matches("udp:").to_string();
+        let address = ticket["address"].as_str().and_then(|a| a.parse().ok()).ok_or("address")?;
+        let pin = ticket["pin"].as_str().unwrap_or_default().trim_start_matches("udp:");
+        let pin = pin.parse().map_err(|_| "the ticket's pin")?;
         let tokens = ticket["seats"].as_array().map_or(Vec::new(), |seats| {
             seats.iter().filter_map(|seat| seat["token"].as_u64()).collect()
         });
-        matches.push((id, tokens, pin));
+        matches.push(Seats { address, pin, tokens });
+        ids.push(ticket["id"].as_str().unwrap_or_default().to_owned());
     }
-    Ok(matches)
+    Ok((matches, ids))
 }
 
 fn run_point(cli: &Cli, count: usize) -> Result<Point, String> {
-    let admin = SocketAddr::from(([127, 0, 0, 1], cli.admin_port));
-    let mut relay = start_relay(cli)?;
-    let result = measure(cli, admin, relay.id(), count);
-    // The matches were ended; the relay drains at once and exits.
-    let _ = Command::new("kill").arg("-TERM").arg(relay.id().to_string()).status();
-    let status = relay.wait().map_err(|e| e.to_string())?;
+    let target = if cli.baseline { start_baseline(cli, count) } else { start_relay(cli, count) };
+    let mut target = target?;
+    let result = measure(cli, &target, count);
+    if target.admin.is_some() {
+        // The matches were ended; the relay drains at once and exits.
+        let _ = Command::new("kill").arg("-TERM").arg(target.child.id().to_string()).status();
+    } else {
+        drop(target.child.stdin.take());
+    }
+    let status = target.child.wait().map_err(|e| e.to_string())?;
     if result.is_ok() && !status.success() {
-        return Err(format!("the relay exited with {status}"));
+        return Err(format!("the process under load exited with {status}"));
     }
     result
 }
 
-fn measure(cli: &Cli, admin: SocketAddr, pid: u32, count: usize) -> Result<Point, String> {
-    wait_ready(admin)?;
-    let rss_before = resident_bytes(pid);
-    let matches = create_matches(cli, admin, count)?;
+fn session(cli: &Cli) -> phalanx_proto::SessionConfig {
     let mut session = phalanx_proto::SessionConfig::default();
     if !cli.default_profile {
         session = session.quiet_relay();
     }
     session.turns.length_ms = cli.turn_ms;
-    let address = SocketAddr::from(([127, 0, 0, 1], cli.port));
+    session.turns.players_max = cli.players;
+    session
+}
+
+type Bots = Vec<tokio::task::JoinHandle<BotReport>>;
+
+/// One bot a seat, `cli.ramp` a second.
+async fn spawn_bots(cli: &Cli, target: &Target, stop: &tokio::sync::watch::Receiver<bool>) -> Bots {
+    let session = session(cli);
+    let mut bots = Vec::new();
+    let gap = Duration::from_secs_f64(1.0 / cli.ramp.max(1) as f64);
+    for (m, seats) in target.seats.iter().enumerate() {
+        for (seat, &token) in seats.tokens.iter().enumerate() {
+            let config = BotConfig {
+                address: seats.address,
+                pin: seats.pin,
+                token,
+                session: session.clone(),
+                seed: (m * 64 + seat) as u64,
+                join_timeout: Duration::from_secs(60),
+                hostile: false,
+            };
+            bots.push(tokio::spawn(run_bot(config, stop.clone())));
+            tokio::time::sleep(gap).await;
+        }
+    }
+    bots
+}
+
+/// Every bot's report, summed. Bots still playing `grace` after the end (the baseline's
+/// matches do not end) are told to stop, and report what they did.
+async fn collect_bots(
+    bots: Bots,
+    stop: tokio::sync::watch::Sender<bool>,
+    grace: Duration,
+) -> (usize, BotReport) {
+    let mut total = BotReport::default();
+    let mut joined = 0;
+    let end_wait = tokio::time::sleep(grace);
+    tokio::pin!(end_wait);
+    for mut bot in bots {
+        let report = tokio::select! {
+            report = &mut bot => report,
+            () = &mut end_wait => { let _ = stop.send(true); bot.await }
+        };
+        let report = report.unwrap_or_default();
+        joined += usize::from(report.joined);
+        total.turns += report.turns;
+        total.commands += report.commands;
+        total.datagrams_in += report.datagrams_in;
+        total.datagrams_out += report.datagrams_out;
+        total.finished |= report.finished;
+    }
+    let _ = stop.send(true);
+    (joined, total)
+}
+
+/// The relay's metrics, or none for the baseline (it has no such counters).
+fn target_metrics(target: &Target) -> Result<Metrics, String> {
+    target.admin.map_or(Ok(Metrics::default()), metrics)
+}
+
+fn measure(cli: &Cli, target: &Target, count: usize) -> Result<Point, String> {
+    let pid = target.child.id();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
         let (stop_tx, stop) = tokio::sync::watch::channel(false);
-        let mut bots = Vec::new();
-        let gap = Duration::from_secs_f64(1.0 / cli.ramp.max(1) as f64);
-        for (m, (_, tokens, pin)) in matches.iter().enumerate() {
-            let pin = pin.parse().map_err(|_| "the ticket's pin")?;
-            for (seat, &token) in tokens.iter().enumerate() {
-                let config = BotConfig {
-                    address,
-                    pin,
-                    token,
-                    session: session.clone(),
-                    seed: (m * 64 + seat) as u64,
-                    join_timeout: Duration::from_secs(60),
-                    hostile: false,
-                };
-                bots.push(tokio::spawn(run_bot(config, stop.clone())));
-                tokio::time::sleep(gap).await;
-            }
-        }
+        let bots = spawn_bots(cli, target, &stop).await;
         eprintln!("{count} matches: {} bots started; warming up {} s", bots.len(), cli.warmup_s);
         tokio::time::sleep(Duration::from_secs(cli.warmup_s)).await;
-        let before = metrics(admin)?;
+        let before = target_metrics(target)?;
         let (cpu_before, kernel_before, start) =
             (cpu_seconds(pid), kernel_udp_errors(), Instant::now());
         tokio::time::sleep(Duration::from_secs(cli.measure_s)).await;
-        let after = metrics(admin)?;
+        let after = target_metrics(target)?;
         let (cpu_after, kernel_after, elapsed) =
             (cpu_seconds(pid), kernel_udp_errors(), start.elapsed().as_secs_f64());
-        let rss_after = resident_bytes(pid);
-        for (id, _, _) in &matches {
-            http(admin, "POST", &format!("/v1/matches/{id}/end"), "{\"code\": 0}")?;
+        let rss = resident_bytes(pid);
+        if let Some(admin) = target.admin {
+            for id in &target.ids {
+                http(admin, "POST", &format!("/v1/matches/{id}/end"), "{\"code\": 0}")?;
+            }
         }
-        let mut total = BotReport::default();
-        let mut joined = 0;
-        let end_wait = tokio::time::sleep(Duration::from_secs(15));
-        tokio::pin!(end_wait);
-        for bot in bots {
-            let report = tokio::select! {
-                report = bot => report.unwrap_or_default(),
-                () = &mut end_wait => { let _ = stop_tx.send(true); BotReport::default() }
-            };
-            joined += usize::from(report.joined);
-            total.turns += report.turns;
-            total.commands += report.commands;
-            total.datagrams_in += report.datagrams_in;
-            total.datagrams_out += report.datagrams_out;
-            total.finished |= report.finished;
-        }
+        let grace = Duration::from_secs(if target.admin.is_some() { 15 } else { 0 });
+        let (joined, bots) = collect_bots(bots, stop_tx, grace).await;
         let cpu = cpu_after - cpu_before;
+        let datagrams = |m: &Metrics| m.datagrams_in + m.datagrams_out;
         Ok(Point {
             matches: count,
             joined,
             cpu_share: cpu / elapsed,
             cpu_us_per_match_second: cpu / elapsed / count as f64 * 1e6,
-            rss_per_match: rss_after.saturating_sub(rss_before) as f64 / count as f64,
+            rss_per_match: rss.saturating_sub(target.rss_before) as f64 / count as f64,
             lateness: after.seal_lateness.since(&before.seal_lateness),
             relay_drops: after.drops.total() - before.drops.total(),
             kernel_drops: (kernel_after.0 - kernel_before.0, kernel_after.1 - kernel_before.1),
-            datagrams_per_second: ((after.datagrams_in + after.datagrams_out)
-                - (before.datagrams_in + before.datagrams_out))
-                as f64
-                / elapsed,
-            bots: total,
+            datagrams_per_second: (datagrams(&after) - datagrams(&before)) as f64 / elapsed,
+            bots,
         })
     })
 }
