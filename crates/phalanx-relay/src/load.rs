@@ -1,7 +1,8 @@
-//! Bot players for load: each a sans-IO `phalanx_proto::Client` on its own UDP socket, with
-//! the raw-UDP transport's handshake, channel and stream driven by hand — as light as a player
-//! can be, so that a load generator's one core carries thousands. The `relay-load` binary
-//! runs them against a relay process; a test can run a few.
+//! Bot players for load: each a sans-IO [`Bot`] (a `phalanx_proto::Client` with the raw-UDP
+//! transport's handshake, channel and stream driven by hand), as light as a player can be, so
+//! that a load generator's one core carries thousands. [`run_bot`] puts one on a UDP socket of
+//! its own; the `relay-load` binary runs thousands against a relay process; a test can run a
+//! few, or run bots and a [`Shard`](crate::Shard) in memory with no socket at all.
 //!
 //! A bot gives orders at the archers demo's rate: one every 15–20 turns, three at once one time
 //! in four, each a 12-byte command; it reports a state hash every check turn.
@@ -55,34 +56,182 @@ pub struct BotReport {
     pub end_code: Option<u32>,
 }
 
-struct Link {
-    socket: tokio::net::UdpSocket,
-    address: SocketAddr,
-    channel: Channel,
-    stream: Stream,
-    plain: Vec<u8>,
-    packet: Vec<u8>,
-    report: BotReport,
+/// Where a bot is: shaking hands, or joined (or joining) over its channel.
+enum Phase {
+    Handshake { handshake: Box<ClientHandshake>, resend_at: u64 },
+    Linked { channel: Channel, stream: Box<Stream> },
+    Over,
 }
 
-impl Link {
-    fn send(&mut self, kind: Option<u8>, payload: &[u8]) {
-        self.plain.clear();
-        self.plain.extend(kind);
-        self.plain.extend_from_slice(payload);
-        if self.channel.seal_into(&self.plain, &mut self.packet).is_ok() {
-            // A full socket buffer is loss, which the session repairs.
-            let _ =
-                socket2::SockRef::from(&self.socket).send_to(&self.packet, &self.address.into());
-            self.report.datagrams_out += 1;
+/// One bot player, sans-IO: packets in with [`Bot::handle`], packets out through the `send`
+/// sink every call takes, timers by [`Bot::poll_timeout`] and [`Bot::handle_timeout`]. Times
+/// are milliseconds of the caller's clock.
+pub struct Bot {
+    client: phalanx_proto::Client,
+    request: Vec<u8>,
+    phase: Phase,
+    hostile: bool,
+    random: SplitMix64,
+    next_order: u32,
+    join_deadline: u64,
+    report: BotReport,
+    plain: Vec<u8>,
+    packet: Vec<u8>,
+    datagram: Vec<u8>,
+}
+
+impl std::fmt::Debug for Bot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bot").field("report", &self.report).finish_non_exhaustive()
+    }
+}
+
+/// How long a bot waits before it sends its handshake again, milliseconds.
+const HANDSHAKE_RESEND_MS: u64 = 250;
+
+impl Bot {
+    /// A bot for `config`'s seat, starting at `now`; `send` gets its first packet.
+    pub fn new(config: &BotConfig, now: u64, send: &mut dyn FnMut(&[u8])) -> Option<Bot> {
+        let random = random_bytes(config.seed, b"bot handshake");
+        let (handshake, first) = ClientHandshake::new(config.pin, &[], random).ok()?;
+        let (client, request) =
+            phalanx_proto::Client::new(config.session.clone(), config.token).ok()?;
+        send(&first);
+        let resend_at = now + HANDSHAKE_RESEND_MS;
+        Some(Bot {
+            client,
+            request,
+            phase: Phase::Handshake { handshake: Box::new(handshake), resend_at },
+            hostile: config.hostile,
+            random: SplitMix64::new(config.seed),
+            next_order: 10 + (config.seed % 8) as u32,
+            join_deadline: now + config.join_timeout.as_millis() as u64,
+            report: BotReport::default(),
+            plain: Vec::with_capacity(MAX_PACKET),
+            packet: Vec::with_capacity(MAX_PACKET),
+            datagram: Vec::with_capacity(MAX_PACKET),
+        })
+    }
+
+    /// How its match went so far.
+    pub fn report(&self) -> BotReport {
+        self.report
+    }
+
+    /// Whether it is done: its session ended, or it could not join.
+    pub fn is_over(&self) -> bool {
+        matches!(self.phase, Phase::Over)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match &self.phase {
+            Phase::Handshake { resend_at, .. } => Some((*resend_at).min(self.join_deadline)),
+            Phase::Linked { stream, .. } => {
+                let client = [self.client.poll_timeout(), self.client.next_turn_due_ms()];
+                client.into_iter().chain([stream.poll_timeout()]).flatten().min()
+            }
+            Phase::Over => None,
         }
     }
 
-    fn pump(&mut self, now: u64) {
-        self.stream.handle_timeout(now);
-        while let Some(packet) = self.stream.poll_transmit(now) {
-            self.send(None, &packet);
+    /// One packet from the relay (or host).
+    pub fn handle(&mut self, now: u64, packet: &[u8], send: &mut dyn FnMut(&[u8])) {
+        self.report.datagrams_in += 1;
+        match &mut self.phase {
+            Phase::Handshake { handshake, .. } => match handshake.handle(packet) {
+                Ok(Progress::Resend(packet)) => send(&packet),
+                Ok(Progress::Established { channel, .. }) => {
+                    let mut stream = Box::new(Stream::new(StreamConfig::default()));
+                    // A fresh stream takes a join request.
+                    let _ = stream.send(&self.request);
+                    self.phase = Phase::Linked { channel, stream };
+                }
+                Ok(Progress::Ignored) => {}
+                Err(_) => self.phase = Phase::Over,
+            },
+            Phase::Linked { channel, stream } => {
+                if channel.open_into(packet, &mut self.plain).is_err() {
+                    return;
+                }
+                match self.plain.split_first() {
+                    Some((&KIND_DATAGRAM, rest)) => self.client.handle_datagram(now, rest),
+                    Some((&(SEGMENT | ACK), _)) => {
+                        let _ = stream.handle(now, &self.plain);
+                        while let Some(message) = stream.poll_message() {
+                            let joined = self.client.handle_join_reply(now, &message).is_ok();
+                            self.report.joined |= joined;
+                        }
+                    }
+                    Some((&KIND_CLOSE, _)) => self.client.on_host_closed(),
+                    _ => {}
+                }
+            }
+            Phase::Over => return,
         }
+        self.handle_timeout(now, send);
+    }
+
+    /// Fires what is due: handshake resends, the session's timers, turns (the bot plays them
+    /// and gives its orders), datagrams and stream packets to send.
+    pub fn handle_timeout(&mut self, now: u64, send: &mut dyn FnMut(&[u8])) {
+        if let Phase::Handshake { handshake, resend_at } = &mut self.phase {
+            if now >= self.join_deadline {
+                self.phase = Phase::Over;
+            } else if now >= *resend_at {
+                send(handshake.packet());
+                *resend_at = now + HANDSHAKE_RESEND_MS;
+            }
+            return;
+        }
+        let Phase::Linked { channel, stream } = &mut self.phase else { return };
+        self.client.handle_timeout(now);
+        while let Some(turn) = self.client.next_turn(now) {
+            self.report.turns += 1;
+            self.client.report_state_hash(turn.turn, 0x5EED);
+            if turn.turn.0 >= self.next_order {
+                let (client, random) = (&mut self.client, &mut self.random);
+                self.next_order = orders(client, random, turn.turn, now, &mut self.report);
+            }
+        }
+        let mut seal = |plain: &[u8], report: &mut BotReport, packet: &mut Vec<u8>| {
+            if channel.seal_into(plain, packet).is_ok() {
+                send(packet);
+                report.datagrams_out += 1;
+            }
+        };
+        while self.client.poll_transmit(now, &mut self.datagram) {
+            if self.hostile && self.report.joined {
+                self.datagram.iter_mut().for_each(|byte| *byte = !*byte);
+            }
+            self.plain.clear();
+            self.plain.push(KIND_DATAGRAM);
+            self.plain.extend_from_slice(&self.datagram);
+            seal(&self.plain, &mut self.report, &mut self.packet);
+        }
+        stream.handle_timeout(now);
+        while let Some(packet) = stream.poll_transmit(now) {
+            seal(&packet, &mut self.report, &mut self.packet);
+        }
+        if let Some(ended) = self.client.ended() {
+            if let phalanx_proto::EndReason::Finished { code } = ended {
+                self.report.finished = true;
+                self.report.end_code = Some(code);
+            }
+            self.leave(send);
+        }
+    }
+
+    /// Leaves the match (a close with `CLOSE_LEFT`) and is over.
+    pub fn leave(&mut self, send: &mut dyn FnMut(&[u8])) {
+        if let Phase::Linked { channel, .. } = &mut self.phase {
+            let mut plain = vec![KIND_CLOSE];
+            plain.extend_from_slice(&phalanx_proto::CLOSE_LEFT.to_le_bytes());
+            if channel.seal_into(&plain, &mut self.packet).is_ok() {
+                send(&self.packet);
+            }
+        }
+        self.phase = Phase::Over;
     }
 }
 
@@ -95,35 +244,8 @@ fn random_bytes(seed: u64, label: &[u8]) -> [u8; 32] {
     bytes
 }
 
-/// The handshake, resent every 250 ms until `deadline`.
-async fn handshake(
-    config: &BotConfig,
-    socket: &tokio::net::UdpSocket,
-    deadline: Instant,
-) -> Option<Channel> {
-    let random = random_bytes(config.seed, b"bot handshake");
-    let (mut handshake, first) = ClientHandshake::new(config.pin, &[], random).ok()?;
-    let mut buf = vec![0u8; MAX_PACKET + 1];
-    socket.send_to(&first, config.address).await.ok()?;
-    while Instant::now() < deadline {
-        let received = tokio::time::timeout(Duration::from_millis(250), socket.recv_from(&mut buf));
-        match received.await {
-            Ok(Ok((len, _))) => match handshake.handle(&buf[..len]).ok()? {
-                Progress::Resend(packet) => {
-                    socket.send_to(&packet, config.address).await.ok()?;
-                }
-                Progress::Established { channel, .. } => return Some(channel),
-                Progress::Ignored => {}
-            },
-            _ => {
-                socket.send_to(handshake.packet(), config.address).await.ok()?;
-            }
-        }
-    }
-    None
-}
-
-/// Plays one seat until its session ends (or it cannot join); `stop` ends it early.
+/// Plays one seat on a UDP socket of its own until its session ends (or it cannot join);
+/// `stop` ends it early (it leaves).
 pub async fn run_bot(config: BotConfig, mut stop: tokio::sync::watch::Receiver<bool>) -> BotReport {
     let epoch = Instant::now();
     let now = || epoch.elapsed().as_millis() as u64;
@@ -131,82 +253,29 @@ pub async fn run_bot(config: BotConfig, mut stop: tokio::sync::watch::Receiver<b
     else {
         return BotReport::default();
     };
-    let deadline = epoch + config.join_timeout;
-    let Some(channel) = handshake(&config, &socket, deadline).await else {
-        return BotReport::default();
+    let address = config.address;
+    // A full socket buffer is loss, which the session repairs.
+    let mut send = |packet: &[u8]| {
+        let _ = socket2::SockRef::from(&socket).send_to(packet, &address.into());
     };
-    let Ok((mut client, request)) =
-        phalanx_proto::Client::new(config.session.clone(), config.token)
-    else {
-        return BotReport::default();
-    };
-    let stream = Stream::new(StreamConfig::default());
-    let plain = Vec::with_capacity(MAX_PACKET);
-    let packet = Vec::with_capacity(MAX_PACKET);
-    let report = BotReport::default();
-    let mut link = Link { socket, address: config.address, channel, stream, plain, packet, report };
-    let _ = link.stream.send(&request);
-    link.pump(now());
-    let mut random = SplitMix64::new(config.seed);
-    let mut next_order = 10 + (config.seed % 8) as u32;
+    let Some(mut bot) = Bot::new(&config, now(), &mut send) else { return BotReport::default() };
     let mut buf = vec![0u8; MAX_PACKET + 1];
-    let mut datagram = Vec::with_capacity(MAX_PACKET);
-    let mut opened = Vec::with_capacity(MAX_PACKET);
-    loop {
-        let wake = [client.poll_timeout(), client.next_turn_due_ms(), link.stream.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(now() + 1_000);
+    while !bot.is_over() {
+        let wake = bot.poll_timeout().unwrap_or(now() + 1_000);
         let sleep = tokio::time::sleep_until((epoch + Duration::from_millis(wake)).into());
         tokio::select! {
-            received = link.socket.recv_from(&mut buf) => {
-                let Ok((len, _)) = received else { continue };
-                link.report.datagrams_in += 1;
-                if link.channel.open_into(&buf[..len], &mut opened).is_err() {
-                    continue;
-                }
-                match opened.split_first() {
-                    Some((&KIND_DATAGRAM, rest)) => client.handle_datagram(now(), rest),
-                    Some((&(SEGMENT | ACK), _)) => {
-                        let _ = link.stream.handle(now(), &opened);
-                        while let Some(message) = link.stream.poll_message() {
-                            link.report.joined |= client.handle_join_reply(now(), &message).is_ok();
-                        }
+            received = socket.recv_from(&mut buf) => {
+                if let Ok((len, from)) = received {
+                    if from == address {
+                        bot.handle(now(), &buf[..len], &mut send);
                     }
-                    Some((&KIND_CLOSE, _)) => client.on_host_closed(),
-                    _ => {}
                 }
             }
-            () = sleep => {}
-            _ = stop.changed() => break,
-        }
-        let at = now();
-        client.handle_timeout(at);
-        while let Some(turn) = client.next_turn(at) {
-            link.report.turns += 1;
-            client.report_state_hash(turn.turn, 0x5EED);
-            if turn.turn.0 >= next_order {
-                next_order = orders(&mut client, &mut random, turn.turn, at, &mut link.report);
-            }
-        }
-        while client.poll_transmit(at, &mut datagram) {
-            if config.hostile && link.report.joined {
-                datagram.iter_mut().for_each(|byte| *byte = !*byte);
-            }
-            link.send(Some(KIND_DATAGRAM), &datagram);
-        }
-        link.pump(at);
-        if let Some(ended) = client.ended() {
-            if let phalanx_proto::EndReason::Finished { code } = ended {
-                link.report.finished = true;
-                link.report.end_code = Some(code);
-            }
-            break;
+            () = sleep => bot.handle_timeout(now(), &mut send),
+            _ = stop.changed() => bot.leave(&mut send),
         }
     }
-    link.send(Some(KIND_CLOSE), &phalanx_proto::CLOSE_LEFT.to_le_bytes());
-    link.report
+    bot.report()
 }
 
 /// The demo's orders: one (three, one time in four) 12-byte command; the next in 15–20 turns.

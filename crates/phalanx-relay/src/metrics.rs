@@ -157,6 +157,8 @@ pub struct Metrics {
     pub drops: Drops,
     /// Cookie replies sent to handshakes (the anti-spoofing step).
     pub cookie_replies: u64,
+    /// QUIC clients told at once (QUIC version negotiation) that the relay speaks raw UDP.
+    pub quic_clients_answered: u64,
     /// Join requests refused (unknown token, full match, wrong game data...).
     pub joins_refused: u64,
     /// Players (and spectators) seated, rejoins included.
@@ -186,6 +188,7 @@ impl Metrics {
         self.bytes_out += other.bytes_out;
         self.drops.merge(&other.drops);
         self.cookie_replies += other.cookie_replies;
+        self.quic_clients_answered += other.quic_clients_answered;
         self.joins_refused += other.joins_refused;
         self.joins += other.joins;
         self.matches_created += other.matches_created;
@@ -207,6 +210,11 @@ impl Metrics {
             ("phalanx_relay_datagrams_sent_total", "Datagrams sent.", self.datagrams_out),
             ("phalanx_relay_bytes_sent_total", "UDP payload bytes sent.", self.bytes_out),
             ("phalanx_relay_cookie_replies_total", "Cookie replies sent.", self.cookie_replies),
+            (
+                "phalanx_relay_quic_clients_answered_total",
+                "QUIC clients told the relay speaks raw UDP.",
+                self.quic_clients_answered,
+            ),
             ("phalanx_relay_joins_total", "Players and spectators seated.", self.joins),
             ("phalanx_relay_joins_refused_total", "Join requests refused.", self.joins_refused),
             ("phalanx_relay_matches_created_total", "Matches created.", self.matches_created),

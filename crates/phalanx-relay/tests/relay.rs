@@ -92,3 +92,17 @@ async fn two_players_play_a_match_through_the_relay_and_finish() {
     assert_eq!(metrics.drops.total(), 0, "{:?}", metrics.drops);
     assert!(metrics.seal_lateness.count() >= 40);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quic_client_is_told_at_once_that_the_relay_speaks_raw_udp() {
+    let relay = relay();
+    let handle = relay.handle();
+    let ticket = handle.create_match(MatchSpec::new(2)).await.unwrap();
+    let pin: Pin = format!("quic:{}", "00".repeat(32)).parse().unwrap();
+    let started = std::time::Instant::now();
+    let options = ClientOptions::new(ticket.seats[0].token, pin);
+    let result = Client::<u32>::connect(ticket.address, options).await;
+    assert!(matches!(result, Err(phalanx::ConnectError::TransportMismatch)), "{:?}", result.err());
+    assert!(started.elapsed() < Duration::from_secs(3), "told at once: {:?}", started.elapsed());
+    assert!(handle.metrics().await.quic_clients_answered >= 1);
+}

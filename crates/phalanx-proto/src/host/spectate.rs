@@ -15,7 +15,7 @@ use crate::wire::{
     decode_up, encode_join_reply_with_log, put_down_header, DownExtras, JoinRefusal, Rejoin,
 };
 
-use super::transmit::fill_bundles;
+use super::transmit::fit_bundles;
 use super::{refused, Host, HostEvent, JoinResponse};
 
 /// Why a spectator left.
@@ -237,11 +237,8 @@ impl Host {
         // decoder refuses a datagram with more.
         let end = if carry { (visible.since(base) as usize).min(skip + window) } else { 0 };
         let turns = spectators.turns.iter().enumerate().take(end).skip(skip);
-        let (body, count, redundant) = fill_bundles(
-            turns.map(|(offset, bundle)| (Turn(base.0 + offset as u32), bundle)),
-            watcher.send_next,
-            budget,
-        );
+        let bundles = turns.map(|(offset, bundle)| (Turn(base.0 + offset as u32), &bundle[..]));
+        let (count, redundant) = fit_bundles(bundles.clone(), watcher.send_next, budget);
         let extras = DownExtras {
             hash_ack: watcher.hash_acked,
             waiting,
@@ -250,7 +247,7 @@ impl Host {
             inspect: None,
         };
         put_down_header(buf, pn, ack, CommandSeq(0), &extras, first, count);
-        buf.extend_from_slice(&body);
+        bundles.take(count).for_each(|(_, encoded)| buf.extend_from_slice(encoded));
         if behind && has_new {
             // Each newly visible turn triggers one such datagram, not a burst.
             watcher.send_next = visible;

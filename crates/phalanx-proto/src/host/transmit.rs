@@ -5,8 +5,6 @@
 //! them when the retransmit timer fired or the player reported a gap. (Spectators: see
 //! `spectate.rs`, which always repeats.)
 
-use bytes::Bytes;
-
 use crate::link::{repeat_delay_ms, Sent};
 use crate::types::{PlayerId, Turn};
 use crate::wire::{put_down_header, DownExtras, DOWN_HEADER_BYTES_MAX};
@@ -64,11 +62,9 @@ impl Host {
         let skip = first.since(self.sealed_base) as usize;
         let take = if carry { self.sealed.len() } else { 0 };
         let sealed = self.sealed.iter().take(take).skip(skip);
-        let (body, count, redundant_bytes) = fill_bundles(
-            sealed.map(|sealed| (sealed.bundle.turn, &sealed.encoded)),
-            peer.send_next,
-            usize::from(self.config.link.datagram_bytes_max),
-        );
+        let bundles = sealed.map(|sealed| (sealed.bundle.turn, &sealed.encoded[..]));
+        let budget = usize::from(self.config.link.datagram_bytes_max);
+        let (count, redundant_bytes) = fit_bundles(bundles.clone(), peer.send_next, budget);
         let extras = DownExtras {
             hash_ack: peer.hash_acked,
             waiting: self.waiting,
@@ -79,7 +75,7 @@ impl Host {
         };
         peer.notify_due = false;
         put_down_header(buf, pn, ack, peer.next_seq, &extras, first, count);
-        buf.extend_from_slice(&body);
+        bundles.take(count).for_each(|(_, encoded)| buf.extend_from_slice(encoded));
         if count > 0 {
             peer.send_next = peer.send_next.max(first.saturating_add(count as u32));
         }
@@ -95,26 +91,26 @@ impl Host {
     }
 }
 
-/// As many of `bundles` (turn, encoding; in turn order) as fit a datagram of `budget` bytes
-/// after its header: their bytes, how many, and how many of those bytes were sent before
-/// (turns before `send_next`). Players and spectators alike.
-pub(super) fn fill_bundles<'a>(
-    bundles: impl Iterator<Item = (Turn, &'a Bytes)>,
+/// How many of `bundles` (turn, encoding; in turn order) fit a datagram of `budget` bytes
+/// after its header, and how many of their bytes were sent before (turns before
+/// `send_next`). The caller then copies that many straight into the datagram (no buffer in
+/// between). Players and spectators alike.
+pub(super) fn fit_bundles<'a>(
+    bundles: impl Iterator<Item = (Turn, &'a [u8])>,
     send_next: Turn,
     budget: usize,
-) -> (Vec<u8>, usize, u64) {
-    let mut body = Vec::new();
-    let (mut count, mut redundant) = (0usize, 0u64);
+) -> (usize, u64) {
+    let (mut count, mut bytes, mut redundant) = (0usize, 0usize, 0u64);
     for (turn, encoded) in bundles {
         // Header bound: count as a varint of at most 2 bytes for a window of <= 256.
-        if DOWN_HEADER_BYTES_MAX + body.len() + encoded.len() > budget {
+        if DOWN_HEADER_BYTES_MAX + bytes + encoded.len() > budget {
             break;
         }
         if turn < send_next {
             redundant += encoded.len() as u64;
         }
-        body.extend_from_slice(encoded);
+        bytes += encoded.len();
         count += 1;
     }
-    (body, count, redundant)
+    (count, redundant)
 }

@@ -227,6 +227,9 @@ struct Point {
     relay_drops: u64,
     kernel_drops: (u64, u64),
     datagrams_per_second: f64,
+    /// This process's CPU over the window (the bots'), share of one core: near 1, the bots
+    /// cannot keep up and the point measures them, not the relay.
+    bots_cpu_share: f64,
     bots: BotReport,
 }
 
@@ -368,10 +371,12 @@ fn measure(cli: &Cli, target: &Target, count: usize) -> Result<Point, String> {
         let before = target_metrics(target)?;
         let (cpu_before, kernel_before, start) =
             (cpu_seconds(pid), kernel_udp_errors(), Instant::now());
+        let own_before = cpu_seconds(std::process::id());
         tokio::time::sleep(Duration::from_secs(cli.measure_s)).await;
         let after = target_metrics(target)?;
         let (cpu_after, kernel_after, elapsed) =
             (cpu_seconds(pid), kernel_udp_errors(), start.elapsed().as_secs_f64());
+        let own = cpu_seconds(std::process::id()) - own_before;
         let rss = resident_bytes(pid);
         if let Some(admin) = target.admin {
             for id in &target.ids {
@@ -392,6 +397,7 @@ fn measure(cli: &Cli, target: &Target, count: usize) -> Result<Point, String> {
             relay_drops: after.drops.total() - before.drops.total(),
             kernel_drops: (kernel_after.0 - kernel_before.0, kernel_after.1 - kernel_before.1),
             datagrams_per_second: (datagrams(&after) - datagrams(&before)) as f64 / elapsed,
+            bots_cpu_share: own / elapsed,
             bots,
         })
     })
@@ -405,7 +411,7 @@ fn print_point(point: &Point) {
     );
     let l = &point.lateness;
     println!(
-        "{:>6} {:>7} {:>8.1}% {:>10.1} {:>9.1} {:>6} {:>6} {:>6} {:>8} {:>6}/{:<6} {:>9.0}",
+        "{:>6} {:>7} {:>8.1}% {:>10.1} {:>9.1} {:>6} {:>6} {:>6} {:>8} {:>6}/{:<6} {:>9.0} {:>8.0}%{}",
         point.matches,
         point.joined,
         point.cpu_share * 100.0,
@@ -418,6 +424,8 @@ fn print_point(point: &Point) {
         point.kernel_drops.0,
         point.kernel_drops.1,
         point.datagrams_per_second,
+        point.bots_cpu_share * 100.0,
+        if point.bots_cpu_share > 0.9 { "  (bots saturated: not the relay's figure)" } else { "" },
     );
 }
 
@@ -466,7 +474,7 @@ fn plot(points: &[Point]) -> String {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     println!(
-        "{:>6} {:>7} {:>9} {:>10} {:>9} {:>6} {:>6} {:>6} {:>8} {:>13} {:>9}",
+        "{:>6} {:>7} {:>9} {:>10} {:>9} {:>6} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9}",
         "matches",
         "joined",
         "relay CPU",
@@ -477,7 +485,8 @@ fn main() -> std::process::ExitCode {
         "maxms",
         "drops",
         "kernel rx/tx",
-        "dgrams/s"
+        "dgrams/s",
+        "bots CPU"
     );
     let mut points = Vec::new();
     for &count in &cli.matches {
@@ -494,10 +503,10 @@ fn main() -> std::process::ExitCode {
     }
     if points.len() > 1 {
         let _ = std::fs::create_dir_all(&cli.out);
-        let mut csv = String::from("matches,joined,cpu_share,cpu_us_per_match_second,rss_bytes_per_match,lateness_p50_ms,lateness_p99_ms,lateness_max_ms,relay_drops,kernel_rcvbuf_errors,kernel_sndbuf_errors\n");
+        let mut csv = String::from("matches,joined,cpu_share,cpu_us_per_match_second,rss_bytes_per_match,lateness_p50_ms,lateness_p99_ms,lateness_max_ms,relay_drops,kernel_rcvbuf_errors,kernel_sndbuf_errors,datagrams_per_second,bots_cpu_share\n");
         for p in &points {
             csv += &format!(
-                "{},{},{:.4},{:.1},{:.0},{},{},{},{},{},{}\n",
+                "{},{},{:.4},{:.1},{:.0},{},{},{},{},{},{},{:.0},{:.3}\n",
                 p.matches,
                 p.joined,
                 p.cpu_share,
@@ -508,7 +517,9 @@ fn main() -> std::process::ExitCode {
                 p.lateness.max_ms(),
                 p.relay_drops,
                 p.kernel_drops.0,
-                p.kernel_drops.1
+                p.kernel_drops.1,
+                p.datagrams_per_second,
+                p.bots_cpu_share
             );
         }
         let _ = std::fs::write(cli.out.join("sweep.csv"), csv);

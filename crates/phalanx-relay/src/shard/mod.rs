@@ -25,7 +25,7 @@ use phalanx_proto::{
 };
 use phalanx_udp::stream::{StreamConfig, ACK, SEGMENT};
 use phalanx_udp::{
-    Dropped, HostKey, Outcome, Responder, Stream, KIND_CLOSE, KIND_DATAGRAM, MAX_PACKET,
+    mismatch, Dropped, HostKey, Outcome, Responder, Stream, KIND_CLOSE, KIND_DATAGRAM, MAX_PACKET,
 };
 use phalanx_wheel::HashedWheel;
 
@@ -174,7 +174,17 @@ impl Shard {
         let known = self.by_addr.get(&from).copied();
         match known {
             Some(key) if first & 0x80 != 0 => self.on_data(now, key, packet, out),
-            None if first & 0x80 != 0 => self.metrics.drops.malformed += 1,
+            None if first & 0x80 != 0 => match mismatch::at_udp_host(packet) {
+                // A QUIC client: told at once that this is not a QUIC endpoint.
+                mismatch::Foreign::Answer(negotiation) => {
+                    self.metrics.quic_clients_answered += 1;
+                    self.send_raw(from, &negotiation, out);
+                }
+                // Data from an address with no connection, or another QUIC long header.
+                mismatch::Foreign::No | mismatch::Foreign::Ignore => {
+                    self.metrics.drops.malformed += 1;
+                }
+            },
             _ => {
                 let resend =
                     known.and_then(|key| self.conns.get(key)).and_then(|c| c.response.clone());

@@ -15,10 +15,10 @@ use phalanx_udp::{
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::mismatch;
 use super::{
     CloseReason, Core, DatagramSocket, Link, UdpConnection, UdpReceiver, KIND_CLOSE, KIND_DATAGRAM,
 };
+use phalanx_udp::mismatch;
 
 /// A transport's limits and timers.
 #[derive(Clone, Copy, Debug)]
@@ -246,13 +246,13 @@ impl<S: DatagramSocket> Endpoint<S> {
             }
         }
         if let Role::Host { drops, .. } = &self.role {
-            match super::mismatch::at_udp_host(packet) {
-                super::mismatch::Foreign::No => self.on_handshake(from, packet),
-                super::mismatch::Foreign::Answer(negotiation) => {
+            match mismatch::at_udp_host(packet) {
+                mismatch::Foreign::No => self.on_handshake(from, packet),
+                mismatch::Foreign::Answer(negotiation) => {
                     drops.lock().unwrap_or_else(PoisonError::into_inner).quic_clients_answered += 1;
                     let _ = self.socket.try_send_to(&negotiation, from);
                 }
-                super::mismatch::Foreign::Ignore => {}
+                mismatch::Foreign::Ignore => {}
             }
         }
     }

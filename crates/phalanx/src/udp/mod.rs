@@ -41,7 +41,6 @@
 pub(crate) mod client;
 mod endpoint;
 pub(crate) mod host;
-mod mismatch;
 
 use std::io;
 use std::net::SocketAddr;

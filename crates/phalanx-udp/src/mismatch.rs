@@ -16,7 +16,7 @@
 
 /// The size of a QUIC Initial (and of the probe): RFC 9000's minimum for a client's first
 /// packet, below which a server must not answer with Version Negotiation.
-pub(crate) const QUIC_INITIAL_MIN: usize = 1_200;
+pub const QUIC_INITIAL_MIN: usize = 1_200;
 /// QUIC version 1.
 const QUIC_V1: u32 = 1;
 /// The probe's version: reserved for forcing version negotiation (RFC 9000 §15), so no
@@ -57,7 +57,7 @@ fn long_header(packet: &[u8]) -> Option<LongHeader<'_>> {
 /// What a UDP host does with a packet from an address with no connection, before the
 /// handshake sees it.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Foreign {
+pub enum Foreign {
     /// Not QUIC: the handshake's to judge.
     No,
     /// A QUIC client's Initial: send this Version Negotiation back.
@@ -67,7 +67,7 @@ pub(crate) enum Foreign {
 }
 
 /// Sorts a packet a UDP host got from an unknown address.
-pub(crate) fn at_udp_host(packet: &[u8]) -> Foreign {
+pub fn at_udp_host(packet: &[u8]) -> Foreign {
     let Some(header) = long_header(packet) else { return Foreign::No };
     // Every phalanx-udp handshake packet has its top bit clear; only a real Initial (fixed
     // bit set, type Initial, full size) is answered, so nothing is amplified.
@@ -93,7 +93,7 @@ fn version_negotiation(dcid: &[u8], scid: &[u8], version: u32) -> Vec<u8> {
 
 /// The probe a UDP client sends when its `initiation` went unanswered: a long header with a
 /// reserved version, the initiation's echo bytes as its destination id, padded to 1,200 bytes.
-pub(crate) fn probe(initiation: &[u8]) -> Vec<u8> {
+pub fn probe(initiation: &[u8]) -> Vec<u8> {
     let echo = initiation.get(1..1 + ECHO).unwrap_or_default();
     let mut packet = Vec::with_capacity(QUIC_INITIAL_MIN);
     packet.push(0xc0);
@@ -107,7 +107,7 @@ pub(crate) fn probe(initiation: &[u8]) -> Vec<u8> {
 
 /// Whether `packet` is a QUIC endpoint's Version Negotiation answering the probe of
 /// `initiation`.
-pub(crate) fn is_quic_answer(packet: &[u8], initiation: &[u8]) -> bool {
+pub fn is_quic_answer(packet: &[u8], initiation: &[u8]) -> bool {
     let Some(header) = long_header(packet) else { return false };
     let echo = initiation.get(1..1 + ECHO).unwrap_or_default();
     header.version == 0 && header.dcid.is_empty() && header.scid == echo && !echo.is_empty()
