@@ -106,3 +106,41 @@ async fn a_quic_client_is_told_at_once_that_the_relay_speaks_raw_udp() {
     assert!(started.elapsed() < Duration::from_secs(3), "told at once: {:?}", started.elapsed());
     assert!(handle.metrics().await.quic_clients_answered >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn matches_spread_over_workers_each_on_its_own_port() {
+    let mut config = RelayConfig::default();
+    config.udp = "127.0.0.1:0".parse().unwrap();
+    config.workers = 2;
+    let relay = Relay::start(config).expect("the relay starts");
+    let handle = relay.handle();
+    let addresses = handle.addresses();
+    assert_eq!(addresses.len(), 2);
+    assert_ne!(addresses[0], addresses[1]);
+    let mut tickets = Vec::new();
+    for _ in 0..4 {
+        let mut spec = MatchSpec::new(1);
+        spec.session = session();
+        tickets.push(handle.create_match(spec).await.unwrap());
+    }
+    // Each worker holds two, and every match is found where its ticket says.
+    for worker in &addresses {
+        assert_eq!(tickets.iter().filter(|t| t.address == *worker).count(), 2);
+    }
+    assert_eq!(handle.list().await.len(), 4);
+    for ticket in &tickets {
+        assert_eq!(handle.inspect(ticket.id).await.unwrap().id, ticket.id);
+    }
+    // A one-player match on the second worker plays and ends.
+    let ticket = tickets.iter().find(|t| t.address == addresses[1]).unwrap();
+    let mut options = ClientOptions::new(ticket.seats[0].token, ticket.pin.parse::<Pin>().unwrap());
+    options.session = session();
+    let client: Client<u32> = Client::connect(ticket.address, options).await.expect("joins");
+    let player = tokio::spawn(play(client, 1));
+    while handle.inspect(ticket.id).await.unwrap().turn < 10 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    handle.end_match(ticket.id, 1).await.unwrap();
+    let (_, ended) = tokio::time::timeout(Duration::from_secs(10), player).await.unwrap().unwrap();
+    assert_eq!(ended, Some(EndReason::Finished { code: 1 }));
+}
