@@ -8,8 +8,9 @@
 //!
 //! - [`Relay::start`] binds one UDP socket per worker thread and hands back a [`RelayHandle`]:
 //!   create, list, inspect, start, end matches and kick players; read [`Metrics`]; drain.
-//! - [`admin::router`] serves the same over HTTP (JSON, bearer token) with `/metrics`,
-//!   `/healthz` and `/readyz`; the `phalanx-relay` binary runs both.
+//! - `admin::router` serves the same over HTTP (JSON, bearer token) with `/metrics`,
+//!   `/healthz` and `/readyz`; the `phalanx-relay` binary runs both (cargo feature `server`, on
+//!   by default).
 //! - [`Shard`] is the sans-IO core a worker runs (and a simulation can): many matches, one
 //!   timing wheel, datagrams in and out.
 //!
@@ -25,6 +26,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "server")]
 pub mod admin;
 mod api;
 mod config;

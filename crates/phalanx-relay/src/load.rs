@@ -74,6 +74,9 @@ pub struct Bot {
     random: SplitMix64,
     next_order: u32,
     join_deadline: u64,
+    /// The time of the last [`handle_timeout`](Self::handle_timeout): a deadline at or before
+    /// it that is still pending waits for a datagram (a late turn), and wakes nobody.
+    last_now: u64,
     report: BotReport,
     plain: Vec<u8>,
     packet: Vec<u8>,
@@ -106,6 +109,7 @@ impl Bot {
             random: SplitMix64::new(config.seed),
             next_order: 10 + (config.seed % 8) as u32,
             join_deadline: now + config.join_timeout.as_millis() as u64,
+            last_now: now,
             report: BotReport::default(),
             plain: Vec::with_capacity(MAX_PACKET),
             packet: Vec::with_capacity(MAX_PACKET),
@@ -128,8 +132,11 @@ impl Bot {
         match &self.phase {
             Phase::Handshake { resend_at, .. } => Some((*resend_at).min(self.join_deadline)),
             Phase::Linked { stream, .. } => {
-                let client = [self.client.poll_timeout(), self.client.next_turn_due_ms()];
-                client.into_iter().chain([stream.poll_timeout()]).flatten().min()
+                // What is still due at the last call is waiting for a datagram (a late turn),
+                // not for time: only later deadlines wake the bot.
+                let timers = [self.client.poll_timeout(), self.client.next_turn_due_ms()];
+                let timers = timers.into_iter().chain([stream.poll_timeout()]).flatten();
+                timers.filter(|&at| at > self.last_now).min()
             }
             Phase::Over => None,
         }
@@ -147,8 +154,9 @@ impl Bot {
                     let _ = stream.send(&self.request);
                     self.phase = Phase::Linked { channel, stream };
                 }
-                Ok(Progress::Ignored) => {}
-                Err(_) => self.phase = Phase::Over,
+                // A packet that does not fit the handshake (corrupted, forged, another
+                // host's) is ignored: the resends go on until the join deadline.
+                Ok(Progress::Ignored) | Err(_) => {}
             },
             Phase::Linked { channel, stream } => {
                 if channel.open_into(packet, &mut self.plain).is_err() {
@@ -175,6 +183,7 @@ impl Bot {
     /// Fires what is due: handshake resends, the session's timers, turns (the bot plays them
     /// and gives its orders), datagrams and stream packets to send.
     pub fn handle_timeout(&mut self, now: u64, send: &mut dyn FnMut(&[u8])) {
+        self.last_now = now;
         if let Phase::Handshake { handshake, resend_at } = &mut self.phase {
             if now >= self.join_deadline {
                 self.phase = Phase::Over;
@@ -264,6 +273,7 @@ pub async fn run_bot(config: BotConfig, mut stop: tokio::sync::watch::Receiver<b
         let wake = bot.poll_timeout().unwrap_or(now() + 1_000);
         let sleep = tokio::time::sleep_until((epoch + Duration::from_millis(wake)).into());
         tokio::select! {
+            biased;
             received = socket.recv_from(&mut buf) => {
                 if let Ok((len, from)) = received {
                     if from == address {

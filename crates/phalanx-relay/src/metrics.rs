@@ -177,6 +177,8 @@ pub struct Metrics {
     pub players: u64,
     /// How late turns were sealed.
     pub seal_lateness: Lateness,
+    /// Match events nobody took in time ([`Shard::poll_event`](crate::Shard::poll_event)).
+    pub events_dropped: u64,
 }
 
 impl Metrics {
@@ -198,6 +200,7 @@ impl Metrics {
         self.connections += other.connections;
         self.players += other.players;
         self.seal_lateness.merge(&other.seal_lateness);
+        self.events_dropped += other.events_dropped;
     }
 
     /// The Prometheus text exposition of these metrics, and of the process's CPU and memory

@@ -144,7 +144,7 @@ fn bind(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
 
 impl Relay {
     /// Binds every worker's socket and starts the workers. The admin API is separate
-    /// ([`crate::admin::router`]).
+    /// (`admin::router`, with the `server` feature).
     pub fn start(config: RelayConfig) -> Result<Relay, RelayError> {
         if config.workers == 0 || config.workers > 256 {
             return Err(RelayError::Config(format!("{} workers: 1 to 256", config.workers)));
@@ -392,6 +392,7 @@ async fn run(
                 return;
             }
         }
+        log_events(&mut shard);
         let mut wake = shard.poll_timeout().map(|at| epoch + Duration::from_millis(at));
         if let Some(state) = &drain {
             let next = if state.ended { state.stop_at } else { state.end_at };
@@ -412,6 +413,23 @@ async fn run(
                 None => std::future::pending::<()>().await,
             },
             () = &mut sleep => {}
+        }
+    }
+}
+
+/// Logs what the matches' hosts reported: what an operator looks for (a player timed out,
+/// misbehaved or was removed; a desync; an end) at `info`, the rest at `debug`.
+fn log_events(shard: &mut Shard) {
+    use phalanx_proto::HostEvent;
+    while let Some((id, event)) = shard.poll_event() {
+        match &event {
+            HostEvent::PlayerTimedOut(_)
+            | HostEvent::PlayerMisbehaved(_)
+            | HostEvent::PlayerRemoved(_)
+            | HostEvent::Desync(_)
+            | HostEvent::DesyncPinned { .. }
+            | HostEvent::Ended(_) => tracing::info!(%id, ?event, "match event"),
+            _ => tracing::debug!(%id, ?event, "match event"),
         }
     }
 }
@@ -454,7 +472,7 @@ fn on_command(
             let _ = reply.send(shard.start_match(now, id, out));
         }
         Command::End(id, code, reply) => {
-            let _ = reply.send(shard.end_match(now, id, code, out));
+            let _ = reply.send(shard.end_match(now, id, code, out).map(|_| ()));
         }
         Command::Kick(id, player, readmit, reply) => {
             let _ = reply.send(shard.kick(now, id, player, readmit, out));

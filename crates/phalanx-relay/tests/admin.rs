@@ -38,14 +38,11 @@ fn refused(
 }
 
 #[test]
-fn bad_input_gets_a_typed_error_and_changes_nothing() {
-    let mut limits = Limits::default();
-    limits.matches_max = 2;
-    let served = serve(limits);
+fn a_bad_token_or_body_gets_a_typed_error_and_changes_nothing() {
+    let served = serve(Limits::default());
     let admin = served.admin;
     let (status, ticket) = request(admin, "POST", "/v1/matches", r#"{"players": 2}"#);
     assert_eq!(status, 201, "{ticket}");
-    let id = ticket["id"].as_str().unwrap().to_owned();
 
     // The token.
     for token in ["", "wrong"] {
@@ -81,6 +78,17 @@ fn bad_input_gets_a_typed_error_and_changes_nothing() {
         409,
         "conflict",
     );
+}
+
+#[test]
+fn unknown_matches_and_players_and_limits_get_a_typed_error_and_change_nothing() {
+    let mut limits = Limits::default();
+    limits.matches_max = 2;
+    let served = serve(limits);
+    let admin = served.admin;
+    let (status, ticket) = request(admin, "POST", "/v1/matches", r#"{"players": 2}"#);
+    assert_eq!(status, 201, "{ticket}");
+    let id = ticket["id"].as_str().unwrap().to_owned();
 
     // Unknown matches and players.
     for path in ["/v1/matches/0000000000000001", "/v1/matches/0000000000000001/end"] {

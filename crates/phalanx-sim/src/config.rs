@@ -157,6 +157,12 @@ pub struct SimConfig {
     /// The transport under the session: QUIC (the default) or raw UDP with Noise
     /// ([`phalanx::Transport::Udp`]); the faults apply alike, on the simulated socket.
     pub transport: phalanx::Transport,
+    /// `Some(n)`: the host is a phalanx-relay (cargo feature `relay`) holding the scenario's
+    /// match and `n` more, each played by eight bots from a machine of their own (reported in
+    /// [`SimReport::crowd`](crate::SimReport::crowd)), to the scenario's length. Raw UDP only.
+    /// Default `None` (a `phalanx::Host`), or `Some(3)` with `PHALANX_HOST=relay`, which also
+    /// sets the transport to raw UDP.
+    pub relay_matches: Option<usize>,
 }
 
 /// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
@@ -175,7 +181,9 @@ impl SimConfig {
     /// transport `PHALANX_TRANSPORT` names (`quic` or `udp`), so that a whole suite of
     /// scenarios runs over either: `PHALANX_TRANSPORT=udp cargo test -p sim-tests`.
     pub fn new(seed: u64, players: usize) -> SimConfig {
+        let relay = std::env::var("PHALANX_HOST").as_deref() == Ok("relay");
         let transport = match std::env::var("PHALANX_TRANSPORT").as_deref() {
+            _ if relay => phalanx::Transport::Udp,
             Ok("udp") => phalanx::Transport::Udp,
             _ => phalanx::Transport::Quic,
         };
@@ -198,6 +206,7 @@ impl SimConfig {
             join_late: Vec::new(),
             hostile_spectator: false,
             transport,
+            relay_matches: relay.then_some(3),
         }
     }
 }

@@ -55,6 +55,8 @@ mod config;
 mod director;
 mod game;
 mod player;
+#[cfg(feature = "relay")]
+mod relay;
 mod report;
 mod run;
 mod sampler;
@@ -64,7 +66,7 @@ mod trace;
 
 pub use config::{Hostile, SimConfig, Step};
 pub use game::{ChainGame, SimGame};
-pub use report::{PlayerReport, Sample, SimError, SimReport};
+pub use report::{CrowdReport, PlayerReport, Sample, SimError, SimReport};
 pub use run::{run, run_with};
 pub use socket::SimSocket;
 

@@ -46,6 +46,21 @@ pub struct SimReport {
     pub game_ended: Option<(u64, Turn)>,
     /// After a [`Step::ShutdownHost`]: when the host's shutdown began.
     pub host_shutdown_ms: Option<u64>,
+    /// With a relay as host ([`SimConfig::relay_matches`](crate::SimConfig::relay_matches)):
+    /// each crowd bot's account of its match, eight a crowd match.
+    pub crowd: Vec<CrowdReport>,
+}
+
+/// How one bot of a relay's crowd fared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CrowdReport {
+    /// It joined its match.
+    pub joined: bool,
+    /// Turns it executed.
+    pub turns: u64,
+    /// Its match ended for it as finished.
+    pub finished: bool,
 }
 
 /// One player's part of a [`SimReport`].
@@ -341,6 +356,9 @@ pub enum SimError {
     },
     /// The host's identity could not be made.
     Identity(phalanx::error::IdentityError),
+    /// [`SimConfig::relay_matches`](crate::SimConfig::relay_matches) asks for a relay, and
+    /// phalanx-sim was built without its `relay` feature.
+    Relay,
 }
 
 impl std::fmt::Display for SimError {
@@ -361,6 +379,9 @@ impl std::fmt::Display for SimError {
                 write!(f, "host events {:?})", partial.host_events)
             }
             SimError::Identity(error) => error.fmt(f),
+            SimError::Relay => f.write_str(
+                "the scenario asks for a relay as host: build phalanx-sim with its `relay` feature",
+            ),
         }
     }
 }

@@ -151,7 +151,11 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
         .udp_capacity(4_096)
         .build();
     let run = Run::new(config, &identity);
-    host_node::<G>(&mut sim, &run, &identity);
+    if run.config.relay_matches.is_some() {
+        relay_node(&mut sim, &run, &identity)?;
+    } else {
+        host_node::<G>(&mut sim, &run, &identity);
+    }
     for machine in 0..run.config.players {
         player_node::<G>(&mut sim, &run, machine, setup.clone());
     }
@@ -163,6 +167,28 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
     }
     director_node(&mut sim, &run);
     step_to_the_end(sim, &run)
+}
+
+/// The host machine as a relay ([`SimConfig::relay_matches`]), and the crowd's machine.
+#[cfg(feature = "relay")]
+fn relay_node(
+    sim: &mut turmoil::Sim<'_>,
+    run: &Run,
+    identity: &HostIdentity,
+) -> Result<(), SimError> {
+    let (node, key) = (run.clone(), identity.udp_key().to_bytes());
+    sim.host("host", move || {
+        let node = node.clone();
+        async move { crate::relay::relay_host(node, phalanx::udp::HostKey::from_bytes(key)).await }
+    });
+    crate::relay::crowd_node(sim, run);
+    Ok(())
+}
+
+/// Without the `relay` feature there is no relay to run.
+#[cfg(not(feature = "relay"))]
+fn relay_node(_: &mut turmoil::Sim<'_>, _: &Run, _: &HostIdentity) -> Result<(), SimError> {
+    Err(SimError::Relay)
 }
 
 /// The host machine: a phalanx host that starts the game when every player has joined.
@@ -277,7 +303,7 @@ fn host_transport(
 
 /// The host's socket: the scenario's faults, and the spectators' extra loss on the way to
 /// them.
-async fn host_socket(run: &Run) -> std::io::Result<Arc<SimSocket>> {
+pub(crate) async fn host_socket(run: &Run) -> std::io::Result<Arc<SimSocket>> {
     let config = &run.config;
     let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
     let seed = node_seed(config.seed, 0);
@@ -289,7 +315,7 @@ async fn host_socket(run: &Run) -> std::io::Result<Arc<SimSocket>> {
 }
 
 /// How long the host waits for every player before starting with those who joined.
-const JOIN_WAIT_MS: u64 = 20_000;
+pub(crate) const JOIN_WAIT_MS: u64 = 20_000;
 
 /// Steps simulated time by hand, so host crashes happen at their time, until every client is
 /// done (or turmoil fails: the report then holds what happened up to then).

@@ -65,6 +65,10 @@ struct Cli {
     /// binary), a `phalanx::Host` a match, as a game hosts one today.
     #[arg(long)]
     baseline: bool,
+    /// Draw the sweeps in these CSV files (as a sweep writes them) into one chart,
+    /// `<out>/cpu.svg`, and run nothing.
+    #[arg(long, value_name = "CSV")]
+    plot: Vec<PathBuf>,
     /// Where the sweep's CSV and SVG go.
     #[arg(long, default_value = "target/relay-load")]
     out: PathBuf,
@@ -429,50 +433,129 @@ fn print_point(point: &Point) {
     );
 }
 
-/// An SVG line chart of relay CPU (% of one core) against matches.
-fn plot(points: &[Point]) -> String {
+/// One series of a chart: its name and its points (matches, CPU % of a core, trouble).
+type Series = (String, Vec<(f64, f64, Option<&'static str>)>);
+
+/// What went wrong at a point, if anything: the relay (or kernel) dropped datagrams, or the
+/// bots could not keep up (then the point measures them).
+fn trouble(drops: u64, kernel: u64, bots_cpu_share: f64) -> Option<&'static str> {
+    if drops + kernel > 0 {
+        Some("drops")
+    } else if bots_cpu_share > 0.9 {
+        Some("bots saturated")
+    } else {
+        None
+    }
+}
+
+/// A sweep's CSV (as this tool writes it) as a series named `name`.
+fn read_series(path: &std::path::Path, name: String) -> Result<Series, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).ok_or(format!("no {name}"));
+    let (m, cpu, drops) = (column("matches")?, column("cpu_share")?, column("relay_drops")?);
+    let (kernel, bots) = (column("kernel_rcvbuf_errors")?, column("bots_cpu_share")?);
+    let mut points = Vec::new();
+    for line in lines {
+        let field: Vec<f64> = line.split(',').map(|f| f.parse().unwrap_or(0.0)).collect();
+        let trouble = trouble(field[drops] as u64, field[kernel] as u64, field[bots]);
+        points.push((field[m], field[cpu] * 100.0, trouble));
+    }
+    Ok((name, points))
+}
+
+/// An SVG chart of CPU (% of one core) against matches, a line a series; a point where
+/// something went wrong is red and says what.
+fn plot(series: &[Series]) -> String {
     let (w, h, m) = (640.0, 400.0, 60.0);
-    let max_x = points.iter().map(|p| p.matches).max().unwrap_or(1) as f64;
-    let max_y = points.iter().map(|p| p.cpu_share * 100.0).fold(10.0, f64::max).max(100.0);
+    let all = || series.iter().flat_map(|(_, points)| points.iter());
+    let max_x = all().map(|p| p.0).fold(1.0, f64::max);
+    let max_y = all().map(|p| p.1).fold(100.0, f64::max);
     let x = |v: f64| m + v / max_x * (w - 2.0 * m);
     let y = |v: f64| h - m - v / max_y * (h - 2.0 * m);
-    let mut svg = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
-    svg += &format!(
-        "<line x1=\"{m}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
-        h - m,
-        w - m,
-        h - m
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
     );
-    svg += &format!("<line x1=\"{m}\" y1=\"{m}\" x2=\"{m}\" y2=\"{}\" stroke=\"black\"/>\n", h - m);
+    svg +=
+        &format!("<path d=\"M{m} {m} V{} H{}\" fill=\"none\" stroke=\"black\"/>\n", h - m, w - m);
     svg += &format!(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">8-player matches</text>\n",
         w / 2.0,
         h - 20.0
     );
-    svg += &format!("<text x=\"15\" y=\"{}\" transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">relay CPU, % of one core</text>\n", h / 2.0, h / 2.0);
-    let line: Vec<String> = points
-        .iter()
-        .map(|p| format!("{:.1},{:.1}", x(p.matches as f64), y(p.cpu_share * 100.0)))
-        .collect();
     svg += &format!(
-        "<polyline points=\"{}\" fill=\"none\" stroke=\"steelblue\" stroke-width=\"2\"/>\n",
-        line.join(" ")
+        "<text x=\"15\" y=\"{0}\" transform=\"rotate(-90 15 {0})\" text-anchor=\"middle\">CPU, % of one core</text>\n",
+        h / 2.0
     );
-    for p in points {
-        let (px, py) = (x(p.matches as f64), y(p.cpu_share * 100.0));
-        svg += &format!("<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3\" fill=\"steelblue\"/>\n<text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.0}%</text>\n", py - 8.0, p.cpu_share * 100.0);
+    svg += &format!(
+        "<line x1=\"{m}\" y1=\"{0:.1}\" x2=\"{1}\" y2=\"{0:.1}\" stroke=\"gray\" stroke-dasharray=\"4\"/>\n",
+        y(100.0),
+        w - m
+    );
+    let colours = ["steelblue", "darkorange", "seagreen", "purple"];
+    for (index, (name, points)) in series.iter().enumerate() {
+        let colour = colours[index % colours.len()];
+        let line: Vec<String> =
+            points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
         svg += &format!(
-            "<text x=\"{px:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-            h - m + 15.0,
-            p.matches
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"/>\n",
+            line.join(" ")
         );
+        svg += &format!(
+            "<text x=\"{}\" y=\"{}\" fill=\"{colour}\">{name}</text>\n",
+            m + 10.0,
+            m + 15.0 * index as f64
+        );
+        for &(matches, cpu, trouble) in points {
+            let (px, py) = (x(matches), y(cpu));
+            let fill = if trouble.is_some() { "red" } else { colour };
+            let label =
+                format!("{cpu:.0}%{}", trouble.map(|t| format!(" ({t})")).unwrap_or_default());
+            svg += &format!("<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3\" fill=\"{fill}\"/>\n");
+            svg += &format!("<text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" fill=\"{fill}\">{label}</text>\n", py - 8.0);
+            svg += &format!(
+                "<text x=\"{px:.1}\" y=\"{}\" text-anchor=\"middle\">{matches}</text>\n",
+                h - m + 15.0
+            );
+        }
     }
-    svg += &format!("<line x1=\"{m}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"gray\" stroke-dasharray=\"4\"/>\n", y(100.0), w - m, y(100.0));
     svg + "</svg>\n"
+}
+
+/// `--plot`: the chart of the sweeps' CSVs, each named by its directory.
+fn plot_files(cli: &Cli) -> std::process::ExitCode {
+    let mut series = Vec::new();
+    for path in &cli.plot {
+        let name = path
+            .parent()
+            .and_then(|d| d.file_name())
+            .map_or("sweep".into(), |n| n.to_string_lossy().into_owned());
+        match read_series(path, name) {
+            Ok(one) => series.push(one),
+            Err(why) => {
+                eprintln!("{why}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
+    let out = cli.out.join("cpu.svg");
+    if let Err(why) =
+        std::fs::create_dir_all(&cli.out).and_then(|()| std::fs::write(&out, plot(&series)))
+    {
+        eprintln!("{}: {why}", out.display());
+        return std::process::ExitCode::FAILURE;
+    }
+    println!("wrote {}", out.display());
+    std::process::ExitCode::SUCCESS
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !cli.plot.is_empty() {
+        return plot_files(&cli);
+    }
     println!(
         "{:>6} {:>7} {:>9} {:>10} {:>9} {:>6} {:>6} {:>6} {:>8} {:>13} {:>9} {:>9}",
         "matches",
@@ -523,7 +606,17 @@ fn main() -> std::process::ExitCode {
             );
         }
         let _ = std::fs::write(cli.out.join("sweep.csv"), csv);
-        let _ = std::fs::write(cli.out.join("cpu.svg"), plot(&points));
+        let series: Series = (
+            if cli.baseline { "baseline" } else { "relay" }.to_owned(),
+            points
+                .iter()
+                .map(|p| {
+                    let trouble = trouble(p.relay_drops, p.kernel_drops.0, p.bots_cpu_share);
+                    (p.matches as f64, p.cpu_share * 100.0, trouble)
+                })
+                .collect(),
+        );
+        let _ = std::fs::write(cli.out.join("cpu.svg"), plot(&[series]));
         println!(
             "wrote {} and {}",
             cli.out.join("sweep.csv").display(),

@@ -16,7 +16,7 @@ mod conn;
 mod game;
 mod slab;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use phalanx_proto::{
@@ -53,6 +53,8 @@ impl Outbox for Vec<(SocketAddr, Vec<u8>)> {
 const REFUSAL_GRACE_MS: u64 = 2_000;
 /// The most bytes of a join request.
 const JOIN_BYTES_MAX: usize = 1_024;
+/// Match events kept for [`Shard::poll_event`]; past it the oldest go (and are counted).
+const EVENTS_MAX: usize = 4_096;
 
 /// What a timer in the wheel is for.
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +63,20 @@ enum Due {
     Conn(Key),
 }
 
-/// Many matches and their connections behind one socket. See the [module docs](self).
+/// The sans-IO relay core: many matches and every connection to them, behind one socket.
+///
+/// It reads no clock and touches no socket: the caller passes each datagram in with the time
+/// ([`handle_datagram`](Self::handle_datagram)), sends what the shard hands its [`Outbox`],
+/// and calls [`handle_timeout`](Self::handle_timeout) when [`poll_timeout`](Self::poll_timeout)
+/// says. Times are milliseconds of the caller's clock. The relay's workers run one shard each on
+/// a real socket; phalanx-sim runs one on a simulated socket.
+///
+/// Every match's and connection's timer lives in the shard's one hashed timing wheel, so a
+/// shard with a thousand matches wakes once for whatever is due first, not once per match. The
+/// wire is the `phalanx::udp` transport's, byte for byte: a client cannot tell a relay from a
+/// host bound by `phalanx::Host`. A connection's first reliable message is its join request;
+/// its token names the match it joins. Match events come out of
+/// [`poll_event`](Self::poll_event).
 pub struct Shard {
     limits: Limits,
     responder: Responder,
@@ -79,6 +94,7 @@ pub struct Shard {
     plain: Vec<u8>,
     /// A host's datagram, reused.
     datagram: Vec<u8>,
+    events: VecDeque<(MatchId, HostEvent)>,
     draining: bool,
 }
 
@@ -109,6 +125,7 @@ impl Shard {
             wire: Wire::default(),
             plain: Vec::with_capacity(MAX_PACKET),
             datagram: Vec::with_capacity(MAX_PACKET),
+            events: VecDeque::new(),
             draining: false,
         }
     }
@@ -125,6 +142,13 @@ impl Shard {
             .map(|game| game.players_connected().count() as u64)
             .sum();
         metrics
+    }
+
+    /// The next thing a match's host reported (a player joined, timed out, misbehaved, a
+    /// desync, the end...), oldest first; the last 4,096 are kept
+    /// ([`Metrics::events_dropped`] counts the others).
+    pub fn poll_event(&mut self) -> Option<(MatchId, HostEvent)> {
+        self.events.pop_front()
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
@@ -518,6 +542,11 @@ impl Shard {
         }
         let mut gone = Vec::new();
         while let Some(event) = game.host.poll_event() {
+            if self.events.len() >= EVENTS_MAX {
+                self.events.pop_front();
+                self.metrics.events_dropped += 1;
+            }
+            self.events.push_back((game.id, event.clone()));
             match event {
                 HostEvent::PlayerTimedOut(player)
                 | HostEvent::PlayerMisbehaved(player)
@@ -659,26 +688,27 @@ impl Shard {
         Ok(())
     }
 
-    /// Ends a match with the game's `code`: the end goes out in the next sealed turn, and the
-    /// match is freed once every player holds it.
+    /// Ends a match with the game's `code`: the end goes out in the next sealed turn (which
+    /// is returned), and the match is freed once every player holds it. A match not started
+    /// is closed at once (`None`).
     pub fn end_match(
         &mut self,
         now: u64,
         id: MatchId,
         code: u32,
         out: &mut dyn Outbox,
-    ) -> Result<(), MatchError> {
+    ) -> Result<Option<phalanx_proto::Turn>, MatchError> {
         let key = self.game_key(id)?;
         let game = self.games.get_mut(key).ok_or(MatchError::UnknownMatch(id))?;
         if !game.host.is_started() {
             // Nothing to end: nobody plays yet. The lobby is closed.
             self.metrics.matches_finished += 1;
             self.free_game(key, CLOSE_SHUTDOWN, out);
-            return Ok(());
+            return Ok(None);
         }
-        game.host.end(now, code).map_err(|_| MatchError::Ended)?;
+        let last = game.host.end(now, code).map_err(|_| MatchError::Ended)?;
         self.flush_game(now, key, out);
-        Ok(())
+        Ok(Some(last))
     }
 
     /// Removes a player from a match; with [`Readmit::Never`] their token is revoked.
