@@ -1,5 +1,5 @@
-//! A dedicated relay for phalanx matches: one process hosts thousands of lockstep matches and
-//! runs none of their games.
+//! A dedicated relay for phalanx matches: one process hosts many lockstep matches (a thousand
+//! 8-player matches a core) and runs none of their games.
 //!
 //! Players connect over the `phalanx::udp` transport (raw UDP + Noise), exactly as to a
 //! `phalanx::Host`; the relay is the host of every match it holds: it seals turns, relays

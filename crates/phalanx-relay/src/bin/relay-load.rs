@@ -437,12 +437,19 @@ fn print_point(point: &Point) {
 type Series = (String, Vec<(f64, f64, Option<&'static str>)>);
 
 /// What went wrong at a point, if anything: the relay (or kernel) dropped datagrams, or the
-/// bots could not keep up (then the point measures them).
-fn trouble(drops: u64, kernel: u64, bots_cpu_share: f64) -> Option<&'static str> {
+/// bots could not keep up (then the point measures them): their CPU was near a core, or the
+/// datagrams a match each second (`rate`) fell under 80 % of the sweep's best (`best`).
+fn trouble(
+    drops: u64,
+    kernel: u64,
+    bots_cpu_share: f64,
+    rate: f64,
+    best: f64,
+) -> Option<&'static str> {
     if drops + kernel > 0 {
         Some("drops")
-    } else if bots_cpu_share > 0.9 {
-        Some("bots saturated")
+    } else if bots_cpu_share > 0.9 || rate < 0.8 * best {
+        Some("bots short")
     } else {
         None
     }
@@ -456,12 +463,19 @@ fn read_series(path: &std::path::Path, name: String) -> Result<Series, String> {
     let column = |name: &str| header.iter().position(|h| *h == name).ok_or(format!("no {name}"));
     let (m, cpu, drops) = (column("matches")?, column("cpu_share")?, column("relay_drops")?);
     let (kernel, bots) = (column("kernel_rcvbuf_errors")?, column("bots_cpu_share")?);
-    let mut points = Vec::new();
-    for line in lines {
-        let field: Vec<f64> = line.split(',').map(|f| f.parse().unwrap_or(0.0)).collect();
-        let trouble = trouble(field[drops] as u64, field[kernel] as u64, field[bots]);
-        points.push((field[m], field[cpu] * 100.0, trouble));
-    }
+    let datagrams = column("datagrams_per_second")?;
+    let rows: Vec<Vec<f64>> =
+        lines.map(|line| line.split(',').map(|f| f.parse().unwrap_or(0.0)).collect()).collect();
+    let rate = |row: &Vec<f64>| row[datagrams] / row[m].max(1.0);
+    let best = rows.iter().map(rate).fold(0.0, f64::max);
+    let points = rows
+        .iter()
+        .map(|row| {
+            let trouble =
+                trouble(row[drops] as u64, row[kernel] as u64, row[bots], rate(row), best);
+            (row[m], row[cpu] * 100.0, trouble)
+        })
+        .collect();
     Ok((name, points))
 }
 
@@ -606,12 +620,15 @@ fn main() -> std::process::ExitCode {
             );
         }
         let _ = std::fs::write(cli.out.join("sweep.csv"), csv);
+        let rate = |p: &Point| p.datagrams_per_second / p.matches.max(1) as f64;
+        let best = points.iter().map(rate).fold(0.0, f64::max);
         let series: Series = (
             if cli.baseline { "baseline" } else { "relay" }.to_owned(),
             points
                 .iter()
                 .map(|p| {
-                    let trouble = trouble(p.relay_drops, p.kernel_drops.0, p.bots_cpu_share);
+                    let (drops, kernel) = (p.relay_drops, p.kernel_drops.0);
+                    let trouble = trouble(drops, kernel, p.bots_cpu_share, rate(p), best);
                     (p.matches as f64, p.cpu_share * 100.0, trouble)
                 })
                 .collect(),
