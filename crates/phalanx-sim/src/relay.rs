@@ -13,7 +13,10 @@ use phalanx_relay::load::{Bot, BotConfig};
 use phalanx_relay::{Limits, MatchId, MatchSpec, Outbox, Shard, StartPolicy};
 
 use crate::report::CrowdReport;
-use crate::run::{host_socket, node_seed, now_ms, quic_seed, Run, HOST_PORT, JOIN_WAIT_MS};
+use crate::run::{
+    host_socket, host_steps, host_wake_ms, node_seed, now_ms, quic_seed, start_due, until, Run,
+    HOST_PORT,
+};
 use crate::spectator::spectator_token;
 use crate::{LinkFaults, SimSocket, Step};
 
@@ -64,14 +67,7 @@ pub(crate) async fn relay_host(run: Run, key: phalanx::udp::HostKey) -> turmoil:
     let config = run.config.clone();
     let socket = QuinnSocket(host_socket(&run).await?);
     let mut shard = shard(&run, key)?;
-    let mut steps: Vec<Step> = config
-        .timeline
-        .iter()
-        .copied()
-        .filter(|step| matches!(step, Step::EndGame { .. } | Step::ShutdownHost { .. }))
-        .collect();
-    steps.sort_by_key(Step::at_ms);
-    let mut steps = steps.into_iter().peekable();
+    let mut steps = host_steps(&config);
     let (mut started, mut buf) = (false, vec![0u8; 2_048]);
     loop {
         while let Some(step) = steps.next_if(|step| now_ms() >= step.at_ms()) {
@@ -82,22 +78,16 @@ pub(crate) async fn relay_host(run: Run, key: phalanx::udp::HostKey) -> turmoil:
                 }
             }
         }
-        let late = now_ms() >= JOIN_WAIT_MS;
         let joined = shard.inspect(now_ms(), SCENARIO).map_or(0, |info| info.connected.len());
-        let on_time = config.players - config.join_late.len();
-        if !started && (joined >= on_time || late && joined > 0) {
+        if !started && start_due(&config, joined) {
             shard
                 .start_match(now_ms(), SCENARIO, &mut SimOut(&socket))
                 .map_err(|e| e.to_string())?;
             started = true;
         }
         report_events(&run, &mut shard);
-        let mut wake = shard.poll_timeout().unwrap_or(u64::MAX);
-        wake = wake.min(steps.peek().map_or(u64::MAX, Step::at_ms));
-        if !started && !late {
-            wake = wake.min(JOIN_WAIT_MS);
-        }
-        let sleep = Duration::from_millis(wake.saturating_sub(now_ms()).min(3_600_000));
+        let wake = shard.poll_timeout().unwrap_or(u64::MAX);
+        let sleep = until(wake.min(host_wake_ms(&mut steps, started)));
         // Biased: select!'s random order would make runs of one seed differ.
         tokio::select! {
             biased;

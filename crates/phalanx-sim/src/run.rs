@@ -211,14 +211,7 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
     options.spectator_tokens = (0..config.spectators.len()).map(spectator_token).collect();
     let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
     let (mut joined, mut started, mut events_open) = (0, false, true);
-    let mut steps: Vec<Step> = config
-        .timeline
-        .iter()
-        .copied()
-        .filter(|step| matches!(step, Step::EndGame { .. } | Step::ShutdownHost { .. }))
-        .collect();
-    steps.sort_by_key(Step::at_ms);
-    let mut steps = steps.into_iter().peekable();
+    let mut steps = host_steps(config);
     loop {
         while let Some(step) = steps.next_if(|step| now_ms() >= step.at_ms()) {
             let what = match step {
@@ -243,20 +236,12 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
             };
             run.with_report(|report| report.host_events.push((now_ms(), what)));
         }
-        // Start when everyone is in, or once joining has had 20 s (a player whose joins all
-        // failed is reported in `join_error`, not waited for forever).
-        let late = now_ms() >= JOIN_WAIT_MS;
-        let on_time = config.players - config.join_late.len();
-        if !started && (joined >= on_time || late && joined > 0) {
+        if !started && start_due(config, joined) {
             host.start().await.map_err(|e| e.to_string())?;
             started = true;
         }
         // Wait for the next event, timeline step or the join deadline: no polling.
-        let mut wake_ms = steps.peek().map_or(u64::MAX, Step::at_ms);
-        if !started && !late {
-            wake_ms = wake_ms.min(JOIN_WAIT_MS);
-        }
-        let sleep = Duration::from_millis(wake_ms.saturating_sub(now_ms()).min(3_600_000));
+        let sleep = until(host_wake_ms(&mut steps, started));
         tokio::select! {
             biased;
             event = host.next_event(), if events_open => match event {
@@ -275,6 +260,45 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
             () = tokio::time::sleep(sleep) => {}
         }
     }
+}
+
+/// A host's pending timeline steps, next first.
+pub(crate) type HostSteps = std::iter::Peekable<std::vec::IntoIter<Step>>;
+
+/// The timeline steps a host acts on (the game's end, its shutdown), in time order.
+pub(crate) fn host_steps(config: &SimConfig) -> HostSteps {
+    let mut steps: Vec<Step> = config
+        .timeline
+        .iter()
+        .copied()
+        .filter(|step| matches!(step, Step::EndGame { .. } | Step::ShutdownHost { .. }))
+        .collect();
+    steps.sort_by_key(Step::at_ms);
+    steps.into_iter().peekable()
+}
+
+/// Whether a host with `joined` players should start now: everyone due on time is in, or
+/// joining has had [`JOIN_WAIT_MS`] and someone is (a player whose joins all failed is
+/// reported in `join_error`, not waited for forever).
+pub(crate) fn start_due(config: &SimConfig, joined: usize) -> bool {
+    let on_time = config.players - config.join_late.len();
+    joined >= on_time || now_ms() >= JOIN_WAIT_MS && joined > 0
+}
+
+/// When a host has something to do besides its network: its next timeline step, and the join
+/// deadline while it has not started.
+pub(crate) fn host_wake_ms(steps: &mut HostSteps, started: bool) -> u64 {
+    let wake = steps.peek().map_or(u64::MAX, Step::at_ms);
+    if started || now_ms() >= JOIN_WAIT_MS {
+        wake
+    } else {
+        wake.min(JOIN_WAIT_MS)
+    }
+}
+
+/// How long from now until `at_ms` (an hour at most).
+pub(crate) fn until(at_ms: u64) -> Duration {
+    Duration::from_millis(at_ms.saturating_sub(now_ms()).min(3_600_000))
 }
 
 /// The host's transport, as the run wants it: on the simulated `socket`, seeded from the run.
