@@ -250,7 +250,6 @@ impl RelayHandle {
         let count = self.workers.len() as u64;
         let index = self.next.fetch_add(1, Ordering::Relaxed) as u64 % count;
         let id = MatchId(random_u64() / count * count + index);
-        let seats = usize::from(spec.players) + usize::from(spec.spectators);
         let mut tokens = match &spec.tokens {
             Some(tokens) => tokens.clone(),
             None => (0..spec.players).map(|_| random_u64()).collect(),
@@ -272,7 +271,7 @@ impl RelayHandle {
             token,
             code: JoinCode(token),
         };
-        let players = usize::from(spec.players).min(seats);
+        let players = usize::from(spec.players);
         Ok(MatchTicket {
             id,
             address: worker.address,
