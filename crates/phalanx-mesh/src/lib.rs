@@ -35,6 +35,8 @@ pub use phalanx_testkit::{ensure, for_each_seed, seeded_test, seeds, Burst, Link
 
 use phalanx_testkit::BurstState;
 
+pub mod peers;
+
 /// Which way a partition cuts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {

@@ -62,6 +62,7 @@ mod events;
 mod host;
 mod join_code;
 mod link;
+pub mod mesh;
 mod pace;
 #[cfg(test)]
 mod quiet_tests;

@@ -39,6 +39,7 @@
 mod datagram;
 mod forensics;
 mod join;
+mod mesh;
 mod records;
 
 use bytes::BufMut;
@@ -61,6 +62,9 @@ pub(crate) use join::{
 };
 pub use join::{
     decode_join_reply, encode_join_reply, JoinAccept, JoinRefusal, JoinReply, JoinRequest, Rejoin,
+};
+pub(crate) use mesh::{
+    decode_mesh, entry_len, Entry, MeshDatagram, Report, ViewItem, ViewKind, ViewMsg, HASHES_MAX,
 };
 pub(crate) use records::encode_bundle;
 

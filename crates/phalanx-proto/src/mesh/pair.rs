@@ -1,0 +1,161 @@
+//! One other peer, as this peer sees it: what we hold of its contributions, what it holds of
+//! ours, the round trip, when we last heard from it and what it did wrong.
+
+use std::collections::BTreeMap;
+
+use crate::stats::DropCounters;
+use crate::types::{PlayerId, Turn};
+use crate::wire::{Entry, Report};
+
+/// Where a peer stands in the match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Playing: its contributions are needed and taken.
+    Live,
+    /// A master asked us to stop taking its contributions: a drop is being decided.
+    Frozen,
+    /// Dropped or left: its contributions count through `last` (none if `None`).
+    Gone { last: Option<Turn> },
+}
+
+/// One other peer.
+#[derive(Debug)]
+pub(crate) struct Pair {
+    pub(crate) player: PlayerId,
+    pub(crate) status: Status,
+    /// We hold its contributions through this turn.
+    pub(crate) have: Option<Turn>,
+    /// Its non-empty contributions, kept a window after we executed them (a drop may need them).
+    pub(crate) inbox: BTreeMap<Turn, Entry>,
+    /// Its own last turn, from a leave in its contribution.
+    pub(crate) leaves_after: Option<Turn>,
+    /// It holds our contributions through this turn.
+    pub(crate) acked: Option<Turn>,
+    /// The turn it said it executes next.
+    pub(crate) next_exec: Turn,
+    pub(crate) heard_ms: Option<u64>,
+    pub(crate) sent_ms: Option<u64>,
+    /// A datagram should go to it at the next transmit.
+    pub(crate) send_due: bool,
+    /// New commands went to it: send them once more at this time.
+    pub(crate) repeat_at: Option<u64>,
+    /// Its last stamp, and when it arrived (our clock).
+    pub(crate) echo: Option<(u32, u64)>,
+    pub(crate) srtt_ms: Option<u32>,
+    pub(crate) rttvar_ms: u32,
+    pub(crate) report: Report,
+    /// Datagrams dropped from it, by cause.
+    pub(crate) drops: DropCounters,
+    /// Bad datagrams so far.
+    pub(crate) offences: u32,
+    pub(crate) datagrams_sent: u64,
+    pub(crate) datagrams_received: u64,
+    pub(crate) bytes_sent: u64,
+    pub(crate) bytes_received: u64,
+    /// Our state hash reports not yet carried enough times to it.
+    pub(crate) hash_sends: u32,
+    /// Nothing arrived from it for the idle timeout.
+    pub(crate) suspected: bool,
+    /// It proposed a view below one we answered: tell it.
+    pub(crate) behind_due: bool,
+}
+
+impl Pair {
+    pub(crate) fn new(player: PlayerId) -> Self {
+        Pair {
+            player,
+            status: Status::Live,
+            have: None,
+            inbox: BTreeMap::new(),
+            leaves_after: None,
+            acked: None,
+            next_exec: Turn::ZERO,
+            heard_ms: None,
+            sent_ms: None,
+            send_due: true,
+            repeat_at: None,
+            echo: None,
+            srtt_ms: None,
+            rttvar_ms: 0,
+            report: Report::default(),
+            drops: DropCounters::default(),
+            offences: 0,
+            datagrams_sent: 0,
+            datagrams_received: 0,
+            bytes_sent: 0,
+            bytes_received: 0,
+            hash_sends: 0,
+            suspected: false,
+            behind_due: false,
+        }
+    }
+
+    /// Whether its contribution to `turn` is needed to execute it.
+    pub(crate) fn needed_at(&self, turn: Turn) -> bool {
+        let last = match self.status {
+            Status::Gone { last } => last,
+            _ => self.leaves_after,
+        };
+        match (self.status, last) {
+            (Status::Gone { .. }, None) => false,
+            (_, Some(last)) => turn <= last,
+            (_, None) => true,
+        }
+    }
+
+    /// Whether it is still in the match (not dropped, not past its leave).
+    pub(crate) fn is_in(&self) -> bool {
+        !matches!(self.status, Status::Gone { .. })
+    }
+
+    /// Whether we hold its contribution to `turn`.
+    pub(crate) fn holds(&self, turn: Turn) -> bool {
+        self.have.is_some_and(|have| have >= turn)
+    }
+
+    /// A round-trip sample (RFC 6298's smoothing).
+    pub(crate) fn on_rtt(&mut self, sample_ms: u32) {
+        match self.srtt_ms {
+            None => {
+                self.srtt_ms = Some(sample_ms);
+                self.rttvar_ms = sample_ms / 2;
+            }
+            Some(srtt) => {
+                let delta = srtt.abs_diff(sample_ms);
+                self.rttvar_ms = (3 * self.rttvar_ms + delta) / 4;
+                self.srtt_ms = Some((7 * srtt + sample_ms) / 8);
+            }
+        }
+    }
+
+    /// How long to wait for an acknowledgement before sending unacknowledged data again.
+    pub(crate) fn rto_ms(&self, floor_ms: u32) -> u64 {
+        let rto = self.srtt_ms.map_or(300, |srtt| srtt + 4 * self.rttvar_ms.max(5));
+        u64::from(rto.max(floor_ms))
+    }
+
+    /// Whether nothing arrived from it for `idle_ms` (counting from `since_ms` if never heard).
+    pub(crate) fn silent(&self, now_ms: u64, idle_ms: u64, since_ms: u64) -> bool {
+        now_ms.saturating_sub(self.heard_ms.unwrap_or(since_ms)) >= idle_ms
+    }
+
+    /// Forgets its contributions before `before` (executed a window ago).
+    pub(crate) fn prune(&mut self, before: Turn) {
+        while let Some(entry) = self.inbox.first_entry() {
+            if *entry.key() >= before {
+                break;
+            }
+            entry.remove();
+        }
+    }
+
+    /// Its non-empty contributions in `(after, upto]`.
+    pub(crate) fn entries_between(
+        &self,
+        after: Option<Turn>,
+        upto: Turn,
+    ) -> impl Iterator<Item = (Turn, &Entry)> + '_ {
+        let from = after.map_or(Turn::ZERO, Turn::next);
+        self.inbox.range(from..).take_while(move |(turn, _)| **turn <= upto).map(|(t, e)| (*t, e))
+    }
+}

@@ -1,0 +1,144 @@
+//! A peer's datagrams out: which pair is due one, what it carries, and when to wake.
+
+use crate::types::{PlayerId, Turn};
+use crate::wire::{MeshDatagram, Report};
+
+use super::peer::{Peer, State};
+
+impl Peer {
+    /// The next datagram to send, written into `buf` (cleared first), and who it is for;
+    /// `None` when nothing is due. Call it until `None` after every call that takes input.
+    pub fn poll_transmit(&mut self, now_ms: u64, buf: &mut Vec<u8>) -> Option<PlayerId> {
+        buf.clear();
+        self.seal_due(now_ms, true);
+        let count = self.pairs.len();
+        for step in 0..count {
+            let index = (self.cursor + step) % count;
+            if self.wants_send(index, now_ms) {
+                self.cursor = (index + 1) % count;
+                self.write_datagram(index, now_ms, buf);
+                return Some(self.pairs[index].player);
+            }
+        }
+        None
+    }
+
+    /// Whether a datagram should go to `index`'s peer now.
+    fn wants_send(&self, index: usize, now_ms: u64) -> bool {
+        let pair = &self.pairs[index];
+        if !pair.is_in() || self.is_closed(now_ms) {
+            return false;
+        }
+        let sent = pair.sent_ms.unwrap_or(0);
+        pair.send_due
+            || pair.repeat_at.is_some_and(|at| at <= now_ms)
+            || pair.sent_ms.is_none()
+            || now_ms >= sent + u64::from(self.mesh.heartbeat_ms)
+            || (self.owes(index) && now_ms >= sent + self.resend_ms(index))
+    }
+
+    /// Whether `index`'s peer lacks something of ours: a final turn, or a view message.
+    pub(crate) fn owes(&self, index: usize) -> bool {
+        self.pairs[index].acked < self.sealed_through() || self.view_pending(index)
+    }
+
+    fn write_datagram(&mut self, index: usize, now_ms: u64, buf: &mut Vec<u8>) {
+        let view = self.view_message(index);
+        let master = self.master;
+        let report = (self.pairs[index].player == master).then(|| self.report());
+        let pair = &self.pairs[index];
+        let mut datagram = MeshDatagram {
+            ack: pair.have,
+            through: self.sealed_through(),
+            next_exec: self.next_exec,
+            stamp: now_ms as u32,
+            echo: pair.echo.map(|(stamp, at)| (stamp, now_ms.saturating_sub(at) as u32)),
+            entries: Vec::new(),
+            hashes: Vec::new(),
+            report,
+            view,
+            probe: false,
+        };
+        if pair.hash_sends > 0 {
+            datagram.hashes = self.my_hashes.iter().copied().collect();
+        }
+        // Our non-empty final contributions it lacks, as many as fit.
+        let room = usize::from(self.config.link.datagram_bytes_max).saturating_sub(64);
+        let mut used = 0;
+        let mut entries = Vec::new();
+        let from = pair.acked.map_or(Turn::ZERO, Turn::next);
+        for (turn, entry) in self.own.range(from..) {
+            let len = crate::wire::entry_len(*turn, entry);
+            if used + len > room && !entries.is_empty() {
+                datagram.through = turn.0.checked_sub(1).map(Turn);
+                break;
+            }
+            used += len;
+            entries.push((*turn, entry));
+        }
+        datagram.encode(buf, &entries);
+        let pair = &mut self.pairs[index];
+        pair.hash_sends = pair.hash_sends.saturating_sub(1);
+        pair.sent_ms = Some(now_ms);
+        pair.send_due = false;
+        if pair.repeat_at.is_some_and(|at| at <= now_ms) {
+            pair.repeat_at = None;
+        }
+        pair.datagrams_sent += 1;
+        pair.bytes_sent += buf.len() as u64;
+    }
+
+    /// What we tell the master of our side.
+    fn report(&self) -> Report {
+        let suspects = self
+            .pairs
+            .iter()
+            .filter(|pair| pair.suspected && pair.is_in())
+            .fold(0u64, |mask, pair| mask | 1 << pair.player.0);
+        let rtt_ms = self.pairs.iter().filter_map(|pair| pair.srtt_ms).max().unwrap_or(0);
+        Report { rtt_ms, cost_ms: self.cost_ms, suspects }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called, in the caller's
+    /// clock; `None` once closed.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        let mut consider = |at: u64| next = Some(next.map_or(at, |n| n.min(at)));
+        match self.state {
+            State::Ended { linger_until_ms, .. } => consider(linger_until_ms),
+            State::Leaving { since_ms, .. } => {
+                consider(since_ms + u64::from(self.config.link.idle_timeout_ms));
+            }
+            State::Running => {
+                if self.unsealed < self.seal_limit() {
+                    consider(self.next_seal_ms());
+                }
+                if self.ready() {
+                    consider(self.due_ms(self.next_exec));
+                } else if !self.waiting_told {
+                    consider(
+                        self.due_ms(self.next_exec) + u64::from(self.config.turns.stall_notice_ms),
+                    );
+                }
+            }
+        }
+        let idle = u64::from(self.config.link.idle_timeout_ms);
+        for (index, pair) in self.pairs.iter().enumerate() {
+            if !pair.is_in() {
+                continue;
+            }
+            let sent = pair.sent_ms.unwrap_or(0);
+            consider(sent + u64::from(self.mesh.heartbeat_ms));
+            if let Some(at) = pair.repeat_at {
+                consider(at);
+            }
+            if self.owes(index) {
+                consider(sent + self.resend_ms(index));
+            }
+            if !pair.suspected {
+                consider(pair.heard_ms.unwrap_or(self.start_ms) + idle);
+            }
+        }
+        next
+    }
+}

@@ -1,0 +1,354 @@
+//! The turn pipeline of a peer: when our contributions become final, when a turn may execute,
+//! what its bundle holds, and the master's duties (sync checks, the end).
+
+use crate::bundle::{DesyncReport, EndCause, Record, TurnBundle};
+use crate::config::DesyncPolicy;
+use crate::types::{PlayerId, Turn};
+
+use super::peer::{Peer, State};
+use super::types::{PeerEnd, PeerEvent};
+
+/// Why [`Peer::end`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndError {
+    /// Only the master ends a match; this player is the master now.
+    NotMaster {
+        /// The master.
+        master: crate::PlayerId,
+    },
+    /// The match is not running for us.
+    NotRunning,
+}
+
+impl std::fmt::Display for EndError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndError::NotMaster { master } => {
+                write!(f, "only the master ({master:?}) ends the match")
+            }
+            EndError::NotRunning => write!(f, "the match is not running"),
+        }
+    }
+}
+
+impl std::error::Error for EndError {}
+
+impl Peer {
+    /// When `turn` is due on our clock (a turn already executed: its anchor).
+    pub(crate) fn due_ms(&self, turn: Turn) -> u64 {
+        let turns = u64::from(turn.0.saturating_sub(self.anchor_turn.0));
+        self.anchor_ms + turns * u64::from(self.length_ms)
+    }
+
+    /// When our contribution to `turn` becomes final.
+    pub(crate) fn seal_ms(&self, turn: Turn) -> u64 {
+        self.due_ms(turn).saturating_sub(u64::from(self.mesh.lead_ms))
+    }
+
+    /// We never finalise a turn a window past the next one we execute: a peer that cannot
+    /// execute holds the others back instead of letting them run away.
+    pub(crate) fn seal_limit(&self) -> Turn {
+        self.next_exec.saturating_add(self.config.turns.window_turns)
+    }
+
+    /// Finalises the turns whose time came (and, with `commands`, the turn holding commands
+    /// given since the last call), and marks every pair for a datagram if anything changed.
+    /// With `ahead_ms`, turns are finalised in batches every half of it, each reaching
+    /// `ahead_ms` ahead, so every turn's finality rides in two datagrams.
+    pub(crate) fn seal_due(&mut self, now_ms: u64, commands: bool) {
+        if self.state != State::Running {
+            return;
+        }
+        let limit = self.seal_limit();
+        let with_commands = commands && !self.pending.is_empty() && self.unsealed < limit;
+        let mut sealed = false;
+        if with_commands {
+            self.seal_one();
+            sealed = true;
+        }
+        let ahead = u64::from(self.mesh.ahead_ms);
+        if self.unsealed < limit && self.seal_ms(self.unsealed) <= now_ms + ahead / 2 {
+            while self.unsealed < limit && self.seal_ms(self.unsealed) <= now_ms + ahead {
+                self.seal_one();
+            }
+            sealed = true;
+        }
+        if !sealed {
+            return;
+        }
+        let repeat = (self.mesh.repeat_ms > 0 && (with_commands || ahead == 0))
+            .then(|| now_ms + u64::from(self.mesh.repeat_ms));
+        for pair in &mut self.pairs {
+            pair.send_due = true;
+            if repeat.is_some() {
+                pair.repeat_at = repeat;
+            }
+        }
+    }
+
+    /// When the next batch of our turns becomes final.
+    pub(crate) fn next_seal_ms(&self) -> u64 {
+        self.seal_ms(self.unsealed).saturating_sub(u64::from(self.mesh.ahead_ms) / 2)
+    }
+
+    /// How long a pair waits for an acknowledgement before we send again what it lacks: a
+    /// backstop, as every batch of final turns carries everything unacknowledged anyway.
+    pub(crate) fn resend_ms(&self, index: usize) -> u64 {
+        let batch = 2 * u64::from(self.length_ms) + u64::from(self.mesh.ahead_ms);
+        self.pairs[index].rto_ms(20).max(batch)
+    }
+
+    /// Makes our contribution to `unsealed` final.
+    pub(crate) fn seal_one(&mut self) {
+        let entry = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        if !entry.is_empty() {
+            self.own.insert(self.unsealed, entry);
+        }
+        self.unsealed = self.unsealed.next();
+    }
+
+    /// Whether every contribution to the next turn is here (ours is final).
+    pub(crate) fn ready(&self) -> bool {
+        let turn = self.next_exec;
+        self.unsealed > turn
+            && self.pairs.iter().all(|pair| !pair.needed_at(turn) || pair.holds(turn))
+    }
+
+    /// The next turn to execute, in order, each exactly once: `None` until it is due on our
+    /// clock and every contribution to it is here. `now_ms` also measures latency and stalls.
+    pub fn next_turn(&mut self, now_ms: u64) -> Option<crate::TurnBundle> {
+        if self.state != State::Running {
+            return None;
+        }
+        let turn = self.next_exec;
+        if self.due_ms(turn) > now_ms {
+            return None;
+        }
+        self.seal_due(now_ms, false);
+        if !self.ready() {
+            return None;
+        }
+        let bundle = self.bundle(turn);
+        self.next_exec = turn.next();
+        self.turns_executed += 1;
+        if let Some(last) = self.last_exec_ms {
+            let gap = now_ms.saturating_sub(last);
+            let length = u64::from(self.length_ms);
+            if gap > length * 3 / 2 {
+                self.stall_ms += gap - length;
+            }
+        }
+        self.last_exec_ms = Some(now_ms);
+        if self.waiting_since.take().is_some() && self.waiting_told {
+            self.events.push(PeerEvent::StallEnded);
+        }
+        self.waiting_told = false;
+        self.on_executed(&bundle, now_ms);
+        self.forget_before(turn);
+        Some(bundle)
+    }
+
+    /// The players in the match at `turn`, ascending: us and every peer whose contribution
+    /// it needs.
+    pub(crate) fn players_at(&self, turn: Turn) -> Vec<PlayerId> {
+        let mut players: Vec<PlayerId> =
+            self.pairs.iter().filter(|pair| pair.needed_at(turn)).map(|pair| pair.player).collect();
+        let at = players.partition_point(|&p| p < self.me);
+        players.insert(at, self.me);
+        players
+    }
+
+    /// The bundle of `turn`: each departure, the master's controls, then every command in
+    /// player order. Identical on every peer, as every input is.
+    fn bundle(&mut self, turn: Turn) -> TurnBundle {
+        let players = self.players_at(turn);
+        let master = players[0];
+        let mut records = Vec::new();
+        for pair in &self.pairs {
+            let last = match pair.status {
+                super::pair::Status::Gone { last } => last,
+                _ => pair.leaves_after,
+            };
+            let gone_now = match last {
+                Some(last) => last.next() == turn,
+                None => !pair.is_in() && turn == Turn::ZERO,
+            };
+            if gone_now {
+                records.push(Record::Left(pair.player));
+            }
+        }
+        for pair in &mut self.pairs {
+            if pair.leaves_after.is_some_and(|last| last < turn) && pair.is_in() {
+                pair.status = super::pair::Status::Gone { last: pair.leaves_after };
+            }
+        }
+        let mut commands = Vec::new();
+        for &player in &players {
+            let entry = if player == self.me {
+                self.own.get(&turn)
+            } else {
+                self.pair_index(player).and_then(|index| self.pairs[index].inbox.get(&turn))
+            };
+            for record in entry.into_iter().flatten() {
+                match record {
+                    Record::Command { .. } => commands.push(record.clone()),
+                    Record::Left(_) => {}
+                    _ if player == master => records.push(record.clone()),
+                    _ => self.controls_refused += 1,
+                }
+            }
+        }
+        records.extend(commands);
+        TurnBundle { turn, records, length_ms: self.length_ms }
+    }
+
+    /// What executing `bundle` means for us: our commands' latency, the pace, desyncs, the end.
+    fn on_executed(&mut self, bundle: &TurnBundle, now_ms: u64) {
+        for record in &bundle.records {
+            match record {
+                Record::Command { player, seq, .. } if *player == self.me => {
+                    if let Some(submitted) = self.in_flight.remove(seq) {
+                        let latency = now_ms.saturating_sub(submitted).min(u64::from(u32::MAX));
+                        self.latencies.push(latency as u32);
+                    }
+                }
+                Record::Pace(pace) => {
+                    // This turn lasts the old length; the next ones the new.
+                    self.anchor_ms = self.due_ms(bundle.turn) + u64::from(self.length_ms);
+                    self.anchor_turn = bundle.turn.next();
+                    self.length_ms = pace.turn_length_ms.max(1);
+                    self.events.push(PeerEvent::PaceChanged(*pace));
+                }
+                Record::Desync(report) => self.events.push(PeerEvent::Desync(report.clone())),
+                Record::Ended(EndCause::Desync) => self.end_with(PeerEnd::Desync, now_ms),
+                Record::Ended(EndCause::Finished { code }) => {
+                    self.end_with(PeerEnd::Finished { code: *code }, now_ms);
+                }
+                _ => {}
+            }
+        }
+        let master = self.players_at(bundle.turn.next())[0];
+        if master != self.master {
+            self.master = master;
+            self.events.push(PeerEvent::MasterChanged(master));
+        }
+    }
+
+    /// Forgets what no peer can need any more after executing `turn`: our contributions every
+    /// peer holds, the others' a window back, decided hashes.
+    fn forget_before(&mut self, turn: Turn) {
+        let acked = self
+            .pairs
+            .iter()
+            .filter(|pair| pair.is_in())
+            .map(|pair| pair.acked)
+            .min()
+            .unwrap_or(self.sealed_through());
+        while let Some(entry) = self.own.first_entry() {
+            if Some(*entry.key()) > acked || *entry.key() > turn {
+                break;
+            }
+            entry.remove();
+        }
+        let keep_from = Turn(turn.0.saturating_sub(self.config.turns.window_turns));
+        for pair in &mut self.pairs {
+            pair.prune(keep_from);
+        }
+    }
+
+    /// Ends the match for everyone with the game's `code`: the master's next final turn
+    /// carries the end, and every peer stops after executing it.
+    pub fn end(&mut self, code: u32) -> Result<Turn, EndError> {
+        if self.state != State::Running {
+            return Err(EndError::NotRunning);
+        }
+        if self.master != self.me {
+            return Err(EndError::NotMaster { master: self.master });
+        }
+        self.pending.push(Record::Ended(EndCause::Finished { code }));
+        Ok(self.unsealed)
+    }
+
+    /// Keeps `player`'s state hash for check turn `turn`, for the master to compare.
+    pub(crate) fn note_hash(&mut self, player: PlayerId, turn: Turn, hash: u64) {
+        let window = self.config.turns.window_turns;
+        if turn < self.hashes_decided_below
+            || turn > self.next_exec.saturating_add(window)
+            || !crate::sync::is_check_turn(turn, self.config.sync.interval_turns)
+        {
+            return;
+        }
+        let reports = self.hashes.entry(turn).or_default();
+        if !reports.iter().any(|(who, _)| *who == player) && reports.len() < 64 {
+            reports.push((player, hash));
+        }
+    }
+
+    /// The master compares the state hashes of each check turn once every player's is in (or
+    /// a window later), and puts a report in its next final turn when they differ.
+    pub(crate) fn master_duties(&mut self, _now_ms: u64) {
+        if self.state != State::Running || self.master != self.me {
+            return;
+        }
+        let window = self.config.turns.window_turns;
+        while let Some((&turn, reports)) = self.hashes.first_key_value() {
+            let players = self.players_at(turn);
+            let complete = players.iter().all(|p| reports.iter().any(|(who, _)| who == p));
+            if !complete && self.next_exec <= turn.saturating_add(window) {
+                break;
+            }
+            let mut reports = self.hashes.pop_first().map(|(_, r)| r).unwrap_or_default();
+            self.hashes_decided_below = turn.next();
+            reports.retain(|(who, _)| players.contains(who));
+            reports.sort_unstable();
+            if let Some(report) = desync_report(turn, reports) {
+                self.pending.push(Record::Desync(report));
+                if self.config.sync.policy == DesyncPolicy::End {
+                    self.pending.push(Record::Ended(EndCause::Desync));
+                }
+            }
+        }
+    }
+
+    /// Tells the game once when the next turn waited `turns.stall_notice_ms` past its time.
+    pub(crate) fn notice_wait(&mut self, now_ms: u64) {
+        if self.state != State::Running || self.ready() {
+            return;
+        }
+        let due = self.due_ms(self.next_exec);
+        if now_ms < due {
+            return;
+        }
+        self.waiting_since.get_or_insert(due);
+        if !self.waiting_told && now_ms >= due + u64::from(self.config.turns.stall_notice_ms) {
+            self.waiting_told = true;
+            let turn = self.next_exec;
+            let missing = self
+                .pairs
+                .iter()
+                .filter(|pair| pair.needed_at(turn) && !pair.holds(turn))
+                .map(|pair| pair.player)
+                .collect();
+            self.events.push(PeerEvent::Waiting(missing));
+        }
+    }
+}
+
+/// The report for a check turn whose hashes differ (`None` when they agree). The reference
+/// is the hash most players reported; a tie goes to the lowest player's.
+fn desync_report(turn: Turn, hashes: Vec<(PlayerId, u64)>) -> Option<DesyncReport> {
+    let first = hashes.first()?.1;
+    if hashes.iter().all(|(_, hash)| *hash == first) {
+        return None;
+    }
+    let count = |hash: u64| hashes.iter().filter(|(_, h)| *h == hash).count();
+    let reference = hashes
+        .iter()
+        .map(|(_, hash)| *hash)
+        .max_by(|a, b| count(*a).cmp(&count(*b)).then(std::cmp::Ordering::Greater))
+        .unwrap_or(first);
+    let diverged = hashes.iter().filter(|(_, h)| *h != reference).map(|(p, _)| *p).collect();
+    Some(DesyncReport { turn, hashes, diverged })
+}
