@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use phalanx_proto::mesh::{Peer, PeerConfig, PeerEnd, PeerError, PeerEvent};
 use phalanx_proto::{CommandSeq, PlayerId, SessionConfig, Turn};
 
-use crate::{encode_payload, Game, LinkFaults, Rng};
+use crate::{corrupt, encode_payload, BurstState, Game, LinkFaults, Rng};
 
 /// Bytes a datagram costs on the wire besides phalanx's payload: IPv4 and UDP headers (28)
 /// and the raw-UDP channel's own (19).
@@ -57,6 +57,9 @@ pub struct PeerNetConfig {
     pub faults: LinkFaults,
     /// Cuts between pairs.
     pub cuts: Vec<PairCut>,
+    /// Peers cut off from everyone for a while (an outage shorter than the idle timeout
+    /// stalls the match but drops nobody): `(peer, from_ms, until_ms)`.
+    pub outages: Vec<(usize, u64, u64)>,
     /// The chance (‰) that a peer's bot orders as each turn executes.
     pub order_permille: u32,
     /// Command payload size (at least 5).
@@ -89,6 +92,7 @@ impl PeerNetConfig {
             peer: PeerConfig::default(),
             faults: LinkFaults { latency_ms: 50, ..LinkFaults::default() },
             cuts: Vec::new(),
+            outages: Vec::new(),
             order_permille: 50,
             command_bytes: 12,
             submit_until_ms: u64::MAX,
@@ -158,6 +162,8 @@ pub struct PeerNet {
     steps: u64,
     ended_game: bool,
     wakes: Vec<Option<(u64, u64)>>,
+    /// Burst-loss state per directed pair: `[from][to]`.
+    bursts: Vec<Vec<BurstState>>,
 }
 
 impl PeerNet {
@@ -186,6 +192,7 @@ impl PeerNet {
             steps: 0,
             ended_game: false,
             wakes: vec![None; config.players],
+            bursts: vec![vec![BurstState::default(); config.players]; config.players],
             peers,
             games,
             config,
@@ -296,6 +303,7 @@ impl PeerNet {
             .iter()
             .chain(&self.config.leaves)
             .map(|&(_, at)| at)
+            .chain(self.config.outages.iter().flat_map(|&(_, from, until)| [from, until]))
             .chain(self.config.end_game_ms)
             .filter(|&at| at > self.now_ms);
         flights.into_iter().chain(wakes).chain(scheduled).min()
@@ -362,24 +370,51 @@ impl PeerNet {
         }
     }
 
-    fn send(&mut self, from: usize, to: usize, bytes: Vec<u8>) {
+    fn send(&mut self, from: usize, to: usize, mut bytes: Vec<u8>) {
         let limit = usize::from(self.config.session.link.datagram_bytes_max);
         assert!(bytes.len() <= limit, "a {}-byte datagram exceeds {limit}", bytes.len());
         self.wire_bytes[from].0 += bytes.len() as u64 + WIRE_OVERHEAD_BYTES;
         let now = self.now_ms;
-        let cut = self.config.cuts.iter().any(|cut| {
-            ((cut.a, cut.b) == (from, to) || (cut.a, cut.b) == (to, from))
-                && (cut.from_ms..cut.until_ms).contains(&now)
-        });
+        let cut =
+            self.config.cuts.iter().any(|cut| {
+                ((cut.a, cut.b) == (from, to) || (cut.a, cut.b) == (to, from))
+                    && (cut.from_ms..cut.until_ms).contains(&now)
+            }) || self.config.outages.iter().any(|&(peer, start, end)| {
+                (peer == from || peer == to) && (start..end).contains(&now)
+            });
         let faults = self.config.faults;
-        if cut || (faults.active_at(now) && self.rng.chance(faults.loss_permille)) {
+        let active = faults.active_at(now);
+        let mut lost = cut || (active && self.rng.chance(faults.loss_permille));
+        if let (Some(burst), true) = (faults.burst, active) {
+            lost |= self.bursts[from][to].lose(&burst, &mut self.rng);
+        }
+        if lost {
             self.dropped += 1;
             return;
         }
+        if active && self.rng.chance(faults.corrupt_permille) {
+            corrupt(&mut self.rng, &mut bytes);
+        }
+        if active && self.rng.chance(faults.duplicate_permille) {
+            let delay = faults.latency_ms
+                + self.rng.below(faults.jitter_ms + 1)
+                + self.rng.below(faults.replay_delay_ms + 1);
+            self.enqueue(from, to, bytes.clone(), delay);
+        }
         let delay = faults.latency_ms + self.rng.below(faults.jitter_ms + 1);
-        let flight = InFlight { at_ms: now + delay, seq: self.next_seq, from, to, bytes };
+        self.enqueue(from, to, bytes, delay);
+    }
+
+    fn enqueue(&mut self, from: usize, to: usize, bytes: Vec<u8>, delay_ms: u64) {
+        let flight =
+            InFlight { at_ms: self.now_ms + delay_ms, seq: self.next_seq, from, to, bytes };
         self.next_seq += 1;
         self.queue.push(Reverse(flight));
+    }
+
+    /// Delivers `bytes` to peer `to` as if from peer `from`, now (a hostile peer's input).
+    pub fn inject(&mut self, from: usize, to: usize, bytes: Vec<u8>) {
+        self.enqueue(from, to, bytes, 0);
     }
 
     fn collect_events(&mut self) {

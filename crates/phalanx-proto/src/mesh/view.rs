@@ -120,7 +120,7 @@ impl Peer {
             }
             return;
         }
-        let wanted = self.wanted_gone();
+        let wanted = self.wanted_gone(now_ms);
         let busy = self.views.proposal.as_ref().map(|p| (p.lasts.is_some(), p.gone.clone()));
         match busy {
             None if !wanted.is_empty() => self.propose(wanted),
@@ -141,16 +141,20 @@ impl Peer {
     }
 
     /// The peers the master would drop now: those it has not heard from, those that broke the
-    /// rules, and one of each pair that reports it cannot hear the other (the higher).
-    fn wanted_gone(&self) -> Vec<PlayerId> {
+    /// rules, and one of each pair that reports it cannot hear the other (the higher) while we
+    /// hear both — a peer silent to us too is left to our own idle timer, which is about to
+    /// fire: its neighbours' timers fire first by chance, and they are not to blame.
+    fn wanted_gone(&self, now_ms: u64) -> Vec<PlayerId> {
+        let fresh = u64::from(self.config.link.idle_timeout_ms) / 2;
         let mut wanted = Vec::new();
         for pair in self.pairs.iter().filter(|p| p.is_in()) {
             if pair.suspected {
                 wanted.push(pair.player);
                 continue;
             }
+            let heard = |p: &super::pair::Pair| p.heard_ms.is_some_and(|h| now_ms < h + fresh);
             for other in self.pairs.iter().filter(|p| p.is_in() && p.player != pair.player) {
-                if pair.report.suspects & (1 << other.player.0) != 0 {
+                if pair.report.suspects & (1 << other.player.0) != 0 && heard(other) {
                     wanted.push(pair.player.max(other.player));
                 }
             }
