@@ -78,6 +78,8 @@ pub struct PeerNetConfig {
     pub wake_lateness_ms: u64,
     /// A bound on loop iterations: exceeding it is a livelock, reported as an error.
     pub steps_max: u64,
+    /// Keep every datagram this peer sends, for a test to replay ([`PeerNet::sent_log`]).
+    pub record_from: Option<usize>,
 }
 
 impl PeerNetConfig {
@@ -102,6 +104,7 @@ impl PeerNetConfig {
             end_ms: 10_000,
             wake_lateness_ms: 0,
             steps_max: 20_000_000,
+            record_from: None,
         }
     }
 }
@@ -154,6 +157,8 @@ pub struct PeerNet {
     pub dropped: u64,
     /// A digest of every delivery: equal runs have equal digests.
     pub trace_digest: u64,
+    /// With `record_from`: every datagram that peer sent, `(to, bytes)`.
+    pub sent_log: Vec<(usize, Vec<u8>)>,
     config: PeerNetConfig,
     rng: Rng,
     bot_rng: Rng,
@@ -185,6 +190,7 @@ impl PeerNet {
             wire_bytes: vec![(0, 0); config.players],
             dropped: 0,
             trace_digest: 0xcbf2_9ce4_8422_2325,
+            sent_log: Vec::new(),
             rng: Rng::new(config.seed),
             bot_rng: Rng::new(config.seed ^ 0x6A09_E667_F3BC_C908),
             queue: BinaryHeap::new(),
@@ -374,6 +380,9 @@ impl PeerNet {
         let limit = usize::from(self.config.session.link.datagram_bytes_max);
         assert!(bytes.len() <= limit, "a {}-byte datagram exceeds {limit}", bytes.len());
         self.wire_bytes[from].0 += bytes.len() as u64 + WIRE_OVERHEAD_BYTES;
+        if self.config.record_from == Some(from) {
+            self.sent_log.push((to, bytes.clone()));
+        }
         let now = self.now_ms;
         let cut =
             self.config.cuts.iter().any(|cut| {
@@ -432,13 +441,20 @@ impl PeerNet {
             .collect()
     }
 
-    /// Every turn executed by more than one peer has the same digest on each.
+    /// Every turn executed by more than one peer has the same digest on each — except what a
+    /// peer the others dropped executed after its last turn: cut off, it may run a turn or two
+    /// on its own before it notices, and those turns never happened for the match.
     pub fn check_agreement(&self) -> Result<(), String> {
         let longest = self.games.iter().map(|g| g.digests.len()).max().unwrap_or(0);
+        let lasts: Vec<Option<usize>> =
+            (0..self.games.len()).map(|i| self.dropped_after(i)).collect();
         for turn in 0..longest {
             let mut seen: Option<(usize, u64)> = None;
             for (index, game) in self.games.iter().enumerate() {
                 let Some(&digest) = game.digests.get(turn) else { continue };
+                if lasts[index].is_some_and(|last| turn > last) {
+                    continue;
+                }
                 match seen {
                     Some((first, expected)) if expected != digest => {
                         return Err(format!(
@@ -451,6 +467,16 @@ impl PeerNet {
             }
         }
         Ok(())
+    }
+
+    /// The last turn of peer `index` in the match, if the others dropped it.
+    pub fn dropped_after(&self, index: usize) -> Option<usize> {
+        self.events.iter().find_map(|(_, _, event)| match event {
+            PeerEvent::PeerGone { player, last } if usize::from(player.0) == index => {
+                Some(last.map_or(0, |t| t.0 as usize + 1).saturating_sub(1))
+            }
+            _ => None,
+        })
     }
 
     /// No command executes twice or misattributed, and every command a survivor gave

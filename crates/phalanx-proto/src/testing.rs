@@ -6,8 +6,11 @@
 //! row 19): the host must classify the claim and drop the datagram, never act on it.
 //! [`up_datagram_with_commands`] is what a hostile spectator would send.
 
-use crate::wire::{put_up_command, put_up_header, put_varint, UpCommand, UpExtras};
-use crate::{CommandSeq, Turn};
+use crate::wire::{
+    put_up_command, put_up_header, put_varint, MeshDatagram, UpCommand, UpExtras, ViewItem,
+    ViewKind, ViewMsg,
+};
+use crate::{CommandSeq, PlayerId, Record, Turn};
 
 /// A well-formed client → host datagram with packet number `pn` that claims to hold every
 /// turn before `turn_ack` — and nothing else: no acknowledgement, no turn executed, no extras,
@@ -31,6 +34,32 @@ pub fn up_datagram_with_commands(pn: u64, turn: Turn, commands: &[&[u8]]) -> Vec
     for payload in commands {
         put_up_command(&mut out, UpCommand { turn, payload });
     }
+    out
+}
+
+/// A well-formed peer → peer mesh datagram saying its sender's contributions are final
+/// through `through` and carrying `entries` (each a turn and its records), and nothing else.
+/// An entry holding a command that names another player is a forgery: the recipient must
+/// refuse the datagram and count it.
+pub fn mesh_datagram(through: Turn, entries: &[(Turn, Vec<Record>)]) -> Vec<u8> {
+    let datagram = MeshDatagram { through: Some(through), ..MeshDatagram::default() };
+    let entries: Vec<(Turn, &Vec<Record>)> = entries.iter().map(|(t, e)| (*t, e)).collect();
+    let mut out = Vec::new();
+    datagram.encode(&mut out, &entries);
+    out
+}
+
+/// A well-formed mesh datagram carrying only a view change's Freeze: view `view` proposes to
+/// drop `gone` (ascending). From anyone but the rightful master it must change nothing.
+pub fn mesh_freeze(view: u32, gone: &[PlayerId]) -> Vec<u8> {
+    let items = gone
+        .iter()
+        .map(|&player| ViewItem { player, turn: None, upto: None, entries: Vec::new() })
+        .collect();
+    let view = ViewMsg { kind: ViewKind::Freeze, view, items };
+    let datagram = MeshDatagram { view: Some(view), ..MeshDatagram::default() };
+    let mut out = Vec::new();
+    datagram.encode(&mut out, &[]);
     out
 }
 

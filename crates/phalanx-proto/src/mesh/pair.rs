@@ -44,6 +44,8 @@ pub(crate) struct Pair {
     pub(crate) srtt_ms: Option<u32>,
     pub(crate) rttvar_ms: u32,
     pub(crate) report: Report,
+    /// When its report's suspects last changed.
+    pub(crate) report_since_ms: u64,
     /// Datagrams dropped from it, by cause.
     pub(crate) drops: DropCounters,
     /// Bad datagrams so far.
@@ -56,6 +58,8 @@ pub(crate) struct Pair {
     pub(crate) hash_sends: u32,
     /// Nothing arrived from it for the idle timeout.
     pub(crate) suspected: bool,
+    /// It sent more than `link.misbehaviour_max` bad datagrams: we no longer listen to it.
+    pub(crate) offender: bool,
     /// It proposed a view below one we answered: tell it.
     pub(crate) behind_due: bool,
 }
@@ -78,6 +82,7 @@ impl Pair {
             srtt_ms: None,
             rttvar_ms: 0,
             report: Report::default(),
+            report_since_ms: 0,
             drops: DropCounters::default(),
             offences: 0,
             datagrams_sent: 0,
@@ -86,8 +91,14 @@ impl Pair {
             bytes_received: 0,
             hash_sends: 0,
             suspected: false,
+            offender: false,
             behind_due: false,
         }
+    }
+
+    /// Whether we count it as unreachable: silent for the idle timeout, or an offender.
+    pub(crate) fn doubted(&self) -> bool {
+        self.suspected || self.offender
     }
 
     /// Whether its contribution to `turn` is needed to execute it.

@@ -309,7 +309,7 @@ impl Peer {
             }
         };
         let pair = &mut self.pairs[index];
-        if matches!(pair.status, Status::Gone { .. }) {
+        if matches!(pair.status, Status::Gone { .. }) || pair.offender {
             pair.drops.stale += 1;
             return;
         }
@@ -329,6 +329,9 @@ impl Peer {
             pair.send_due = true;
         }
         if let Some(report) = datagram.report {
+            if report.suspects != pair.report.suspects {
+                pair.report_since_ms = now_ms;
+            }
             pair.report = report;
         }
         let sealed = self.sealed_through();
@@ -412,7 +415,7 @@ impl Peer {
         let pair = &mut self.pairs[index];
         pair.offences += 1;
         if pair.offences > self.config.link.misbehaviour_max {
-            pair.suspected = true;
+            pair.offender = true;
         }
     }
 

@@ -26,7 +26,8 @@ impl Peer {
     /// Whether a datagram should go to `index`'s peer now.
     fn wants_send(&self, index: usize, now_ms: u64) -> bool {
         let pair = &self.pairs[index];
-        if !pair.is_in() || self.is_closed(now_ms) {
+        // A frozen peer is being dropped: what we send now would let it run ahead alone.
+        if pair.status != super::pair::Status::Live || self.is_closed(now_ms) {
             return false;
         }
         let sent = pair.sent_ms.unwrap_or(0);
@@ -93,7 +94,7 @@ impl Peer {
         let suspects = self
             .pairs
             .iter()
-            .filter(|pair| pair.suspected && pair.is_in())
+            .filter(|pair| pair.doubted() && pair.is_in())
             .fold(0u64, |mask, pair| mask | 1 << pair.player.0);
         let rtt_ms = self.pairs.iter().filter_map(|pair| pair.srtt_ms).max().unwrap_or(0);
         Report { rtt_ms, cost_ms: self.cost_ms, suspects }

@@ -77,7 +77,7 @@ impl Peer {
     pub(crate) fn candidate(&self) -> PlayerId {
         self.pairs
             .iter()
-            .filter(|pair| pair.is_in() && !pair.suspected && pair.player < self.me)
+            .filter(|pair| pair.is_in() && !pair.doubted() && pair.player < self.me)
             .map(|pair| pair.player)
             .next()
             .unwrap_or(self.me)
@@ -107,7 +107,7 @@ impl Peer {
             .iter()
             .copied()
             .filter(|&p| {
-                p == self.me || self.pair_index(p).is_some_and(|i| !self.pairs[i].suspected)
+                p == self.me || self.pair_index(p).is_some_and(|i| !self.pairs[i].doubted())
             })
             .collect();
         if !self.has_majority(&reachable, &members) {
@@ -140,26 +140,38 @@ impl Peer {
         }
     }
 
-    /// The peers the master would drop now: those it has not heard from, those that broke the
-    /// rules, and one of each pair that reports it cannot hear the other (the higher) while we
-    /// hear both — a peer silent to us too is left to our own idle timer, which is about to
-    /// fire: its neighbours' timers fire first by chance, and they are not to blame.
+    /// The peers the master would drop now: those it has not heard from or that broke the
+    /// rules, a peer two or more others report they cannot hear (or that broke their rules),
+    /// the higher of a pair that reports only each other, and a peer that cannot hear us. A
+    /// report counts once it has held for half the idle timeout (the others' reports of the
+    /// same peer arrive meanwhile), and only while we hear both peers: one silent to us too,
+    /// or that we doubt ourselves, is left to our own judgement.
     fn wanted_gone(&self, now_ms: u64) -> Vec<PlayerId> {
         let fresh = u64::from(self.config.link.idle_timeout_ms) / 2;
+        let heard = |p: &super::pair::Pair| p.heard_ms.is_some_and(|h| now_ms < h + fresh);
         let mut wanted = Vec::new();
+        let mut accused: BTreeMap<PlayerId, Vec<PlayerId>> = BTreeMap::new();
         for pair in self.pairs.iter().filter(|p| p.is_in()) {
-            if pair.suspected {
+            if pair.doubted() {
                 wanted.push(pair.player);
                 continue;
             }
-            let heard = |p: &super::pair::Pair| p.heard_ms.is_some_and(|h| now_ms < h + fresh);
-            for other in self.pairs.iter().filter(|p| p.is_in() && p.player != pair.player) {
-                if pair.report.suspects & (1 << other.player.0) != 0 && heard(other) {
-                    wanted.push(pair.player.max(other.player));
+            if now_ms < pair.report_since_ms + fresh {
+                continue;
+            }
+            let others = self.pairs.iter().filter(|o| o.is_in() && o.player != pair.player);
+            let others = others.filter(|o| heard(o) && !o.doubted()).map(|o| o.player);
+            for other in others.chain([self.me]) {
+                if pair.report.suspects & (1 << other.0) != 0 {
+                    accused.entry(other).or_default().push(pair.player);
                 }
             }
-            if pair.report.suspects & (1 << self.me.0) != 0 {
-                wanted.push(pair.player);
+        }
+        for (player, accusers) in accused {
+            match accusers.as_slice() {
+                _ if player == self.me => wanted.extend(accusers),
+                [one] => wanted.push(player.max(*one)),
+                _ => wanted.push(player),
             }
         }
         wanted.sort_unstable();
@@ -307,7 +319,7 @@ impl Peer {
         let lowest_outside =
             self.members().into_iter().find(|p| !gone.contains(p)).unwrap_or(self.me);
         let lower_all_silent = gone.iter().filter(|&&q| q < sender).all(|&q| {
-            self.pair_index(q).is_none_or(|i| self.pairs[i].suspected || !self.pairs[i].is_in())
+            self.pair_index(q).is_none_or(|i| self.pairs[i].doubted() || !self.pairs[i].is_in())
         });
         if sender != lowest_outside || !lower_all_silent {
             return;
