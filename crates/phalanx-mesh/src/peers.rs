@@ -78,6 +78,8 @@ pub struct PeerNetConfig {
     pub wake_lateness_ms: u64,
     /// A bound on loop iterations: exceeding it is a livelock, reported as an error.
     pub steps_max: u64,
+    /// Peers whose game reports this turn cost (ms) after every turn: `(peer, cost)`.
+    pub slow: Vec<(usize, u32)>,
     /// Keep every datagram this peer sends, for a test to replay ([`PeerNet::sent_log`]).
     pub record_from: Option<usize>,
 }
@@ -105,6 +107,7 @@ impl PeerNetConfig {
             wake_lateness_ms: 0,
             steps_max: 20_000_000,
             record_from: None,
+            slow: Vec::new(),
         }
     }
 }
@@ -338,6 +341,9 @@ impl PeerNet {
                 // The peer keeps the check turns' hashes only.
                 let state = self.games[index].state;
                 self.peers[index].report_state_hash(bundle.turn, state);
+                if let Some(&(_, cost)) = self.config.slow.iter().find(|(p, _)| *p == index) {
+                    self.peers[index].report_turn_cost(cost);
+                }
                 self.bot_order(index);
             }
         }

@@ -122,3 +122,21 @@ fn the_master_ends_the_game_for_everyone_on_one_turn() {
             .any(|(_, p, e)| *p == i && *e == PeerEvent::Ended(PeerEnd::Finished { code: 1 })));
     }
 }
+
+#[test]
+fn a_slow_machine_lengthens_the_turn_on_every_peer_at_once() {
+    let mut config = lossy(11, 5);
+    config.session.turns.length_ms = 100;
+    config.slow.push((3, 160));
+    let mut net = PeerNet::new(config).unwrap();
+    net.run().unwrap();
+    net.check_agreement().unwrap();
+    net.check_exactly_once().unwrap();
+    net.check_no_false_drops().unwrap();
+    for peer in &net.peers {
+        assert!(peer.pace().turn_length_ms >= 200, "{:?}", peer.pace());
+    }
+    let changes: Vec<_> =
+        net.games.iter().map(|g| g.turn_length_ms.iter().position(|&l| l >= 200)).collect();
+    assert!(changes.windows(2).all(|w| w[0] == w[1]) && changes[0].is_some(), "{changes:?}");
+}

@@ -41,6 +41,8 @@ pub(crate) struct Pair {
     pub(crate) repeat_at: Option<u64>,
     /// Its last stamp, and when it arrived (our clock).
     pub(crate) echo: Option<(u32, u64)>,
+    /// The newest of our stamps it echoed.
+    pub(crate) echoed: Option<u32>,
     pub(crate) srtt_ms: Option<u32>,
     pub(crate) rttvar_ms: u32,
     pub(crate) report: Report,
@@ -79,6 +81,7 @@ impl Pair {
             send_due: true,
             repeat_at: None,
             echo: None,
+            echoed: None,
             srtt_ms: None,
             rttvar_ms: 0,
             report: Report::default(),

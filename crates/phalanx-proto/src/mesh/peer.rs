@@ -81,6 +81,8 @@ pub struct Peer {
     pub(crate) unknown_sender: u64,
     pub(crate) controls_refused: u64,
     pub(crate) cursor: usize,
+    /// The master's speed control (only while we are the master).
+    pub(crate) pace_control: Option<crate::pace::PaceControl>,
 }
 
 impl Peer {
@@ -150,6 +152,7 @@ impl Peer {
             unknown_sender: 0,
             controls_refused: 0,
             cursor: 0,
+            pace_control: None,
         };
         peer.seal_due(start_ms, false);
         Ok(peer)
@@ -190,7 +193,7 @@ impl Peer {
     /// The pace in force: the turn length, and the command delay a command given as a turn
     /// executes gets (in turns).
     pub fn pace(&self) -> Pace {
-        let delay = (self.mesh.lead_ms / self.length_ms.max(1)) + 1;
+        let delay = (self.lead_ms() / self.length_ms.max(1)) + 1;
         Pace { turn_length_ms: self.length_ms, command_delay_turns: delay }
     }
 
@@ -317,13 +320,20 @@ impl Peer {
         pair.bytes_received += bytes.len() as u64;
         pair.heard_ms = Some(now_ms);
         pair.suspected = false;
+        // Only the newest echo and stamp count: a late duplicate or a replay carries old ones,
+        // which would read as a huge round trip.
         if let Some((stamp, hold)) = datagram.echo {
-            let sample = (now_ms as u32).wrapping_sub(stamp).wrapping_sub(hold);
-            if sample < 60_000 {
-                pair.on_rtt(sample);
+            if pair.echoed.is_none_or(|last| newer(stamp, last)) {
+                pair.echoed = Some(stamp);
+                let sample = (now_ms as u32).wrapping_sub(stamp).wrapping_sub(hold);
+                if sample < 60_000 {
+                    pair.on_rtt(sample);
+                }
             }
         }
-        pair.echo = Some((datagram.stamp, now_ms));
+        if pair.echo.is_none_or(|(last, _)| newer(datagram.stamp, last)) {
+            pair.echo = Some((datagram.stamp, now_ms));
+        }
         pair.next_exec = pair.next_exec.max(datagram.next_exec);
         if datagram.probe {
             pair.send_due = true;
@@ -482,4 +492,9 @@ impl Peer {
         self.state = State::Ended { end, linger_until_ms: now_ms + linger };
         self.events.push(PeerEvent::Ended(end));
     }
+}
+
+/// Whether stamp `a` is later than `b` on the wrapping 32-bit millisecond clock.
+fn newer(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < u32::MAX / 2
 }

@@ -96,8 +96,7 @@ impl Peer {
             .iter()
             .filter(|pair| pair.doubted() && pair.is_in())
             .fold(0u64, |mask, pair| mask | 1 << pair.player.0);
-        let rtt_ms = self.pairs.iter().filter_map(|pair| pair.srtt_ms).max().unwrap_or(0);
-        Report { rtt_ms, cost_ms: self.cost_ms, suspects }
+        Report { lead_ms: self.lead_ms(), cost_ms: self.cost_ms, suspects }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called, in the caller's

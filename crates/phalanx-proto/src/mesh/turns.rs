@@ -43,7 +43,46 @@ impl Peer {
 
     /// When our contribution to `turn` becomes final.
     pub(crate) fn seal_ms(&self, turn: Turn) -> u64 {
-        self.due_ms(turn).saturating_sub(u64::from(self.mesh.lead_ms))
+        self.due_ms(turn).saturating_sub(u64::from(self.lead_ms()))
+    }
+
+    /// How long before its turn our contribution becomes final: `lead_ms`, or more when our
+    /// worst peer needs it (half its smoothed round trip, twice the variation, 10 ms), at
+    /// most half the window. Each peer picks its own; nothing needs agreeing.
+    pub(crate) fn lead_ms(&self) -> u32 {
+        let need = self
+            .pairs
+            .iter()
+            .filter(|pair| pair.is_in())
+            .filter_map(|pair| pair.srtt_ms.map(|srtt| srtt / 2 + 2 * pair.rttvar_ms + 10))
+            .max()
+            .unwrap_or(0);
+        let cap = self.length_ms.saturating_mul(self.config.turns.window_turns / 2);
+        self.mesh.lead_ms.max(need).min(cap)
+    }
+
+    /// The master's speed control, once a turn: the turn lengthens when a peer's machine
+    /// needs it (its reported turn cost) or when the leads would need more than
+    /// `turns.command_delay_turns_max` turns, and shortens slowly (see `PaceControl`).
+    fn steer_pace(&mut self) {
+        if self.master != self.me || self.state != State::Running {
+            self.pace_control = None;
+            return;
+        }
+        let current = self.pace();
+        let live = self.pairs.iter().filter(|pair| pair.is_in() && !pair.doubted());
+        let (need, cost) = live.fold((self.lead_ms(), self.cost_ms), |(need, cost), pair| {
+            (need.max(pair.report.lead_ms), cost.max(pair.report.cost_ms))
+        });
+        let config = &self.config;
+        let control = self.pace_control.get_or_insert_with(|| {
+            let mut control = crate::pace::PaceControl::new(config);
+            control.current = current;
+            control
+        });
+        if let Some(pace) = control.on_turn(need.into(), cost) {
+            self.pending.push(Record::Pace(pace));
+        }
     }
 
     /// We never finalise a turn a window past the next one we execute: a peer that cannot
@@ -147,6 +186,7 @@ impl Peer {
         self.waiting_told = false;
         self.on_executed(&bundle, now_ms);
         self.forget_before(turn);
+        self.steer_pace();
         Some(bundle)
     }
 

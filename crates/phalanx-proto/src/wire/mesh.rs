@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! Mesh: version kind=8 flags ack through next_exec stamp [echo hold] n entry*n
-//!       [m {turn hash:u64le}*m] [rtt_ms cost_ms suspects] [view]
+//!       [m {turn hash:u64le}*m] [lead_ms cost_ms suspects] [view]
 //!   flags   = bit 0 echo, bit 1 hashes, bit 2 report, bit 3 view, bit 4 answer at once
 //!   ack     = 1 + the last turn through which we hold every contribution of the recipient's (0: none)
 //!   through = 1 + the last turn of our own contributions that is final (0: none)
@@ -79,8 +79,9 @@ pub(crate) struct ViewMsg {
 /// What a peer tells the master of its side, in every datagram to it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Report {
-    /// Its largest smoothed round trip to any peer, ms.
-    pub(crate) rtt_ms: u32,
+    /// The lead it needs (ms): how long before a turn its contributions must become final
+    /// to reach its worst peer in time.
+    pub(crate) lead_ms: u32,
     /// How long its game takes to simulate a turn, ms.
     pub(crate) cost_ms: u32,
     /// The peers it has not heard from for the idle timeout, as a bit mask by player.
@@ -191,7 +192,7 @@ impl MeshDatagram {
             }
         }
         if let Some(report) = self.report {
-            put_varint(out, report.rtt_ms.into());
+            put_varint(out, report.lead_ms.into());
             put_varint(out, report.cost_ms.into());
             put_varint(out, report.suspects);
         }
@@ -251,7 +252,7 @@ pub(crate) fn decode_mesh(
     }
     let report = if flags & FLAG_REPORT != 0 {
         Some(Report {
-            rtt_ms: reader.varint_u32()?,
+            lead_ms: reader.varint_u32()?,
             cost_ms: reader.varint_u32()?,
             suspects: reader.varint()?,
         })
