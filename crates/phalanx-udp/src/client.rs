@@ -67,13 +67,28 @@ impl ClientHandshake {
         payload: &[u8],
         random: [u8; 32],
     ) -> Result<(ClientHandshake, Vec<u8>), HandshakeError> {
+        let identity = HostKey::from_bytes(keyed_hash(&random, &[b"client static"]));
+        ClientHandshake::with_identity(pinned, &identity, payload, random)
+    }
+
+    /// [`ClientHandshake::new`] with a static key of our own rather than one made for this
+    /// handshake: the host then learns who we are ([`JoinRequest::client_key`]) — what a
+    /// peer of a match does, whose key the match's roster lists. `random` still seeds the
+    /// ephemeral key and must be fresh.
+    ///
+    /// [`JoinRequest::client_key`]: crate::JoinRequest::client_key
+    pub fn with_identity(
+        pinned: HostPublicKey,
+        identity: &HostKey,
+        payload: &[u8],
+        random: [u8; 32],
+    ) -> Result<(ClientHandshake, Vec<u8>), HandshakeError> {
         if payload.len() > MAX_INITIATION_PAYLOAD {
             return Err(HandshakeError::PayloadTooLarge {
                 len: payload.len(),
                 max: MAX_INITIATION_PAYLOAD,
             });
         }
-        let identity = HostKey::from_bytes(keyed_hash(&random, &[b"client static"]));
         let seed = keyed_hash(&random, &[b"client ephemeral"]);
         let mut state = noise(identity.secret(), Some(&pinned), seed);
         let mut noise_msg1 = vec![0u8; NOISE_MSG1 + payload.len()];

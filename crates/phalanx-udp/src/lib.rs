@@ -96,6 +96,7 @@ mod channel;
 mod client;
 mod handshake;
 mod keys;
+pub mod mesh;
 pub mod mismatch;
 mod responder;
 pub mod stream;
