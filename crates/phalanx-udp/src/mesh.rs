@@ -124,7 +124,7 @@ impl Links {
         random: [u8; 32],
     ) -> Links {
         let responder_random = keyed_hash(&random, &[b"mesh responder"]);
-        let responder = Responder::new(HostKey::from_bytes(identity.to_bytes()), responder_random);
+        let responder = Responder::new(identity.clone(), responder_random);
         let mut links: Vec<MemberLink> = members
             .into_iter()
             .filter(|member| member.player != me)

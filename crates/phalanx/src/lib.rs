@@ -67,6 +67,8 @@ mod driver;
 pub mod error;
 mod event;
 mod host;
+#[cfg(feature = "udp")]
+pub mod mesh;
 mod pin;
 #[cfg(feature = "quic")]
 pub mod quic;
