@@ -25,11 +25,11 @@ fn fnv(mut hash: u64, bytes: &[u8]) -> u64 {
     hash
 }
 
-#[test]
-fn four_peers_play_lose_one_and_end_together() {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let players = 4;
+/// Binds a socket per peer on this machine, hands out the roster, and starts every session.
+fn start_peers(
+    runtime: &tokio::runtime::Runtime,
+    players: usize,
+) -> Vec<Option<MeshSession<Order>>> {
     let keys: Vec<HostKey> = (0..players).map(|i| HostKey::from_bytes([i as u8 + 1; 32])).collect();
     let sockets: Vec<Arc<dyn DatagramSocket>> = (0..players)
         .map(|_| {
@@ -47,7 +47,7 @@ fn four_peers_play_lose_one_and_end_together() {
             addrs: vec![addrs[i]],
         })
         .collect();
-    let mut sessions: Vec<Option<MeshSession<Order>>> = (0..players)
+    (0..players)
         .map(|i| {
             let mut options =
                 MeshOptions::new(PlayerId(i as u8), keys[i].clone(), roster.clone(), 42, addrs[i]);
@@ -56,7 +56,15 @@ fn four_peers_play_lose_one_and_end_together() {
             options.session.link.idle_timeout_ms = 1_500;
             Some(MeshSession::start(options, Some(runtime.handle().clone())).unwrap())
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn four_peers_play_lose_one_and_end_together() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let players = 4;
+    let mut sessions = start_peers(&runtime, players);
     let mut states = vec![0xcbf2_9ce4_8422_2325u64; players];
     let mut turns = vec![0u32; players];
     let mut sent = vec![0u32; players];
