@@ -172,6 +172,8 @@ pub struct PeerNet {
     wakes: Vec<Option<(u64, u64)>>,
     /// Burst-loss state per directed pair: `[from][to]`.
     bursts: Vec<Vec<BurstState>>,
+    /// Which peers were woken in this step.
+    woken: Vec<bool>,
 }
 
 impl PeerNet {
@@ -202,6 +204,7 @@ impl PeerNet {
             ended_game: false,
             wakes: vec![None; config.players],
             bursts: vec![vec![BurstState::default(); config.players]; config.players],
+            woken: vec![false; config.players],
             peers,
             games,
             config,
@@ -252,9 +255,11 @@ impl PeerNet {
             if !self.alive(index) {
                 continue;
             }
+            self.woken[index] = false;
             if let Some((_, wake)) = self.wakes[index] {
                 if wake <= now {
                     self.wakes[index] = None;
+                    self.woken[index] = true;
                     self.peers[index].handle_timeout(now);
                 }
             }
@@ -270,6 +275,16 @@ impl PeerNet {
             }
         }
         self.end_game_if_due();
+        // A driver handles the time, sends, and sleeps until the next deadline, whether or
+        // not the game takes a turn meanwhile: that deadline must be ahead.
+        self.transmit();
+        for index in (0..self.peers.len()).filter(|&i| self.woken[i] && self.alive(i)) {
+            let next = self.peers[index].poll_timeout();
+            assert!(
+                next.is_none_or(|d| d > now),
+                "peer {index} handled {now} ms and asks to be woken at {next:?}: a driver would spin"
+            );
+        }
         self.execute();
         self.transmit();
         self.collect_events();

@@ -88,6 +88,7 @@ fn a_short_outage_stalls_everyone_and_drops_nobody() {
         config.outages.push((peer, 4_000, 5_200));
         let net = run(config)?;
         let stall = net.peers[(peer + 1) % 8].stats().stall_ms;
-        ensure(stall >= 1_000, || format!("a 1.2 s outage stalled the others {stall} ms"))
+        // Turns made final before the cut cover its first lead; the rest waits.
+        ensure(stall >= 700, || format!("a 1.2 s outage stalled the others {stall} ms"))
     });
 }

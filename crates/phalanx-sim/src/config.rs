@@ -163,6 +163,23 @@ pub struct SimConfig {
     /// Default `None` (a `phalanx::Host`), or `Some(3)` with `PHALANX_HOST=relay`, which also
     /// sets the transport to raw UDP.
     pub relay_matches: Option<usize>,
+    /// Who talks to whom: a host and its clients (the default), or a peer-to-peer mesh with no
+    /// host ([`Topology::Mesh`]). `PHALANX_TOPOLOGY=mesh` picks the mesh with its default
+    /// settings.
+    pub topology: Topology,
+}
+
+/// Who talks to whom in a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Topology {
+    /// A host and its clients: every command goes up to the host and down to every player.
+    Star,
+    /// Every player sends its commands straight to every other over raw UDP with a Noise link
+    /// per pair (`phalanx::mesh`), with these settings. Machine `p{i}` plays `PlayerId(i)`;
+    /// the timeline's `Partition` cuts a player off from every other, `EndGame` is done by
+    /// whoever is master then, and `CrashHost` / `ShutdownHost` do not apply.
+    Mesh(phalanx::proto::mesh::PeerConfig),
 }
 
 /// How a hostile (authenticated) player misbehaves: from 3 s on, 20 extra datagrams a second
@@ -207,6 +224,10 @@ impl SimConfig {
             hostile_spectator: false,
             transport,
             relay_matches: relay.then_some(3),
+            topology: match std::env::var("PHALANX_TOPOLOGY").as_deref() {
+                Ok("mesh") => Topology::Mesh(phalanx::proto::mesh::PeerConfig::default()),
+                _ => Topology::Star,
+            },
         }
     }
 }

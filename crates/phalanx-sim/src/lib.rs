@@ -54,6 +54,7 @@
 mod config;
 mod director;
 mod game;
+mod mesh;
 mod player;
 #[cfg(feature = "relay")]
 mod relay;
@@ -64,7 +65,7 @@ mod socket;
 mod spectator;
 mod trace;
 
-pub use config::{Hostile, SimConfig, Step};
+pub use config::{Hostile, SimConfig, Step, Topology};
 pub use game::{ChainGame, SimGame};
 pub use report::{CrowdReport, PlayerReport, Sample, SimError, SimReport};
 pub use run::{run, run_with};

@@ -271,6 +271,11 @@ fn record_turn<C: Serialize + DeserializeOwned>(
             run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
         }
     }
+    record_records(run, machine, turn, hash);
+}
+
+/// Records an executed turn's hash, commands, joins and leaves in machine `machine`'s report.
+pub(crate) fn record_records<C>(run: &Run, machine: usize, turn: &TypedTurn<C>, hash: u64) {
     let left: Vec<_> = turn
         .records
         .iter()

@@ -151,6 +151,12 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
         .udp_capacity(4_096)
         .build();
     let run = Run::new(config, &identity);
+    if let crate::Topology::Mesh(peer) = &run.config.topology {
+        for machine in 0..run.config.players {
+            crate::mesh::mesh_node::<G>(&mut sim, &run, machine, peer.clone(), setup.clone());
+        }
+        return step_to_the_end(sim, &run);
+    }
     if run.config.relay_matches.is_some() {
         relay_node(&mut sim, &run, &identity)?;
     } else {

@@ -44,3 +44,20 @@ pub(crate) fn flows(trace: &Mutex<Trace>, machine: usize) -> ((u64, u64), (u64, 
     let down = trace.flows.get(&(host, mine)).copied().unwrap_or_default();
     (up, down)
 }
+
+/// Machine `p{machine}`'s flows with every other machine: `(datagrams, bytes)` it sent and
+/// it was sent.
+pub(crate) fn flows_all(trace: &Mutex<Trace>, machine: usize) -> ((u64, u64), (u64, u64)) {
+    let mine = turmoil::lookup(format!("p{machine}"));
+    let trace = trace.lock().expect("not poisoned");
+    let (mut sent, mut received) = ((0, 0), (0, 0));
+    for (&(from, to), &(datagrams, bytes)) in &trace.flows {
+        if from == mine {
+            sent = (sent.0 + datagrams, sent.1 + bytes);
+        }
+        if to == mine {
+            received = (received.0 + datagrams, received.1 + bytes);
+        }
+    }
+    (sent, received)
+}

@@ -30,6 +30,10 @@ use crate::responder::{Outcome, Responder};
 pub const PUNCH: u8 = 0x06;
 /// A handshake or punch is sent again this often while a link is not open (ms).
 pub const RETRY_MS: u64 = 100;
+/// A handshake not done after this many sends is started afresh (new ephemeral key): its
+/// response may have been lost after the other end accepted, and the other end refuses the
+/// same initiation twice.
+pub const FRESH_AFTER: u32 = 8;
 
 /// One member of the match, as the roster gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -211,6 +215,9 @@ impl Links {
                 continue;
             }
             let initiate = link.member.player > self.me;
+            if initiate && link.attempts > 0 && link.attempts.is_multiple_of(FRESH_AFTER) {
+                self.links[index].handshake = None;
+            }
             let packet = if initiate { self.initiation(index) } else { self.punch() };
             let link = &mut self.links[index];
             for &addr in &link.member.addrs {

@@ -33,6 +33,9 @@ pub enum EndReason {
     HostClosed,
     /// We left ([`Client::leave`]).
     Left,
+    /// A peer-to-peer match: we could not reach a majority of the match (or half of it
+    /// without its lowest player), and the other side plays on without us.
+    LostMajority,
 }
 
 impl EndReason {
@@ -47,6 +50,7 @@ impl EndReason {
             EndReason::Finished { .. } => "finished",
             EndReason::HostClosed => "host_closed",
             EndReason::Left => "left",
+            EndReason::LostMajority => "lost_majority",
         }
     }
 }

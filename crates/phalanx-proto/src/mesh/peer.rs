@@ -83,6 +83,8 @@ pub struct Peer {
     pub(crate) cursor: usize,
     /// The master's speed control (only while we are the master).
     pub(crate) pace_control: Option<crate::pace::PaceControl>,
+    /// Ended and done lingering: nothing more to do.
+    pub(crate) closed: bool,
 }
 
 impl Peer {
@@ -153,6 +155,7 @@ impl Peer {
             controls_refused: 0,
             cursor: 0,
             pace_control: None,
+            closed: false,
         };
         peer.seal_due(start_ms, false);
         Ok(peer)
@@ -219,7 +222,6 @@ impl Peer {
         if commands >= usize::from(self.config.budget.commands_per_turn_max)
             || self.pending_bytes + payload.len()
                 > usize::from(self.config.budget.turn_bytes_per_player_max)
-            || self.unsealed >= self.seal_limit()
         {
             return Err(SubmitError::OverBudget { turn: self.unsealed });
         }
@@ -283,6 +285,7 @@ impl Peer {
             latency_ms_p95: self.latencies.percentile(95),
             latency_ms_max: self.latencies.percentile(100),
             master: self.player().map(|_| self.master),
+            lead_ms: self.lead_ms(),
             unknown_sender: self.unknown_sender,
             controls_refused: self.controls_refused,
             events_dropped: self.events.dropped(),
@@ -335,6 +338,11 @@ impl Peer {
             pair.echo = Some((datagram.stamp, now_ms));
         }
         pair.next_exec = pair.next_exec.max(datagram.next_exec);
+        let (srtt, next) = (pair.srtt_ms, datagram.next_exec);
+        if self.pairs[index].player == self.master {
+            self.follow_master(now_ms, srtt, next, datagram.due_in);
+        }
+        let pair = &mut self.pairs[index];
         if datagram.probe {
             pair.send_due = true;
         }
@@ -437,6 +445,10 @@ impl Peer {
     /// Acts on the time: finalises our due turns, notices silent peers, runs departures and
     /// the master's duties.
     pub fn handle_timeout(&mut self, now_ms: u64) {
+        if self.is_closed(now_ms) {
+            self.closed = true;
+            return;
+        }
         self.seal_due(now_ms, false);
         let idle = u64::from(self.config.link.idle_timeout_ms);
         let start = self.start_ms;

@@ -3,6 +3,7 @@
 use crate::types::{PlayerId, Turn};
 use crate::wire::{MeshDatagram, Report};
 
+use super::pair::Status;
 use super::peer::{Peer, State};
 
 impl Peer {
@@ -27,15 +28,28 @@ impl Peer {
     fn wants_send(&self, index: usize, now_ms: u64) -> bool {
         let pair = &self.pairs[index];
         // A frozen peer is being dropped: what we send now would let it run ahead alone.
-        if pair.status != super::pair::Status::Live || self.is_closed(now_ms) {
+        if pair.status != Status::Live || self.is_closed(now_ms) {
             return false;
         }
         let sent = pair.sent_ms.unwrap_or(0);
         pair.send_due
             || pair.repeat_at.is_some_and(|at| at <= now_ms)
             || pair.sent_ms.is_none()
-            || now_ms >= sent + u64::from(self.mesh.heartbeat_ms)
+            || now_ms >= sent + self.heartbeat_ms()
             || (self.owes(index) && now_ms >= sent + self.resend_ms(index))
+    }
+
+    /// How long a pair may go without a datagram from us: the heartbeat, or a tenth of the
+    /// idle timeout while the next turn waits on a contribution (the match stands still
+    /// and finalises nothing, and on a lossy link a few lost heartbeats in a row must not
+    /// read as a departure).
+    fn heartbeat_ms(&self) -> u64 {
+        let heartbeat = u64::from(self.mesh.heartbeat_ms);
+        if self.state == State::Running && !self.ready() {
+            heartbeat.min(u64::from(self.config.link.idle_timeout_ms) / 10)
+        } else {
+            heartbeat
+        }
     }
 
     /// Whether `index`'s peer lacks something of ours: a final turn, or a view message.
@@ -52,6 +66,8 @@ impl Peer {
             ack: pair.have,
             through: self.sealed_through(),
             next_exec: self.next_exec,
+            due_in: (self.due_ms(self.next_exec) as i64 - now_ms as i64)
+                .clamp(-1_000_000, 1_000_000) as i32,
             stamp: now_ms as u32,
             echo: pair.echo.map(|(stamp, at)| (stamp, now_ms.saturating_sub(at) as u32)),
             entries: Vec::new(),
@@ -100,8 +116,13 @@ impl Peer {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next be called, in the caller's
-    /// clock; `None` once closed.
+    /// clock; `None` once closed. It never names a time already handled: a driver may sleep
+    /// until it. (A turn's due time is not in it: the game takes turns when it polls
+    /// [`next_turn`](Self::next_turn); [`next_turn_due_ms`](Self::next_turn_due_ms) says when.)
     pub fn poll_timeout(&self) -> Option<u64> {
+        if self.closed {
+            return None;
+        }
         let mut next: Option<u64> = None;
         let mut consider = |at: u64| next = Some(next.map_or(at, |n| n.min(at)));
         match self.state {
@@ -113,32 +134,35 @@ impl Peer {
                 if self.unsealed < self.seal_limit() {
                     consider(self.next_seal_ms());
                 }
-                if self.ready() {
-                    consider(self.due_ms(self.next_exec));
-                } else if !self.waiting_told {
-                    consider(
-                        self.due_ms(self.next_exec) + u64::from(self.config.turns.stall_notice_ms),
-                    );
+                if !self.waiting_told && !self.ready() {
+                    let notice = u64::from(self.config.turns.stall_notice_ms);
+                    consider(self.due_ms(self.next_exec) + notice);
                 }
             }
         }
         let idle = u64::from(self.config.link.idle_timeout_ms);
         for (index, pair) in self.pairs.iter().enumerate() {
-            if !pair.is_in() {
+            if pair.is_in() && pair.leaves_after.is_none() && !pair.suspected {
+                consider(pair.heard_ms.unwrap_or(self.start_ms) + idle);
+            }
+            if pair.status != Status::Live {
                 continue;
             }
             let sent = pair.sent_ms.unwrap_or(0);
-            consider(sent + u64::from(self.mesh.heartbeat_ms));
+            consider(sent + self.heartbeat_ms());
             if let Some(at) = pair.repeat_at {
                 consider(at);
             }
             if self.owes(index) {
                 consider(sent + self.resend_ms(index));
             }
-            if !pair.suspected {
-                consider(pair.heard_ms.unwrap_or(self.start_ms) + idle);
-            }
         }
         next
+    }
+
+    /// When the next turn is due on our clock, while the match runs: a renderer's time to
+    /// the next turn. It may be here already, or late (contributions missing).
+    pub fn next_turn_due_ms(&self) -> Option<u64> {
+        (self.state == State::Running).then(|| self.due_ms(self.next_exec))
     }
 }

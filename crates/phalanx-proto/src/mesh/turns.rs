@@ -8,6 +8,9 @@ use crate::types::{PlayerId, Turn};
 use super::peer::{Peer, State};
 use super::types::{PeerEnd, PeerEvent};
 
+/// A schedule within this many ms of the master's is left alone (the jitter's share).
+const FOLLOW_TOLERANCE_MS: i64 = 10;
+
 /// Why [`Peer::end`] refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -80,15 +83,25 @@ impl Peer {
             control.current = current;
             control
         });
+        // Only the turn length needs agreeing: each peer's lead is its own business.
         if let Some(pace) = control.on_turn(need.into(), cost) {
-            self.pending.push(Record::Pace(pace));
+            if pace.turn_length_ms != current.turn_length_ms {
+                let delay = self.lead_ms() / pace.turn_length_ms.max(1) + 1;
+                let pace = crate::Pace { command_delay_turns: delay, ..pace };
+                self.pending.push(Record::Pace(pace));
+            }
         }
     }
 
-    /// We never finalise a turn a window past the next one we execute: a peer that cannot
-    /// execute holds the others back instead of letting them run away.
+    /// The first turn we may not finalise yet: a turn further ahead of the next one we
+    /// execute than the lead (and `ahead_ms`) reaches, plus one turn of slack. In step, that
+    /// never holds a turn back; a peer that waits (on a late contribution, a link) stops
+    /// finalising, so it cannot pile up final turns ahead that every later command would have
+    /// to queue behind, and the others wait for it rather than run away.
     pub(crate) fn seal_limit(&self) -> Turn {
-        self.next_exec.saturating_add(self.config.turns.window_turns)
+        let reach = u64::from(self.lead_ms()) + u64::from(self.mesh.ahead_ms);
+        let turns = reach.div_ceil(u64::from(self.length_ms.max(1))) as u32 + 1;
+        self.next_exec.saturating_add(turns.min(self.config.turns.window_turns))
     }
 
     /// Finalises the turns whose time came (and, with `commands`, the turn holding commands
@@ -134,8 +147,13 @@ impl Peer {
     /// How long a pair waits for an acknowledgement before we send again what it lacks: a
     /// backstop, as every batch of final turns carries everything unacknowledged anyway.
     pub(crate) fn resend_ms(&self, index: usize) -> u64 {
+        let rto = self.pairs[index].rto_ms(20);
+        if self.view_pending(index) {
+            // A departure waits on it: every round trip counts.
+            return rto;
+        }
         let batch = 2 * u64::from(self.length_ms) + u64::from(self.mesh.ahead_ms);
-        self.pairs[index].rto_ms(20).max(batch)
+        rto.max(batch)
     }
 
     /// Makes our contribution to `unsealed` final.
@@ -146,6 +164,33 @@ impl Peer {
             self.own.insert(self.unsealed, entry);
         }
         self.unsealed = self.unsealed.next();
+    }
+
+    /// Moves our schedule onto the master's, as its datagram gives it: its `next` turn is
+    /// due `due_in` ms after it sent (half a round trip ago). Peers start, and their clocks
+    /// run, a little apart; a peer whose schedule ran ahead of the others' would wait on them
+    /// every turn, and every command it gives would wait that much longer. Half the gap is
+    /// closed per datagram, and gaps within the jitter are left alone.
+    pub(crate) fn follow_master(
+        &mut self,
+        now_ms: u64,
+        srtt: Option<u32>,
+        next: Turn,
+        due_in: i32,
+    ) {
+        let Some(srtt) = srtt else { return };
+        if self.state != State::Running || self.master == self.me {
+            return;
+        }
+        let length = i64::from(self.length_ms);
+        let turns = i64::from(self.next_exec.0) - i64::from(next.0);
+        let theirs = now_ms as i64 - i64::from(srtt / 2) + i64::from(due_in) + turns * length;
+        let ours = self.due_ms(self.next_exec) as i64;
+        if (theirs - ours).abs() <= FOLLOW_TOLERANCE_MS {
+            return;
+        }
+        self.anchor_turn = self.next_exec;
+        self.anchor_ms = (ours + (theirs - ours) / 2).max(0) as u64;
     }
 
     /// Whether every contribution to the next turn is here (ours is final).

@@ -78,6 +78,17 @@ pub enum PeerEnd {
     LostMajority,
 }
 
+impl From<PeerEnd> for crate::EndReason {
+    fn from(end: PeerEnd) -> Self {
+        match end {
+            PeerEnd::Finished { code } => crate::EndReason::Finished { code },
+            PeerEnd::Desync => crate::EndReason::Desync,
+            PeerEnd::Left => crate::EndReason::Left,
+            PeerEnd::LostMajority => crate::EndReason::LostMajority,
+        }
+    }
+}
+
 impl PeerEnd {
     /// The reason in lower case, one word, as reports print it.
     pub fn name(&self) -> &'static str {
@@ -157,6 +168,9 @@ pub struct PeerStats {
     pub latency_ms_max: Option<u32>,
     /// The master as we see it.
     pub master: Option<PlayerId>,
+    /// How long before its turn our contribution becomes final now (ms): `lead_ms`, or
+    /// more when our worst peer's round trip needs it.
+    pub lead_ms: u32,
     /// Datagrams from players not in the roster, dropped.
     pub unknown_sender: u64,
     /// Control records from a peer not allowed to make them, ignored.

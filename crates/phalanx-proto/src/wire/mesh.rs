@@ -1,11 +1,12 @@
 //! The mesh datagram: what one peer of a peer-to-peer match sends another.
 //!
 //! ```text
-//! Mesh: version kind=8 flags ack through next_exec stamp [echo hold] n entry*n
+//! Mesh: version kind=8 flags ack through next_exec due_in stamp [echo hold] n entry*n
 //!       [m {turn hash:u64le}*m] [lead_ms cost_ms suspects] [view]
 //!   flags   = bit 0 echo, bit 1 hashes, bit 2 report, bit 3 view, bit 4 answer at once
 //!   ack     = 1 + the last turn through which we hold every contribution of the recipient's (0: none)
 //!   through = 1 + the last turn of our own contributions that is final (0: none)
+//!   due_in  = ms until our `next_exec` is due (zigzag: negative when overdue)
 //!   entry   = turn bundle            (our contribution to `turn`: records, as in a Down bundle)
 //!   view    = kind view n {player turn upto k entry*k}*n
 //!             (kind 0 freeze, 1 frozen, 2 drop, 3 drop ack, 4 behind; turn, upto: 1 + turn)
@@ -94,6 +95,8 @@ pub(crate) struct MeshDatagram {
     pub(crate) ack: Option<Turn>,
     pub(crate) through: Option<Turn>,
     pub(crate) next_exec: Turn,
+    /// Ms until the sender's `next_exec` is due on its clock (negative: overdue).
+    pub(crate) due_in: i32,
     pub(crate) stamp: u32,
     /// The last stamp received from the recipient, and how long ago (ms).
     pub(crate) echo: Option<(u32, u32)>,
@@ -178,6 +181,7 @@ impl MeshDatagram {
         put_turn(out, self.ack);
         put_turn(out, self.through);
         put_varint(out, self.next_exec.0.into());
+        put_varint(out, u64::from(((self.due_in << 1) ^ (self.due_in >> 31)) as u32));
         put_varint(out, self.stamp.into());
         if let Some((stamp, hold)) = self.echo {
             put_varint(out, stamp.into());
@@ -236,6 +240,8 @@ pub(crate) fn decode_mesh(
     let ack = read_turn(&mut reader)?;
     let through = read_turn(&mut reader)?;
     let next_exec = Turn(reader.varint_u32()?);
+    let zigzag = reader.varint_u32()?;
+    let due_in = ((zigzag >> 1) as i32) ^ -((zigzag & 1) as i32);
     let stamp = reader.varint_u32()?;
     let echo = if flags & FLAG_ECHO != 0 {
         Some((reader.varint_u32()?, reader.varint_u32()?))
@@ -269,6 +275,7 @@ pub(crate) fn decode_mesh(
         ack,
         through,
         next_exec,
+        due_in,
         stamp,
         echo,
         entries,

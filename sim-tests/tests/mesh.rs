@@ -1,0 +1,105 @@
+//! The peer-to-peer mesh at L2 (phalanx-sim, the real `phalanx::mesh` driver on turmoil): 8
+//! players, 50 ms one way, 2 % loss, 20 ms of jitter, 150 ms turns, a command from every
+//! player every 4 turns, given as a turn executes. Against the same seed with a host relaying
+//! the same players (the quiet relay over raw UDP, the demo's profile):
+//!
+//! - every player holds the same state after every turn (S1), every command executes once
+//!   (S2), nobody is dropped, in both topologies;
+//! - the worst player's own-command p95 latency is below the relay's on every seed, and at
+//!   most 0.6 × the relay's on the median seed (measured: 156–257 ms against 300 over 24
+//!   seeds; 0.6 × or better on 20 of them).
+//!
+//! Not asserted, because it does not hold yet: the mesh's worst stall (81–522 ms over 90 s
+//! of play) is longer than the relay's (0–550, most often 0) — a contribution lost twice
+//! waits for the next turn's datagram — and the mesh sends 111 kbit/s a player against the
+//! relay's 8 (a datagram a turn to each of seven peers, twice). Both are printed.
+//!
+//! `PHALANX_SEEDS=<n>` sets the seeds (default 24).
+#![allow(clippy::print_stderr)]
+
+use phalanx::proto::mesh::PeerConfig;
+use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Topology};
+use phalanx_testkit::{ensure, for_each_seed, seeded_test};
+
+const EVERY: u32 = 4;
+const SEEDS: u64 = 24;
+
+fn scenario(seed: u64, mesh: bool) -> SimConfig {
+    let mut config = SimConfig::new(seed, 8);
+    config.transport = phalanx::Transport::Udp;
+    config.faults.loss_permille = 20;
+    config.faults.jitter_ms = 20;
+    config.latency_ms = 50;
+    config.turns = 300;
+    let session = &mut config.session;
+    session.turns.length_ms = 150;
+    if mesh {
+        config.topology = Topology::Mesh(PeerConfig::default());
+    } else {
+        config.topology = Topology::Star;
+        config.relay_matches = None;
+        session.playout.buffer_ms_max = 170;
+        session.playout.extra_ms = 150;
+        session.turns.pace_tolerance_ms = 20;
+        session.link.heartbeat_ms = 500;
+        session.link.repeat_loss_permille = 1000;
+        session.turns.window_turns = 20;
+    }
+    config
+}
+
+fn run(config: SimConfig) -> Result<SimReport, String> {
+    let turns = config.turns as usize;
+    let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+    report.check_agreement()?;
+    report.check_everyone_played(turns)?;
+    report.check_exactly_once(20)?;
+    Ok(report)
+}
+
+fn worst_p95(report: &SimReport) -> u32 {
+    report.players.iter().filter_map(|p| p.latency_ms.map(|(_, p95, _)| p95)).max().unwrap_or(0)
+}
+
+fn worst_stall(report: &SimReport) -> u64 {
+    report.players.iter().map(|p| p.stall_ms).max().unwrap_or(0)
+}
+
+fn kbit_per_s(report: &SimReport) -> f64 {
+    let seconds =
+        report.players.iter().filter_map(|p| p.finished_ms).max().unwrap_or(1) as f64 / 1000.0;
+    report
+        .players
+        .iter()
+        .map(|p| {
+            let datagrams = p.wire_datagrams.0 + p.wire_datagrams.1;
+            let bytes = p.wire_bytes.0 + p.wire_bytes.1 + 28 * datagrams;
+            bytes as f64 * 8.0 / 1000.0 / seconds
+        })
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn the_mesh_halves_the_relay_latency() {
+    let ratios = std::sync::Mutex::new(Vec::new());
+    for_each_seed(seeded_test!("mesh_vs_relay"), SEEDS, |seed| {
+        let mesh = run(scenario(seed, true))?;
+        let relay = run(scenario(seed, false))?;
+        let (mesh_p95, relay_p95) = (worst_p95(&mesh), worst_p95(&relay));
+        let (mesh_stall, relay_stall) = (worst_stall(&mesh), worst_stall(&relay));
+        eprintln!(
+            "seed {seed}: p95 mesh {mesh_p95} relay {relay_p95}; stall mesh {mesh_stall} relay {relay_stall}; kbit/s mesh {:.1} relay {:.1}",
+            kbit_per_s(&mesh),
+            kbit_per_s(&relay)
+        );
+        ensure(mesh_p95 > 0 && mesh_p95 < relay_p95, || {
+            format!("p95 mesh {mesh_p95} ms, relay {relay_p95} ms")
+        })?;
+        ratios.lock().expect("not poisoned").push(f64::from(mesh_p95) / f64::from(relay_p95));
+        Ok(())
+    });
+    let mut ratios = ratios.into_inner().expect("not poisoned");
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    assert!(median <= 0.6, "median p95 ratio {median:.2} over {} seeds: {ratios:?}", ratios.len());
+}
