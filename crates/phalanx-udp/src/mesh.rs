@@ -58,7 +58,7 @@ pub enum LinkError {
     TooLarge,
 }
 
-/// One link's state, as [`Links::link`] reports it.
+/// One link's state, as [`Links::links`] reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkInfo {
     /// The other member.

@@ -6,6 +6,11 @@ use crate::pace::Pace;
 use crate::stats::DropCounters;
 use crate::types::{PlayerId, Turn};
 
+#[cfg(doc)]
+use super::Peer;
+#[cfg(doc)]
+use crate::SessionConfig;
+
 /// Settings only a mesh peer has; the rest comes from the [`SessionConfig`], which every peer
 /// of a match must share.
 #[derive(Clone, Debug, PartialEq, Eq)]
