@@ -219,8 +219,15 @@ where
     let stats = session.stats();
     let ended = session.ended();
     if let Some(stats) = &stats {
-        let rtts: Vec<_> = stats.pairs.iter().map(|p| (p.player.0, p.rtt_ms)).collect();
-        let line = (now_ms(), format!("p{machine} lead {} ms, rtt {rtts:?}", stats.lead_ms));
+        let rtts: Vec<String> = stats
+            .pairs
+            .iter()
+            .map(|p| {
+                format!("{}: {}", p.player.0, p.rtt_ms.map_or("-".into(), |r| format!("{r} ms")))
+            })
+            .collect();
+        let line =
+            (now_ms(), format!("p{machine} rtt {}; lead {} ms", rtts.join(", "), stats.lead_ms));
         run.with_report(|report| report.host_events.push(line));
     }
     run.with_player(machine, |report| {

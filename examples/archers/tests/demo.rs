@@ -203,3 +203,17 @@ fn the_readme_desync_example_names_turn_100_and_unit_0_hp() {
     assert_eq!(first["diff"], json!(["unit 0 hp"]), "{first}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--topology mesh`: the same match with no host, every player sending its orders straight
+/// to every other: the same agreement, every order executed, and one turn of latency for the
+/// bots' orders (given as a turn executes) on most of them.
+#[test]
+fn the_mesh_plays_the_same_match_without_a_host() {
+    let mesh = run(7, &["--topology", "mesh"]);
+    assert_eq!(mesh["hashes_agree"], true, "{mesh}");
+    assert_eq!(mesh["desyncs"], json!([]), "{mesh}");
+    assert_eq!(mesh["removed"], json!([]), "{mesh}");
+    assert_eq!(mesh["commands_submitted"], mesh["commands_executed"], "{mesh}");
+    assert!(mesh["commands_submitted"].as_u64().unwrap() > 20, "{mesh}");
+    assert_eq!(mesh["latency_ms_p50"], 150, "{mesh}");
+}

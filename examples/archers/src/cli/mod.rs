@@ -119,6 +119,19 @@ pub(crate) struct NetworkArgs {
     /// ask for), or QUIC (quinn adds its own ACK-only packets).
     #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Udp)]
     pub(crate) transport: TransportArg,
+    /// Who talks to whom: a host relaying every command (the default), or a peer-to-peer mesh
+    /// with no host (raw UDP; no spectators or rejoins there yet).
+    #[arg(long, value_name = "T", value_enum, default_value_t = TopologyArg::Relay)]
+    pub(crate) topology: TopologyArg,
+}
+
+/// `--topology`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TopologyArg {
+    /// A host relays every command to every player.
+    Relay,
+    /// Every player sends its commands straight to every other.
+    Mesh,
 }
 
 /// `--transport`.

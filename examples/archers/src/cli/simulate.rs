@@ -82,10 +82,17 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
             args.desync_player
         )),
     );
-    let transport = match config.transport {
-        phalanx::Transport::Udp => "raw UDP (Noise)",
+    let transport = match (&config.topology, config.transport) {
+        (phalanx_sim::Topology::Mesh(_), _) => "a peer-to-peer mesh over raw UDP (Noise)",
+        (_, phalanx::Transport::Udp) => "raw UDP (Noise)",
         _ => "real QUIC",
     };
+    if matches!(config.topology, phalanx_sim::Topology::Mesh(_))
+        && (args.spectators > 0 || args.rejoin_at.is_some())
+    {
+        eprintln!("error: a mesh has no spectators or rejoins yet");
+        return ExitCode::FAILURE;
+    }
     eprintln!("simulating over {transport} under phalanx-sim…");
     let observer = Arc::new(Observer::new((config.turns / 24).max(1), config.turns - 1));
     let started = Instant::now();
@@ -107,6 +114,9 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
     let finished =
         Finished { args, config: &config, report: &report, observed: observer.observed() };
     let mut lines = summary.lines(args.game.seed);
+    if matches!(config.topology, phalanx_sim::Topology::Mesh(_)) {
+        lines.extend(mesh_lines(&report));
+    }
     if let Some(bundle) = desync::first_bundle(&report) {
         match desync::write(&args.desync_bundle, bundle) {
             Ok(bytes) => lines.push((
@@ -220,6 +230,11 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     config.faults.loss_permille = (network.loss_percent * 10.0).round() as u32;
     config.faults.jitter_ms = network.jitter_ms;
     if network.transport == super::TransportArg::Udp {
+        config.transport = phalanx::Transport::Udp;
+    }
+    if network.topology == super::TopologyArg::Mesh {
+        // The mesh plays the same 150 ms turns; its lead and repeats are its own defaults.
+        config.topology = phalanx_sim::Topology::Mesh(Default::default());
         config.transport = phalanx::Transport::Udp;
     }
     config.samples_every_ms = 1_000;
@@ -554,4 +569,21 @@ fn scenario(args: &SimulateArgs, partition: bool) -> String {
             String::new()
         },
     )
+}
+
+/// A mesh run's links: each player's round trip to every other, and which pairs are relayed
+/// (none: every pair punches through or the match does not start).
+fn mesh_lines(report: &SimReport) -> Vec<Line> {
+    let mut lines: Vec<Line> = report
+        .host_events
+        .iter()
+        .filter(|(_, line)| line.contains(" rtt "))
+        .map(|(_, line)| {
+            let (machine, rest) = line.split_once(' ').unwrap_or((line, ""));
+            (format!("links of {machine}"), rest.to_owned())
+        })
+        .collect();
+    lines.sort();
+    lines.push(("relayed pairs".into(), "none (every pair is direct)".into()));
+    lines
 }
