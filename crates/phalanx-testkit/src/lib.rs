@@ -8,6 +8,8 @@
 //!   datagram. Each simulator applies the model with its own draws from its own seeded
 //!   [`Rng`]: phalanx-mesh (layer L1, sans-IO) and phalanx-sim (layer L2, real quinn under
 //!   turmoil) share the vocabulary, not a draw order, so each keeps its seeded runs.
+//! - [`Nat`] models a NAT's mapping and filtering ([`NatKind`]: full cone, address- and
+//!   port-restricted, symmetric) with expiring mappings, for hole-punching tests.
 //! - [`seeds`], [`for_each_seed`] and [`ensure`] run a scenario over a seed list derived from its
 //!   name; a failure panics with the seed and the exact `cargo test` command that reruns it,
 //!   captured by [`seeded_test!`] where the test is written.
@@ -30,9 +32,11 @@
 #![forbid(unsafe_code)]
 
 mod faults;
+mod nat;
 mod seeds;
 
 pub use faults::{Burst, BurstState, LinkFaults};
+pub use nat::{Nat, NatKind};
 pub use seeds::{ensure, for_each_seed, seeds, SeededTest};
 
 /// The seeded generator of every fault draw (re-exported from phalanx-proto).

@@ -28,6 +28,8 @@ use crate::responder::{Outcome, Responder};
 
 /// The first byte of a punch packet.
 pub const PUNCH: u8 = 0x06;
+/// The most addresses kept for a member (the roster's, and those punches came from).
+pub const ADDRS_MAX: usize = 6;
 /// A handshake or punch is sent again this often while a link is not open (ms).
 pub const RETRY_MS: u64 = 100;
 /// A handshake not done after this many sends is started afresh (new ephemeral key): its
@@ -273,11 +275,33 @@ impl Links {
                 self.answer_in(from, packet);
                 None
             }
-            Some(&PUNCH) => None,
+            Some(&PUNCH) => {
+                self.punch_in(from, packet);
+                None
+            }
             _ => {
                 self.stats.dropped += 1;
                 None
             }
+        }
+    }
+
+    /// A punch names its sender: where it came from is where that member's NAT lets us in
+    /// (a symmetric NAT's port toward us is not the one the rendezvous saw). Kept as one more
+    /// address to try, at most [`ADDRS_MAX`] a member; the handshake still decides who it is.
+    fn punch_in(&mut self, from: SocketAddr, packet: &[u8]) {
+        if packet.len() != 10 || packet[1..9] != self.match_id.to_le_bytes() {
+            self.stats.dropped += 1;
+            return;
+        }
+        let Some(index) = self.index(packet[9]) else { return };
+        let link = &mut self.links[index];
+        if link.channel.is_none() && !link.member.addrs.contains(&from) {
+            if link.member.addrs.len() >= ADDRS_MAX {
+                link.member.addrs.remove(1.min(link.member.addrs.len() - 1));
+            }
+            link.member.addrs.push(from);
+            link.next_try_ms = 0;
         }
     }
 
