@@ -97,6 +97,11 @@ pub struct MeshOptions {
     pub start_delay_ms: u32,
     /// Links still not open after this long fail the start (ms). Default: 10,000.
     pub connect_timeout_ms: u32,
+    /// A rendezvous ([`RendezvousServer`], or any speaking `phalanx_udp::mesh`'s rendezvous
+    /// packets): the members learn each other's outside addresses from it (the roster's may
+    /// then be empty), and a pair that cannot punch through its NATs talks through it.
+    /// Default: `None` (the roster's addresses only, no relay).
+    pub rendezvous: Option<SocketAddr>,
 }
 
 impl MeshOptions {
@@ -121,6 +126,7 @@ impl MeshOptions {
             seed: None,
             start_delay_ms: 300,
             connect_timeout_ms: 10_000,
+            rendezvous: None,
         }
     }
 }
@@ -294,8 +300,11 @@ where
             .iter()
             .map(|m| Member { player: m.player.0, key: m.key, addrs: m.addrs.clone() })
             .collect();
-        let links =
+        let mut links =
             Links::new(options.me.0, options.identity.clone(), members, options.match_id, random);
+        if let Some(rendezvous) = options.rendezvous {
+            links = links.with_rendezvous(rendezvous);
+        }
         let core = Arc::new(Mutex::new(Core {
             links,
             peer: None,
@@ -476,3 +485,48 @@ async fn drive(core: Arc<Mutex<Core>>, socket: Arc<dyn DatagramSocket>, notify: 
 
 /// Counters of one pair, re-exported for reports.
 pub type MeshPairStats = PairStats;
+
+/// A rendezvous for peer-to-peer matches on a UDP socket: members learn each other's outside
+/// addresses from it, and pairs that cannot punch through their NATs talk through it (see
+/// `phalanx_udp::mesh::Rendezvous`). Any number of matches; it stops when dropped.
+pub struct RendezvousServer {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RendezvousServer {
+    /// Binds `bind` and serves, on the running tokio runtime.
+    pub fn bind(bind: SocketAddr) -> std::io::Result<RendezvousServer> {
+        RendezvousServer::on(bind_socket(bind)?)
+    }
+
+    /// Serves on `socket` (a simulator's, say), on the running tokio runtime.
+    pub fn on(socket: Arc<dyn DatagramSocket>) -> std::io::Result<RendezvousServer> {
+        let addr = socket.local_addr()?;
+        let task = tokio::spawn(async move {
+            let mut server = phalanx_udp::mesh::Rendezvous::new();
+            let origin = Instant::now();
+            let mut buf = vec![0u8; 2048];
+            loop {
+                let received = std::future::poll_fn(|cx| socket.poll_recv_from(cx, &mut buf)).await;
+                let Ok((len, from)) = received else { continue };
+                let now = origin.elapsed().as_millis() as u64;
+                if let Some((to, packet)) = server.handle(now, from, &buf[..len]) {
+                    let _ = socket.try_send_to(&packet, to);
+                }
+            }
+        });
+        Ok(RendezvousServer { addr, task })
+    }
+
+    /// The address it serves on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for RendezvousServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

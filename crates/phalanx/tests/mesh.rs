@@ -132,3 +132,42 @@ fn four_peers_play_lose_one_and_end_together() {
         assert!(!mine.is_empty());
     }
 }
+
+/// Four peers that know only each other's keys meet through a rendezvous: the roster has no
+/// address at all, and every link opens from the addresses the rendezvous saw.
+#[test]
+fn peers_meet_through_a_rendezvous() {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let server = {
+        let _guard = runtime.enter();
+        phalanx::mesh::RendezvousServer::bind("127.0.0.1:0".parse().unwrap()).unwrap()
+    };
+    let keys: Vec<HostKey> = (0..4).map(|i| HostKey::from_bytes([i as u8 + 20; 32])).collect();
+    let roster: Vec<MeshMember> = (0..4)
+        .map(|i| MeshMember { player: PlayerId(i as u8), key: keys[i].public(), addrs: Vec::new() })
+        .collect();
+    let mut sessions: Vec<MeshSession<Order>> = (0..4)
+        .map(|i| {
+            let bind = "127.0.0.1:0".parse().unwrap();
+            let mut options =
+                MeshOptions::new(PlayerId(i as u8), keys[i].clone(), roster.clone(), 43, bind);
+            options.rendezvous = Some(server.local_addr());
+            MeshSession::start(options, Some(runtime.handle().clone())).unwrap()
+        })
+        .collect();
+    let started = Instant::now();
+    let mut turns = [0u32; 4];
+    while started.elapsed() < Duration::from_secs(15) && turns.iter().any(|&t| t < 20) {
+        for (i, session) in sessions.iter_mut().enumerate() {
+            while session.try_next_turn().is_some() {
+                turns[i] += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(turns.iter().all(|&t| t >= 20), "turns {turns:?}");
+    for session in &sessions {
+        assert!(session.links().iter().all(|link| link.addr.is_some() && !link.relayed));
+    }
+}

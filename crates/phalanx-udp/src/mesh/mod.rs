@@ -17,8 +17,10 @@
 //!
 //! Sans-IO like the rest of the crate: datagrams and the time in, datagrams out.
 
+mod rendezvous;
+
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use crate::channel::Channel;
 use crate::client::{ClientHandshake, Progress};
@@ -26,8 +28,20 @@ use crate::handshake::{COOKIE_REPLY, INITIATION, INITIATION_WITH_COOKIE, RESPONS
 use crate::keys::{keyed_hash, HostKey, HostPublicKey};
 use crate::responder::{Outcome, Responder};
 
+pub use rendezvous::{
+    Rendezvous, RendezvousStats, ADDRS, HELLO, MATCHES_MAX, MATCH_IDLE_MS, RELAY, RELAYED,
+};
+
 /// The first byte of a punch packet.
 pub const PUNCH: u8 = 0x06;
+/// A link not open this long after the start goes through the rendezvous, if there is one
+/// (ms).
+pub const RELAY_AFTER_MS: u64 = 3_000;
+/// A member says hello to the rendezvous this often until it knows every member's address
+/// (ms), then every [`HELLO_KEEP_MS`] (its NAT must keep the rendezvous's mapping open).
+pub const HELLO_MS: u64 = 500;
+/// See [`HELLO_MS`].
+pub const HELLO_KEEP_MS: u64 = 5_000;
 /// The most addresses kept for a member (the roster's, and those punches came from).
 pub const ADDRS_MAX: usize = 6;
 /// A handshake or punch is sent again this often while a link is not open (ms).
@@ -71,6 +85,8 @@ pub struct LinkInfo {
     pub confirmed: bool,
     /// Handshakes and punches sent so far.
     pub attempts: u32,
+    /// Whether it goes through the rendezvous (the pair could not punch through).
+    pub relayed: bool,
 }
 
 struct MemberLink {
@@ -81,6 +97,7 @@ struct MemberLink {
     handshake: Option<ClientHandshake>,
     next_try_ms: u64,
     attempts: u32,
+    relayed: bool,
 }
 
 /// Counters of a [`Links`].
@@ -93,6 +110,8 @@ pub struct LinksStats {
     pub refused: u64,
     /// Payloads not sent because the link was not open.
     pub not_open: u64,
+    /// Packets sent through the rendezvous.
+    pub relayed: u64,
 }
 
 /// Our end of every link of the match. See the [module docs](self).
@@ -106,6 +125,9 @@ pub struct Links {
     links: Vec<MemberLink>,
     out: VecDeque<(SocketAddr, Vec<u8>)>,
     stats: LinksStats,
+    rendezvous: Option<SocketAddr>,
+    hello_next_ms: u64,
+    started_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for Links {
@@ -142,6 +164,7 @@ impl Links {
                 handshake: None,
                 next_try_ms: 0,
                 attempts: 0,
+                relayed: false,
             })
             .collect();
         links.sort_by_key(|link| link.member.player);
@@ -156,7 +179,18 @@ impl Links {
             links,
             out: VecDeque::new(),
             stats: LinksStats::default(),
+            rendezvous: None,
+            hello_next_ms: 0,
+            started_ms: None,
         }
+    }
+
+    /// Meets the others through the rendezvous at `addr` ([`Rendezvous`]): says hello to it,
+    /// learns every member's outside address from it, and sends through it to a member whose
+    /// link is not open [`RELAY_AFTER_MS`] after the start.
+    pub fn with_rendezvous(mut self, addr: SocketAddr) -> Links {
+        self.rendezvous = Some(addr);
+        self
     }
 
     fn index(&self, player: u8) -> Option<usize> {
@@ -177,6 +211,7 @@ impl Links {
                 addr: link.addr,
                 confirmed: link.confirmed,
                 attempts: link.attempts,
+                relayed: link.relayed,
             })
             .collect()
     }
@@ -201,16 +236,41 @@ impl Links {
 
     /// The next packet to put on the wire.
     pub fn poll_transmit(&mut self) -> Option<(SocketAddr, Vec<u8>)> {
-        self.out.pop_front()
+        let (dest, packet) = self.out.pop_front()?;
+        match (relayed_player(dest), self.rendezvous) {
+            (Some(player), Some(rendezvous)) => {
+                self.stats.relayed += 1;
+                Some((rendezvous, rendezvous::packet(RELAY, self.match_id, player, &packet)))
+            }
+            _ => Some((dest, packet)),
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) has work: the next handshake or punch.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.links.iter().filter(|link| link.channel.is_none()).map(|link| link.next_try_ms).min()
+        let links = self.links.iter().filter(|link| link.channel.is_none()).map(|l| l.next_try_ms);
+        let hello = self.rendezvous.map(|_| self.hello_next_ms);
+        links.chain(hello).min()
     }
 
     /// Sends the handshakes and punches that are due.
     pub fn handle_timeout(&mut self, now_ms: u64) {
+        let started = *self.started_ms.get_or_insert(now_ms);
+        if let Some(rendezvous) = self.rendezvous.filter(|_| now_ms >= self.hello_next_ms) {
+            let hello = rendezvous::packet(HELLO, self.match_id, self.me, &[]);
+            self.out.push_back((rendezvous, hello));
+            let known = self.links.iter().all(|link| !link.member.addrs.is_empty());
+            self.hello_next_ms = now_ms + if known { HELLO_KEEP_MS } else { HELLO_MS };
+        }
+        for link in &mut self.links {
+            let stuck = link.channel.is_none() && now_ms >= started + RELAY_AFTER_MS;
+            if stuck && !link.relayed && self.rendezvous.is_some() {
+                // The pair cannot punch through: talk through the rendezvous, afresh.
+                link.relayed = true;
+                link.handshake = None;
+                link.next_try_ms = now_ms;
+            }
+        }
         for index in 0..self.links.len() {
             let link = &self.links[index];
             if link.channel.is_some() || link.next_try_ms > now_ms {
@@ -222,6 +282,9 @@ impl Links {
             }
             let packet = if initiate { self.initiation(index) } else { self.punch() };
             let link = &mut self.links[index];
+            if link.relayed {
+                self.out.push_back((relay_addr(link.member.player), packet.clone()));
+            }
             for &addr in &link.member.addrs {
                 self.out.push_back((addr, packet.clone()));
             }
@@ -265,6 +328,9 @@ impl Links {
         from: SocketAddr,
         packet: &[u8],
     ) -> Option<(u8, Vec<u8>)> {
+        if Some(from) == self.rendezvous {
+            return self.rendezvous_in(now_ms, packet);
+        }
         match packet.first() {
             Some(byte) if byte & 0x80 != 0 => self.data(from, packet),
             Some(&(INITIATION | INITIATION_WITH_COOKIE)) => {
@@ -294,13 +360,47 @@ impl Links {
             self.stats.dropped += 1;
             return;
         }
-        let Some(index) = self.index(packet[9]) else { return };
+        if relayed_player(from).is_none() {
+            self.add_addr(packet[9], from);
+        }
+    }
+
+    /// The rendezvous's list of addresses, or a packet another member sent through it.
+    fn rendezvous_in(&mut self, now_ms: u64, packet: &[u8]) -> Option<(u8, Vec<u8>)> {
+        match (packet.first(), rendezvous::header(packet)) {
+            (Some(&ADDRS), _) => {
+                match rendezvous::parse_addrs(packet).filter(|(id, _)| *id == self.match_id) {
+                    Some((_, list)) => {
+                        list.into_iter().for_each(|(p, addr)| self.add_addr(p, addr))
+                    }
+                    None => self.stats.dropped += 1,
+                }
+                None
+            }
+            (Some(&RELAYED), Some((id, from, inner))) if id == self.match_id => {
+                // What the rendezvous forwards is another member's own packet: never one of
+                // the rendezvous's kinds.
+                match inner.first() {
+                    Some(&(ADDRS | RELAYED | HELLO | RELAY)) | None => None,
+                    _ => self.handle(now_ms, relay_addr(from), inner),
+                }
+            }
+            _ => {
+                self.stats.dropped += 1;
+                None
+            }
+        }
+    }
+
+    /// One more address to try for `player`'s member, while its link is not open.
+    fn add_addr(&mut self, player: u8, addr: SocketAddr) {
+        let Some(index) = self.index(player) else { return };
         let link = &mut self.links[index];
-        if link.channel.is_none() && !link.member.addrs.contains(&from) {
+        if link.channel.is_none() && !link.member.addrs.contains(&addr) {
             if link.member.addrs.len() >= ADDRS_MAX {
                 link.member.addrs.remove(1.min(link.member.addrs.len() - 1));
             }
-            link.member.addrs.push(from);
+            link.member.addrs.push(addr);
             link.next_try_ms = 0;
         }
     }
@@ -372,5 +472,21 @@ impl Links {
             }
         }
         self.stats.dropped += 1;
+    }
+}
+
+/// The stand-in address of `player`'s member while its packets go through the rendezvous:
+/// `[fd70::<player>]:1`, a unique-local address no packet on the wire comes from.
+fn relay_addr(player: u8) -> SocketAddr {
+    SocketAddr::new(IpAddr::V6(Ipv6Addr::new(0xfd70, 0, 0, 0, 0, 0, 0, u16::from(player))), 1)
+}
+
+/// The player whose stand-in address `addr` is.
+fn relayed_player(addr: SocketAddr) -> Option<u8> {
+    match addr.ip() {
+        IpAddr::V6(ip) if addr.port() == 1 && ip.segments()[..7] == [0xfd70, 0, 0, 0, 0, 0, 0] => {
+            u8::try_from(ip.segments()[7]).ok()
+        }
+        _ => None,
     }
 }
