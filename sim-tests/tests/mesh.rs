@@ -14,11 +14,15 @@
 //! waits for the next turn's datagram — and the mesh sends 111 kbit/s a player against the
 //! relay's 8 (a datagram a turn to each of seven peers, twice). Both are printed.
 //!
+//! And the master crashing at a random moment: the others drop it on one turn and play on
+//! (8 seeds in CI, 60 checked).
+//!
 //! `PHALANX_SEEDS=<n>` sets the seeds (default 24).
 #![allow(clippy::print_stderr)]
 
 use phalanx::proto::mesh::PeerConfig;
-use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Topology};
+use phalanx::PlayerId;
+use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Step, Topology};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
 const EVERY: u32 = 4;
@@ -102,4 +106,48 @@ fn the_mesh_halves_the_relay_latency() {
     ratios.sort_by(f64::total_cmp);
     let median = ratios[ratios.len() / 2];
     assert!(median <= 0.6, "median p95 ratio {median:.2} over {} seeds: {ratios:?}", ratios.len());
+}
+
+/// The master crashes (no goodbye) at a random moment of the same scenario: the other seven
+/// drop it on the same turn, play every turn to the end under player 1, agree, and execute
+/// every command they gave. (1,000 seeds a variant at L1: `crates/phalanx-mesh/tests/departures.rs`.)
+#[test]
+fn the_master_crashes_and_the_others_play_on() {
+    for_each_seed(seeded_test!("mesh_master_crash_l2"), 8, |seed| {
+        let mut config = scenario(seed, true);
+        config.turns = 200;
+        let at_ms = 5_000 + phalanx_testkit::Rng::new(seed).below(15_000);
+        let step = Step::CrashClient { at_ms, player: PlayerId(0), restart_after_ms: None };
+        config.timeline.push(step);
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        let survivors: Vec<_> =
+            report.players.iter().filter(|p| p.player != Some(PlayerId(0))).collect();
+        let left: Vec<_> = survivors
+            .iter()
+            .map(|p| p.left_turns.iter().find(|(who, _)| *who == PlayerId(0)).map(|(_, t)| *t))
+            .collect();
+        ensure(left.iter().all(|t| t.is_some() && *t == left[0]), || {
+            format!("player 0 left at {left:?}")
+        })?;
+        for game in &survivors {
+            ensure(game.hashes.len() == 200, || {
+                format!("{} played {} turns", game.name(), game.hashes.len())
+            })?;
+            for owner in &survivors {
+                let owner_id = owner.player.expect("seated");
+                let missing =
+                    owner.tickets.iter().filter(|ticket| ticket.turn.0 < 200).find(|ticket| {
+                        !game
+                            .commands
+                            .iter()
+                            .any(|&(p, s, t)| p == owner_id && s == ticket.seq && t == ticket.turn)
+                    });
+                ensure(missing.is_none(), || {
+                    format!("{} never executed {owner_id:?}'s {missing:?}", game.name())
+                })?;
+            }
+        }
+        Ok(())
+    });
 }
