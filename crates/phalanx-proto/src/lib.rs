@@ -49,6 +49,7 @@
 //!   snapshots, spectators, desync forensics);
 //!   `client/`: the client's state and game side, and its network side.
 //! - `wire/`: the wire format (datagrams, bundle records, join messages) and its total decoder.
+//! - `mesh/`: the peer-to-peer match ([`mesh::Peer`]), a peer per player and no host.
 //! - `budget.rs`, `events.rs`, `pace.rs`, `sync.rs`, `replay.rs`, `typed.rs`: a player's per-turn
 //!   budget, the bounded event queue, speed control, sync checks, replays, typed commands.
 #![forbid(unsafe_code)]

@@ -29,6 +29,7 @@
 //! Snapshot (client → host, a stream of its own): version kind=5 turn hash:u64le state
 //! Hashes   (client → host, a stream of its own): version kind=6 check_turn first_turn n
 //!                                  hash:u64le*n   (each turn's state hash from first_turn)
+//! Mesh     (peer → peer, datagram): version kind=8 ... (see `mesh.rs`)
 //! ```
 
 //!
