@@ -6,13 +6,13 @@
 //! - every player holds the same state after every turn (S1), every command executes once
 //!   (S2), nobody is dropped, in both topologies;
 //! - the worst player's own-command p95 latency is below the relay's on every seed, and at
-//!   most 0.6 × the relay's on the median seed (measured: 156–257 ms against 300 over 24
-//!   seeds; 0.6 × or better on 20 of them).
+//!   most 0.6 × the relay's on the median seed (1,000 seeds: 156–270 ms against 300–306,
+//!   median ratio 0.52, 0.6 × or better on 841, 0.90 at worst).
 //!
-//! Not asserted, because it does not hold yet: the mesh's worst stall (81–522 ms over 90 s
-//! of play) is longer than the relay's (0–550, most often 0) — a contribution lost twice
-//! waits for the next turn's datagram — and the mesh sends 111 kbit/s a player against the
-//! relay's 8 (a datagram a turn to each of seven peers, twice). Both are printed.
+//! Not asserted, because it does not hold yet: the mesh's worst stall (median 230 ms over 45 s
+//! of play) is longer than the relay's (median 0) on 962 of 1,000 seeds — a contribution
+//! lost twice waits for the next turn's datagram — and the mesh sends 108–112 kbit/s a player
+//! against the relay's 8 (a datagram a turn to each of seven peers, twice). Both are printed.
 //!
 //! And the master crashing at a random moment: the others drop it on one turn and play on
 //! (8 seeds in CI, 60 checked).
