@@ -42,12 +42,7 @@ fn scenario(seed: u64, mesh: bool) -> SimConfig {
     } else {
         config.topology = Topology::Star;
         config.relay_matches = None;
-        session.playout.buffer_ms_max = 170;
-        session.playout.extra_ms = 150;
-        session.turns.pace_tolerance_ms = 20;
-        session.link.heartbeat_ms = 500;
-        session.link.repeat_loss_permille = 1000;
-        session.turns.window_turns = 20;
+        *session = session.clone().quiet_relay();
     }
     config
 }

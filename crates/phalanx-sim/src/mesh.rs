@@ -16,6 +16,7 @@ use phalanx::udp::HostKey;
 use phalanx::PlayerId;
 
 use crate::player::record_records;
+use crate::report::latencies;
 use crate::run::{node_seed, now_ms, quic_seed, Run};
 use crate::trace::flows_all;
 use crate::{SimGame, SimSocket, Step};
@@ -240,10 +241,7 @@ where
             report.stats_at_ms = Some(now_ms());
             report.stall_ms = stats.stall_ms;
             report.latency_ms =
-                match (stats.latency_ms_p50, stats.latency_ms_p95, stats.latency_ms_max) {
-                    (Some(p50), Some(p95), Some(max)) => Some((p50, p95, max)),
-                    _ => None,
-                };
+                latencies(stats.latency_ms_p50, stats.latency_ms_p95, stats.latency_ms_max);
             let sent = stats.pairs.iter().map(|p| p.bytes_sent).sum();
             let received = stats.pairs.iter().map(|p| p.bytes_received).sum();
             report.app_bytes = (sent, received);

@@ -298,10 +298,8 @@ impl PlayerReport {
         self.app_bytes = (stats.link.bytes_sent, stats.link.bytes_received);
         self.stall_ms = stats.stall_ms;
         self.playout_ms = stats.playout_ms;
-        self.latency_ms = match (stats.latency_ms_p50, stats.latency_ms_p95, stats.latency_ms_max) {
-            (Some(p50), Some(p95), Some(max)) => Some((p50, p95, max)),
-            _ => None,
-        };
+        self.latency_ms =
+            latencies(stats.latency_ms_p50, stats.latency_ms_p95, stats.latency_ms_max);
     }
 
     /// The turns up to the last one its game executed: `first_turn + hashes.len()`.
@@ -387,3 +385,12 @@ impl std::fmt::Display for SimError {
 }
 
 impl std::error::Error for SimError {}
+
+/// A session's command latency p50, p95 and max, once it has all three.
+pub(crate) fn latencies(
+    p50: Option<u32>,
+    p95: Option<u32>,
+    max: Option<u32>,
+) -> Option<(u32, u32, u32)> {
+    Some((p50?, p95?, max?))
+}

@@ -46,7 +46,7 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use phalanx_proto::mesh::{PairStats, Peer, PeerConfig, PeerEnd, PeerEvent, PeerStats};
+use phalanx_proto::mesh::{Peer, PeerConfig, PeerEnd, PeerEvent, PeerStats};
 use phalanx_proto::{CommandCodec, DefaultCodec, PlayerId, SessionConfig, Ticket, Turn, TypedTurn};
 use phalanx_udp::mesh::{LinkInfo, Links, Member};
 use phalanx_udp::{HostKey, HostPublicKey, KIND_DATAGRAM};
@@ -56,6 +56,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::SessionError;
+use crate::session::Runtime;
 use crate::udp::{bind_socket, DatagramSocket};
 
 /// One member of a match, as the lobby or rendezvous hands it out.
@@ -253,7 +254,7 @@ pub struct MeshSession<C, K: CommandCodec = DefaultCodec> {
     notify: Arc<Notify>,
     task: Option<tokio::task::JoinHandle<()>>,
     // Dropped after the task is aborted.
-    _runtime: Option<tokio::runtime::Runtime>,
+    _runtime: Runtime,
     over: bool,
     _types: PhantomData<fn() -> (C, K)>,
 }
@@ -273,20 +274,8 @@ where
         // Validate now: a bad config or roster fails here, not when the links are open.
         Peer::new(options.session.clone(), options.peer.clone(), &roster, options.me, 0)
             .map_err(MeshError::Peer)?;
-        let (owned, handle) = match runtime {
-            Some(handle) => (None, handle),
-            None => {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(1)
-                    .thread_name("phalanx-mesh")
-                    .enable_io()
-                    .enable_time()
-                    .build()
-                    .map_err(MeshError::Io)?;
-                let handle = runtime.handle().clone();
-                (Some(runtime), handle)
-            }
-        };
+        let runtime = Runtime::new(runtime).map_err(MeshError::Io)?;
+        let handle = runtime.handle().clone();
         let socket = match options.socket.clone() {
             Some(socket) => socket,
             None => {
@@ -323,7 +312,7 @@ where
             core,
             notify,
             task: Some(task),
-            _runtime: owned,
+            _runtime: runtime,
             over: false,
             _types: PhantomData,
         })
@@ -482,9 +471,6 @@ async fn drive(core: Arc<Mutex<Core>>, socket: Arc<dyn DatagramSocket>, notify: 
         }
     }
 }
-
-/// Counters of one pair, re-exported for reports.
-pub type MeshPairStats = PairStats;
 
 /// A rendezvous for peer-to-peer matches on a UDP socket: members learn each other's outside
 /// addresses from it, and pairs that cannot punch through their NATs talk through it (see

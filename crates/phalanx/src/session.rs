@@ -46,9 +46,9 @@ pub enum NoTurn {
     Over,
 }
 
-/// Where a session's tasks run.
+/// Where a session's tasks run (a mesh session's too).
 #[derive(Debug)]
-enum Runtime {
+pub(crate) enum Runtime {
     /// Ours: dropped with the session.
     Owned(tokio::runtime::Runtime),
     /// The game's.
@@ -56,7 +56,7 @@ enum Runtime {
 }
 
 impl Runtime {
-    fn new(given: Option<tokio::runtime::Handle>) -> std::io::Result<Runtime> {
+    pub(crate) fn new(given: Option<tokio::runtime::Handle>) -> std::io::Result<Runtime> {
         match given {
             Some(handle) => Ok(Runtime::Given(handle)),
             None => tokio::runtime::Builder::new_multi_thread()
@@ -69,7 +69,7 @@ impl Runtime {
         }
     }
 
-    fn handle(&self) -> &tokio::runtime::Handle {
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
         match self {
             Runtime::Owned(runtime) => runtime.handle(),
             Runtime::Given(handle) => handle,

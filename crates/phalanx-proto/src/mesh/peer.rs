@@ -196,8 +196,14 @@ impl Peer {
     /// The pace in force: the turn length, and the command delay a command given as a turn
     /// executes gets (in turns).
     pub fn pace(&self) -> Pace {
-        let delay = (self.lead_ms() / self.length_ms.max(1)) + 1;
-        Pace { turn_length_ms: self.length_ms, command_delay_turns: delay }
+        self.pace_at(self.length_ms)
+    }
+
+    /// The pace with turns of `length_ms`: a command given as a turn executes waits our lead,
+    /// rounded up to whole turns past the next.
+    pub(crate) fn pace_at(&self, length_ms: u32) -> Pace {
+        let delay = self.lead_ms() / length_ms.max(1) + 1;
+        Pace { turn_length_ms: length_ms, command_delay_turns: delay }
     }
 
     /// The next event, if any.

@@ -86,8 +86,7 @@ impl Peer {
         // Only the turn length needs agreeing: each peer's lead is its own business.
         if let Some(pace) = control.on_turn(need.into(), cost) {
             if pace.turn_length_ms != current.turn_length_ms {
-                let delay = self.lead_ms() / pace.turn_length_ms.max(1) + 1;
-                let pace = crate::Pace { command_delay_turns: delay, ..pace };
+                let pace = self.pace_at(pace.turn_length_ms);
                 self.pending.push(Record::Pace(pace));
             }
         }
