@@ -5,14 +5,12 @@
 //!
 //! - every player holds the same state after every turn (S1), every command executes once
 //!   (S2), nobody is dropped, in both topologies;
-//! - the worst player's own-command p95 latency is below the relay's on every seed, and at
-//!   most 0.6 × the relay's on the median seed (1,000 seeds: 156–270 ms against 300–306,
-//!   median ratio 0.52, 0.6 × or better on 841, 0.90 at worst).
+//! - the worst player's own-command p95 latency is at most 0.6 × the relay's on every seed;
+//! - the worst player's stalls, summed over the seeds, are no longer than the relay's.
 //!
-//! Not asserted, because it does not hold yet: the mesh's worst stall (median 230 ms over 45 s
-//! of play) is longer than the relay's (median 0) on 962 of 1,000 seeds — a contribution
-//! lost twice waits for the next turn's datagram — and the mesh sends 108–112 kbit/s a player
-//! against the relay's 8 (a datagram a turn to each of seven peers, twice). Both are printed.
+//! The mesh buys that with bandwidth: it sends about 160 kbit/s a player against the relay's
+//! 8 (a datagram a turn to each of seven peers, three times); printed, not asserted. The
+//! modem profile is measured in `the_modem_profile_fits_a_modem` below.
 //!
 //! And the master crashing at a random moment: the others drop it on one turn and play on
 //! (8 seeds in CI, 60 checked).
@@ -80,7 +78,7 @@ fn kbit_per_s(report: &SimReport) -> f64 {
 
 #[test]
 fn the_mesh_halves_the_relay_latency() {
-    let ratios = std::sync::Mutex::new(Vec::new());
+    let stalls = std::sync::Mutex::new((0, 0));
     for_each_seed(seeded_test!("mesh_vs_relay"), SEEDS, |seed| {
         let mesh = run(scenario(seed, true))?;
         let relay = run(scenario(seed, false))?;
@@ -91,16 +89,17 @@ fn the_mesh_halves_the_relay_latency() {
             kbit_per_s(&mesh),
             kbit_per_s(&relay)
         );
-        ensure(mesh_p95 > 0 && mesh_p95 < relay_p95, || {
-            format!("p95 mesh {mesh_p95} ms, relay {relay_p95} ms")
+        ensure(mesh_p95 > 0 && f64::from(mesh_p95) <= 0.6 * f64::from(relay_p95), || {
+            format!("p95 mesh {mesh_p95} ms, relay {relay_p95} ms: more than 0.6 ×")
         })?;
-        ratios.lock().expect("not poisoned").push(f64::from(mesh_p95) / f64::from(relay_p95));
+        let mut stalls = stalls.lock().expect("not poisoned");
+        stalls.0 += mesh_stall;
+        stalls.1 += relay_stall;
         Ok(())
     });
-    let mut ratios = ratios.into_inner().expect("not poisoned");
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios[ratios.len() / 2];
-    assert!(median <= 0.6, "median p95 ratio {median:.2} over {} seeds: {ratios:?}", ratios.len());
+    let (mesh, relay) = stalls.into_inner().expect("not poisoned");
+    eprintln!("worst stalls summed over the seeds: mesh {mesh} ms, relay {relay} ms");
+    assert!(mesh <= relay, "the mesh stalled {mesh} ms over the seeds, the relay {relay} ms");
 }
 
 /// The master crashes (no goodbye) at a random moment of the same scenario: the other seven

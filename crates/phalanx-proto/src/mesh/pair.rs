@@ -37,8 +37,10 @@ pub(crate) struct Pair {
     pub(crate) sent_ms: Option<u64>,
     /// A datagram should go to it at the next transmit.
     pub(crate) send_due: bool,
-    /// New commands went to it: send them once more at this time.
+    /// What we made final goes to it once more at this time ...
     pub(crate) repeat_at: Option<u64>,
+    /// ... and this many more times after that, `repeat_ms` apart.
+    pub(crate) repeats_left: u8,
     /// Its last stamp, and when it arrived (our clock).
     pub(crate) echo: Option<(u32, u64)>,
     /// The newest of our stamps it echoed.
@@ -80,6 +82,7 @@ impl Pair {
             sent_ms: None,
             send_due: true,
             repeat_at: None,
+            repeats_left: 0,
             echo: None,
             echoed: None,
             srtt_ms: None,

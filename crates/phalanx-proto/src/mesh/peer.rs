@@ -78,6 +78,8 @@ pub struct Peer {
     pub(crate) latencies: SortedWindow<u32>,
     pub(crate) stall_ms: u64,
     pub(crate) turns_executed: u64,
+    /// Our schedule has followed a master's at least once (see `follow_master`).
+    pub(crate) synced: bool,
     pub(crate) unknown_sender: u64,
     pub(crate) controls_refused: u64,
     pub(crate) cursor: usize,
@@ -151,6 +153,7 @@ impl Peer {
             latencies: SortedWindow::new(LATENCY_SAMPLES),
             stall_ms: 0,
             turns_executed: 0,
+            synced: false,
             unknown_sender: 0,
             controls_refused: 0,
             cursor: 0,

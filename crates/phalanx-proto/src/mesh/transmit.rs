@@ -74,7 +74,9 @@ impl Peer {
             hashes: Vec::new(),
             report,
             view,
-            probe: false,
+            // Until a round trip is measured, the schedule cannot follow the master's: ask
+            // for an answer at once.
+            probe: pair.srtt_ms.is_none(),
         };
         if pair.hash_sends > 0 {
             datagram.hashes = self.my_hashes.iter().copied().collect();
@@ -94,12 +96,14 @@ impl Peer {
             entries.push((*turn, entry));
         }
         datagram.encode(buf, &entries);
+        let gap = self.repeat_gap_ms();
         let pair = &mut self.pairs[index];
         pair.hash_sends = pair.hash_sends.saturating_sub(1);
         pair.sent_ms = Some(now_ms);
         pair.send_due = false;
         if pair.repeat_at.is_some_and(|at| at <= now_ms) {
-            pair.repeat_at = None;
+            pair.repeat_at = (pair.repeats_left > 0).then(|| now_ms + gap);
+            pair.repeats_left = pair.repeats_left.saturating_sub(1);
         }
         pair.datagrams_sent += 1;
         pair.bytes_sent += buf.len() as u64;

@@ -128,14 +128,21 @@ impl Peer {
         if !sealed {
             return;
         }
-        let repeat = (self.mesh.repeat_ms > 0 && (with_commands || ahead == 0))
-            .then(|| now_ms + u64::from(self.mesh.repeat_ms));
+        let repeats = self.mesh.copies.saturating_sub(1);
+        let repeat = (self.mesh.repeat_ms > 0 && repeats > 0 && (with_commands || ahead == 0))
+            .then(|| now_ms + self.repeat_gap_ms());
         for pair in &mut self.pairs {
             pair.send_due = true;
             if repeat.is_some() {
                 pair.repeat_at = repeat;
+                pair.repeats_left = repeats - 1;
             }
         }
+    }
+
+    /// The time between copies of a datagram that makes turns final.
+    pub(crate) fn repeat_gap_ms(&self) -> u64 {
+        u64::from(self.mesh.repeat_ms)
     }
 
     /// When the next batch of our turns becomes final.
@@ -168,8 +175,9 @@ impl Peer {
     /// Moves our schedule onto the master's, as its datagram gives it: its `next` turn is
     /// due `due_in` ms after it sent (half a round trip ago). Peers start, and their clocks
     /// run, a little apart; a peer whose schedule ran ahead of the others' would wait on them
-    /// every turn, and every command it gives would wait that much longer. Half the gap is
-    /// closed per datagram, and gaps within the jitter are left alone.
+    /// every turn, and every command it gives would wait that much longer. Before our first
+    /// turn the whole gap is closed at once (nothing has run yet, so nothing stutters); then
+    /// half the gap per datagram, and gaps within the jitter are left alone.
     pub(crate) fn follow_master(
         &mut self,
         now_ms: u64,
@@ -185,11 +193,13 @@ impl Peer {
         let turns = i64::from(self.next_exec.0) - i64::from(next.0);
         let theirs = now_ms as i64 - i64::from(srtt / 2) + i64::from(due_in) + turns * length;
         let ours = self.due_ms(self.next_exec) as i64;
+        self.synced = true;
         if (theirs - ours).abs() <= FOLLOW_TOLERANCE_MS {
             return;
         }
+        let step = if self.turns_executed == 0 { theirs - ours } else { (theirs - ours) / 2 };
         self.anchor_turn = self.next_exec;
-        self.anchor_ms = (ours + (theirs - ours) / 2).max(0) as u64;
+        self.anchor_ms = (ours + step).max(0) as u64;
     }
 
     /// Whether every contribution to the next turn is here (ours is final).
@@ -206,7 +216,10 @@ impl Peer {
             return None;
         }
         let turn = self.next_exec;
-        if self.due_ms(turn) > now_ms {
+        // Our own schedule until the master's is known: a first turn run on it would make
+        // every peer that started early wait out the gap on its second.
+        let unsynced = !self.synced && self.master != self.me;
+        if self.due_ms(turn) > now_ms || unsynced {
             return None;
         }
         self.seal_due(now_ms, false);

@@ -26,9 +26,11 @@ pub struct PeerConfig {
     /// two datagrams and a quiet peer sends one every half of it; a command then waits for the
     /// first turn not final, up to `ahead_ms` more.
     pub ahead_ms: u32,
-    /// A datagram that makes turns final goes once more this long after the first (ms), so a
-    /// single loss does not stall everyone: every one when `ahead_ms` is 0, else those with
-    /// new commands. 0 never. Default: 15.
+    /// How many times a datagram that makes turns final goes, `repeat_ms` apart, so a lost
+    /// one does not stall everyone: every one when `ahead_ms` is 0, else those with new
+    /// commands. 1 (or a `repeat_ms` of 0): once. Default: 3.
+    pub copies: u8,
+    /// The time between copies (ms). Default: 15.
     pub repeat_ms: u32,
     /// A pair that has had nothing from us for this long gets a datagram anyway (ms). Default: 1,000.
     pub heartbeat_ms: u32,
@@ -36,7 +38,7 @@ pub struct PeerConfig {
 
 impl Default for PeerConfig {
     fn default() -> Self {
-        PeerConfig { lead_ms: 100, ahead_ms: 0, repeat_ms: 15, heartbeat_ms: 1_000 }
+        PeerConfig { lead_ms: 100, ahead_ms: 0, copies: 3, repeat_ms: 15, heartbeat_ms: 1_000 }
     }
 }
 
