@@ -43,9 +43,15 @@ pub(crate) struct Pair {
     pub(crate) repeats_left: u8,
     /// Its last stamp, and when it arrived (our clock).
     pub(crate) echo: Option<(u32, u64)>,
+    /// That stamp is not echoed yet.
+    pub(crate) echo_owed: bool,
+    /// When a datagram to it last carried our stamp.
+    pub(crate) stamped_ms: Option<u64>,
     /// The newest of our stamps it echoed.
     pub(crate) echoed: Option<u32>,
     pub(crate) srtt_ms: Option<u32>,
+    /// Round-trip samples taken (saturating).
+    pub(crate) rtt_samples: u8,
     pub(crate) rttvar_ms: u32,
     pub(crate) report: Report,
     /// When its report's suspects last changed.
@@ -84,8 +90,11 @@ impl Pair {
             repeat_at: None,
             repeats_left: 0,
             echo: None,
+            echo_owed: false,
+            stamped_ms: None,
             echoed: None,
             srtt_ms: None,
+            rtt_samples: 0,
             rttvar_ms: 0,
             report: Report::default(),
             report_since_ms: 0,
@@ -132,6 +141,7 @@ impl Pair {
 
     /// A round-trip sample (RFC 6298's smoothing).
     pub(crate) fn on_rtt(&mut self, sample_ms: u32) {
+        self.rtt_samples = self.rtt_samples.saturating_add(1);
         match self.srtt_ms {
             None => {
                 self.srtt_ms = Some(sample_ms);

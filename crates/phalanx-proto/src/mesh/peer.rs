@@ -343,13 +343,16 @@ impl Peer {
                 }
             }
         }
-        if pair.echo.is_none_or(|(last, _)| newer(datagram.stamp, last)) {
-            pair.echo = Some((datagram.stamp, now_ms));
+        if let Some(stamp) = datagram.stamp {
+            if pair.echo.is_none_or(|(last, _)| newer(stamp, last)) {
+                pair.echo = Some((stamp, now_ms));
+                pair.echo_owed = true;
+            }
         }
         pair.next_exec = pair.next_exec.max(datagram.next_exec);
         let (srtt, next) = (pair.srtt_ms, datagram.next_exec);
-        if self.pairs[index].player == self.master {
-            self.follow_master(now_ms, srtt, next, datagram.due_in);
+        if let (true, Some(due_in)) = (self.pairs[index].player == self.master, datagram.due_in) {
+            self.follow_master(now_ms, srtt, next, due_in);
         }
         let pair = &mut self.pairs[index];
         if datagram.probe {

@@ -4,6 +4,13 @@ use crate::types::{PlayerId, Turn};
 use crate::wire::{MeshDatagram, Report};
 
 use super::pair::Status;
+
+/// How often a pair's datagrams carry our stamp, for a round trip (ms) ...
+const STAMP_EVERY_MS: u64 = 500;
+/// ... once this many round trips are measured: every datagram carries it until then, as the
+/// first sample's variance is half of it, and the lead (which counts the variance twice)
+/// only comes down as samples come in.
+const RTT_SAMPLES_FIRST: u8 = 16;
 use super::peer::{Peer, State};
 
 impl Peer {
@@ -62,14 +69,21 @@ impl Peer {
         let master = self.master;
         let report = (self.pairs[index].player == master).then(|| self.report());
         let pair = &self.pairs[index];
+        // The schedule to follow is the master's; a round trip is measured now and then.
+        let due_in = (master == self.me).then(|| {
+            (self.due_ms(self.next_exec) as i64 - now_ms as i64).clamp(-1_000_000, 1_000_000) as i32
+        });
+        let stamp = (pair.rtt_samples < RTT_SAMPLES_FIRST
+            || pair.stamped_ms.is_none_or(|at| now_ms >= at + STAMP_EVERY_MS))
+        .then_some(now_ms as u32);
+        let echo = pair.echo.filter(|_| pair.echo_owed);
         let mut datagram = MeshDatagram {
             ack: pair.have,
             through: self.sealed_through(),
             next_exec: self.next_exec,
-            due_in: (self.due_ms(self.next_exec) as i64 - now_ms as i64)
-                .clamp(-1_000_000, 1_000_000) as i32,
-            stamp: now_ms as u32,
-            echo: pair.echo.map(|(stamp, at)| (stamp, now_ms.saturating_sub(at) as u32)),
+            due_in,
+            stamp,
+            echo: echo.map(|(stamp, at)| (stamp, now_ms.saturating_sub(at) as u32)),
             entries: Vec::new(),
             hashes: Vec::new(),
             report,
@@ -100,6 +114,10 @@ impl Peer {
         let pair = &mut self.pairs[index];
         pair.hash_sends = pair.hash_sends.saturating_sub(1);
         pair.sent_ms = Some(now_ms);
+        pair.echo_owed = false;
+        if stamp.is_some() {
+            pair.stamped_ms = Some(now_ms);
+        }
         pair.send_due = false;
         if pair.repeat_at.is_some_and(|at| at <= now_ms) {
             pair.repeat_at = (pair.repeats_left > 0).then(|| now_ms + gap);

@@ -1,12 +1,16 @@
 //! The mesh datagram: what one peer of a peer-to-peer match sends another.
 //!
 //! ```text
-//! Mesh: version kind=8 flags ack through next_exec due_in stamp [echo hold] n entry*n
+//! Mesh: version kind=8 flags through ack next_exec [due_in] [stamp] [echo hold] n entry*n
 //!       [m {turn hash:u64le}*m] [lead_ms cost_ms suspects] [view]
-//!   flags   = bit 0 echo, bit 1 hashes, bit 2 report, bit 3 view, bit 4 answer at once
-//!   ack     = 1 + the last turn through which we hold every contribution of the recipient's (0: none)
+//!   flags   = bit 0 echo, bit 1 hashes, bit 2 report, bit 3 view, bit 4 answer at once,
+//!             bit 5 stamp, bit 6 due_in
 //!   through = 1 + the last turn of our own contributions that is final (0: none)
-//!   due_in  = ms until our `next_exec` is due (zigzag: negative when overdue)
+//!   ack     = 1 + the last turn through which we hold every contribution of the recipient's
+//!             (0: none), less `through` (zigzag)
+//!   next_exec = the turn we execute next, less `through` (zigzag)
+//!   due_in  = ms until our `next_exec` is due (zigzag: negative when overdue); the master's
+//!   stamp   = our clock (ms, wrapping), for a round trip; in some datagrams only
 //!   entry   = turn bundle            (our contribution to `turn`: records, as in a Down bundle)
 //!   view    = kind view n {player turn upto k entry*k}*n
 //!             (kind 0 freeze, 1 frozen, 2 drop, 3 drop ack, 4 behind; turn, upto: 1 + turn)
@@ -32,6 +36,10 @@ const FLAG_HASHES: u8 = 2;
 const FLAG_REPORT: u8 = 4;
 const FLAG_VIEW: u8 = 8;
 const FLAG_PROBE: u8 = 16;
+const FLAG_STAMP: u8 = 32;
+const FLAG_DUE: u8 = 64;
+const FLAGS_ALL: u8 =
+    FLAG_ECHO | FLAG_HASHES | FLAG_REPORT | FLAG_VIEW | FLAG_PROBE | FLAG_STAMP | FLAG_DUE;
 
 /// The most state hashes one datagram carries.
 pub(crate) const HASHES_MAX: usize = 4;
@@ -95,9 +103,11 @@ pub(crate) struct MeshDatagram {
     pub(crate) ack: Option<Turn>,
     pub(crate) through: Option<Turn>,
     pub(crate) next_exec: Turn,
-    /// Ms until the sender's `next_exec` is due on its clock (negative: overdue).
-    pub(crate) due_in: i32,
-    pub(crate) stamp: u32,
+    /// Ms until the sender's `next_exec` is due on its clock (negative: overdue): the
+    /// master's schedule, which the others follow.
+    pub(crate) due_in: Option<i32>,
+    /// The sender's clock, for a round trip.
+    pub(crate) stamp: Option<u32>,
     /// The last stamp received from the recipient, and how long ago (ms).
     pub(crate) echo: Option<(u32, u32)>,
     pub(crate) entries: Vec<(Turn, Entry)>,
@@ -109,7 +119,7 @@ pub(crate) struct MeshDatagram {
 }
 
 fn put_turn(out: &mut Vec<u8>, turn: Option<Turn>) {
-    put_varint(out, turn.map_or(0, |turn| u64::from(turn.0) + 1));
+    put_varint(out, turn_code(turn));
 }
 
 fn read_turn(reader: &mut Reader<'_>) -> Result<Option<Turn>, DecodeError> {
@@ -119,6 +129,31 @@ fn read_turn(reader: &mut Reader<'_>) -> Result<Option<Turn>, DecodeError> {
             .map(|turn| Some(Turn(turn)))
             .map_err(|_| DecodeError::BadVarint),
     }
+}
+
+fn zigzag(value: i64) -> u64 {
+    ((value << 1) ^ (value >> 63)) as u64
+}
+
+fn unzigzag(value: u64) -> i64 {
+    ((value >> 1) as i64) ^ -((value & 1) as i64)
+}
+
+/// `value - base`, zigzagged: a small number when the two are close.
+fn put_delta(out: &mut Vec<u8>, value: u64, base: u64) {
+    put_varint(out, zigzag(value as i64 - base as i64));
+}
+
+/// The value `put_delta` wrote against `base`: a turn's code, at most `u32::MAX + 1`.
+fn read_delta(reader: &mut Reader<'_>, base: u64) -> Result<u64, DecodeError> {
+    let delta = unzigzag(reader.varint()?);
+    let value = (base as i64).checked_add(delta).ok_or(DecodeError::BadVarint)?;
+    u64::try_from(value).ok().filter(|&code| code <= 1 << 32).ok_or(DecodeError::BadVarint)
+}
+
+/// A turn as `put_turn` writes it: 0 for none, else one more than the turn.
+fn turn_code(turn: Option<Turn>) -> u64 {
+    turn.map_or(0, |turn| u64::from(turn.0) + 1)
 }
 
 /// Encodes a list of entries: a count, then each turn and its records.
@@ -177,12 +212,23 @@ impl MeshDatagram {
         if self.probe {
             flags |= FLAG_PROBE;
         }
+        if self.stamp.is_some() {
+            flags |= FLAG_STAMP;
+        }
+        if self.due_in.is_some() {
+            flags |= FLAG_DUE;
+        }
         out.put_u8(flags);
-        put_turn(out, self.ack);
-        put_turn(out, self.through);
-        put_varint(out, self.next_exec.0.into());
-        put_varint(out, u64::from(((self.due_in << 1) ^ (self.due_in >> 31)) as u32));
-        put_varint(out, self.stamp.into());
+        let base = turn_code(self.through);
+        put_varint(out, base);
+        put_delta(out, turn_code(self.ack), base);
+        put_delta(out, self.next_exec.0.into(), base);
+        if let Some(due_in) = self.due_in {
+            put_varint(out, zigzag(due_in.into()));
+        }
+        if let Some(stamp) = self.stamp {
+            put_varint(out, stamp.into());
+        }
         if let Some((stamp, hold)) = self.echo {
             put_varint(out, stamp.into());
             put_varint(out, hold.into());
@@ -234,15 +280,24 @@ pub(crate) fn decode_mesh(
     let mut reader = Reader::new(bytes);
     reader.header(KIND_MESH)?;
     let flags = reader.u8()?;
-    if flags & !(FLAG_ECHO | FLAG_HASHES | FLAG_REPORT | FLAG_VIEW | FLAG_PROBE) != 0 {
+    if flags & !FLAGS_ALL != 0 {
         return Err(DecodeError::Invalid("mesh flags"));
     }
-    let ack = read_turn(&mut reader)?;
     let through = read_turn(&mut reader)?;
-    let next_exec = Turn(reader.varint_u32()?);
-    let zigzag = reader.varint_u32()?;
-    let due_in = ((zigzag >> 1) as i32) ^ -((zigzag & 1) as i32);
-    let stamp = reader.varint_u32()?;
+    let base = turn_code(through);
+    let ack = match read_delta(&mut reader, base)? {
+        0 => None,
+        code => Some(Turn((code - 1) as u32)),
+    };
+    let next_exec =
+        Turn(u32::try_from(read_delta(&mut reader, base)?).map_err(|_| DecodeError::BadVarint)?);
+    let due_in = if flags & FLAG_DUE != 0 {
+        let value = unzigzag(reader.varint()?);
+        Some(i32::try_from(value).map_err(|_| DecodeError::BadVarint)?)
+    } else {
+        None
+    };
+    let stamp = if flags & FLAG_STAMP != 0 { Some(reader.varint_u32()?) } else { None };
     let echo = if flags & FLAG_ECHO != 0 {
         Some((reader.varint_u32()?, reader.varint_u32()?))
     } else {
@@ -315,3 +370,7 @@ fn read_view(
     }
     Ok(ViewMsg { kind, view, items })
 }
+
+#[cfg(test)]
+#[path = "mesh_tests.rs"]
+mod tests;

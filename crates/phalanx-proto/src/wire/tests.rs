@@ -15,7 +15,7 @@ use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
 use crate::PROTOCOL_VERSION;
 use bytes::Bytes;
 
-fn run_seeded<S: Strategy>(
+pub(super) fn run_seeded<S: Strategy>(
     test_name: &str,
     strategy: S,
     test: impl Fn(S::Value) -> Result<(), TestCaseError>,
@@ -37,7 +37,7 @@ fn run_seeded<S: Strategy>(
     }
 }
 
-fn limits() -> Limits {
+pub(super) fn limits() -> Limits {
     Limits::new(&SessionConfig::default())
 }
 
