@@ -215,15 +215,19 @@ impl<S: DatagramSocket> Endpoint<S> {
         let mut tick = tokio::time::interval(Duration::from_millis(10));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // Biased, so that one seed gives one run in a simulator (select!'s random order
+            // would not); the tick first, as it is ready at most once a period and a flood
+            // of packets cannot starve it.
             tokio::select! {
-                received = std::future::poll_fn(|cx| self.socket.poll_recv_from(cx, &mut buf)) => {
-                    if let Ok((len, from)) = received {
-                        self.on_packet(from, &buf[..len]);
-                    }
-                }
+                biased;
                 _ = tick.tick() => {
                     if !self.on_tick() {
                         return;
+                    }
+                }
+                received = std::future::poll_fn(|cx| self.socket.poll_recv_from(cx, &mut buf)) => {
+                    if let Ok((len, from)) = received {
+                        self.on_packet(from, &buf[..len]);
                     }
                 }
             }
@@ -451,6 +455,7 @@ pub async fn connect<S: DatagramSocket>(
     let channel = loop {
         let resend_at = Instant::now() + wait;
         let received = tokio::select! {
+            biased;
             received = std::future::poll_fn(|cx| socket.poll_recv_from(cx, &mut buf)) => Some(received),
             () = tokio::time::sleep_until(resend_at.min(deadline)) => None,
         };
