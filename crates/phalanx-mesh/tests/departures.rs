@@ -5,7 +5,7 @@
 
 use phalanx_mesh::peers::{PeerNet, PeerNetConfig};
 use phalanx_mesh::{ensure, for_each_seed, seeded_test, LinkFaults, Rng};
-use phalanx_proto::mesh::PeerEvent;
+use phalanx_proto::mesh::{PeerConfig, PeerEvent};
 use phalanx_proto::PlayerId;
 
 /// Seeds per variant in CI; `PHALANX_SEEDS=1000` for the sweep.
@@ -38,7 +38,18 @@ fn check(seed: u64, who: usize, how: Departure) -> Result<(), String> {
 }
 
 fn check_at_loss(seed: u64, who: usize, how: Departure, loss: u32) -> Result<(), String> {
-    let (config, at) = scenario(seed, who, how, loss);
+    check_with(seed, who, how, loss, PeerConfig::default())
+}
+
+fn check_with(
+    seed: u64,
+    who: usize,
+    how: Departure,
+    loss: u32,
+    peer: PeerConfig,
+) -> Result<(), String> {
+    let (mut config, at) = scenario(seed, who, how, loss);
+    config.peer = peer;
     let idle = u64::from(config.session.link.idle_timeout_ms);
     let mut net = PeerNet::new(config).map_err(|e| e.to_string())?;
     net.run().map_err(|e| e.to_string())?;
@@ -131,5 +142,21 @@ fn another_peer_leaves() {
 fn a_peer_crashes_on_a_bad_network() {
     for_each_seed(seeded_test!("mesh_crash_bad_network"), SEEDS, |seed| {
         check_at_loss(seed, (seed % 8) as usize, Departure::Crash, 150)
+    });
+}
+
+/// The modem profile (`PeerConfig::modem`: batches, an overdue one asked for again) loses its
+/// master and another peer the same way.
+#[test]
+fn the_master_crashes_with_the_modem_profile() {
+    for_each_seed(seeded_test!("mesh_modem_master_crash"), SEEDS, |seed| {
+        check_with(seed, 0, Departure::Crash, 20, PeerConfig::modem())
+    });
+}
+
+#[test]
+fn a_peer_leaves_with_the_modem_profile() {
+    for_each_seed(seeded_test!("mesh_modem_peer_leave"), SEEDS, |seed| {
+        check_with(seed, 1 + (seed % 7) as usize, Departure::Leave, 20, PeerConfig::modem())
     });
 }

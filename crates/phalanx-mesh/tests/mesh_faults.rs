@@ -1,9 +1,12 @@
 //! A peer-to-peer match under the fault matrix's network faults: burst loss, duplicates and
 //! replays, corruption, late timers and a peer cut off from everyone for less than the idle
 //! timeout. Every peer executes the same turns, every order once, and nobody is dropped.
+//! Burst loss, duplicates and late timers run with both profiles: the default and the modem's
+//! (`PeerConfig::modem`, whose lost batches are asked for again).
 
 use phalanx_mesh::peers::{PeerNet, PeerNetConfig};
 use phalanx_mesh::{ensure, for_each_seed, seeded_test, Burst, LinkFaults};
+use phalanx_proto::mesh::PeerConfig;
 
 const SEEDS: u64 = 24;
 
@@ -12,6 +15,14 @@ fn base(seed: u64) -> PeerNetConfig {
     config.session.turns.length_ms = 150;
     config.end_ms = 12_000;
     config
+}
+
+/// Runs `config` with the default profile, then with the modem's; the second run's network.
+fn run_both(config: PeerNetConfig) -> Result<PeerNet, String> {
+    run(config.clone())?;
+    let mut modem = config;
+    modem.peer = PeerConfig::modem();
+    run(modem)
 }
 
 fn run(config: PeerNetConfig) -> Result<PeerNet, String> {
@@ -35,7 +46,7 @@ fn burst_loss() {
             burst: Some(Burst { enter_permille: 20, leave_permille: 300, loss_permille: 600 }),
             ..LinkFaults::default()
         };
-        run(config).map(drop)
+        run_both(config).map(drop)
     });
 }
 
@@ -52,7 +63,7 @@ fn duplicates_replays_and_corruption() {
             corrupt_permille: 5,
             ..LinkFaults::default()
         };
-        let net = run(config)?;
+        let net = run_both(config)?;
         let malformed: u64 =
             net.peers.iter().flat_map(|p| p.stats().pairs).map(|pair| pair.drops.malformed).sum();
         ensure(malformed > 0, || "no corrupted datagram was counted".into())
@@ -70,7 +81,7 @@ fn late_timers() {
             ..LinkFaults::default()
         };
         config.wake_lateness_ms = 16;
-        run(config).map(drop)
+        run_both(config).map(drop)
     });
 }
 

@@ -45,6 +45,11 @@ pub(crate) struct Pair {
     pub(crate) echo: Option<(u32, u64)>,
     /// That stamp is not echoed yet.
     pub(crate) echo_owed: bool,
+    /// The first turn its last batch made final, and when that batch arrived.
+    pub(crate) batch_at: Option<(Turn, u64)>,
+    /// When we first asked it, this round, for a contribution we lack, and how many times
+    /// (`Peer::repair_at`).
+    pub(crate) probed: Option<(u64, u8)>,
     /// When a datagram to it last carried our stamp.
     pub(crate) stamped_ms: Option<u64>,
     /// The newest of our stamps it echoed.
@@ -64,8 +69,10 @@ pub(crate) struct Pair {
     pub(crate) datagrams_received: u64,
     pub(crate) bytes_sent: u64,
     pub(crate) bytes_received: u64,
-    /// Our state hash reports not yet carried enough times to it.
+    /// How many more datagrams to it carry our state hash reports from `hash_from` on.
     pub(crate) hash_sends: u32,
+    /// The first check turn whose hash it still gets from us.
+    pub(crate) hash_from: Turn,
     /// Nothing arrived from it for the idle timeout.
     pub(crate) suspected: bool,
     /// It sent more than `link.misbehaviour_max` bad datagrams: we no longer listen to it.
@@ -92,6 +99,8 @@ impl Pair {
             echo: None,
             echo_owed: false,
             stamped_ms: None,
+            batch_at: None,
+            probed: None,
             echoed: None,
             srtt_ms: None,
             rtt_samples: 0,
@@ -105,6 +114,7 @@ impl Pair {
             bytes_sent: 0,
             bytes_received: 0,
             hash_sends: 0,
+            hash_from: Turn::ZERO,
             suspected: false,
             offender: false,
             behind_due: false,
@@ -137,6 +147,18 @@ impl Pair {
     /// Whether we hold its contribution to `turn`.
     pub(crate) fn holds(&self, turn: Turn) -> bool {
         self.have.is_some_and(|have| have >= turn)
+    }
+
+    /// How long a datagram to it may take: half the smoothed round trip, twice the
+    /// variation, and 10 ms. `None` until a round trip is measured.
+    pub(crate) fn trip_ms(&self) -> Option<u32> {
+        Some(self.srtt_ms? / 2 + 2 * self.rttvar_ms + 10)
+    }
+
+    /// How long asking it again takes, both ways twice `repeat_ms` apart: a smoothed round
+    /// trip, twice the variation, 10 ms and the gap.
+    pub(crate) fn repair_ms(&self, repeat_ms: u32) -> Option<u32> {
+        Some(self.srtt_ms? + 2 * self.rttvar_ms + 10 + repeat_ms)
     }
 
     /// A round-trip sample (RFC 6298's smoothing).

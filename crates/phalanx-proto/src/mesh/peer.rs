@@ -354,10 +354,10 @@ impl Peer {
         if let (true, Some(due_in)) = (self.pairs[index].player == self.master, datagram.due_in) {
             self.follow_master(now_ms, srtt, next, due_in);
         }
-        let pair = &mut self.pairs[index];
         if datagram.probe {
-            pair.send_due = true;
+            self.answer_probe(now_ms, index);
         }
+        let pair = &mut self.pairs[index];
         if let Some(report) = datagram.report {
             if report.suspects != pair.report.suspects {
                 pair.report_since_ms = now_ms;
@@ -371,12 +371,30 @@ impl Peer {
             return;
         }
         self.pairs[index].acked = self.pairs[index].acked.max(datagram.ack);
+        let had = self.pairs[index].have;
         self.take_entries(index, datagram.through, &datagram.entries);
+        if self.pairs[index].have > had {
+            let first = had.map_or(Turn::ZERO, Turn::next);
+            self.pairs[index].batch_at = Some((first, now_ms));
+            self.pairs[index].probed = None;
+        }
         for &(turn, hash) in &datagram.hashes {
             self.note_hash(from, turn, hash);
         }
         if let Some(view) = datagram.view {
             self.on_view(now_ms, index, view);
+        }
+    }
+
+    /// `index`'s peer asked for an answer at once: it gets one, and with `ahead_ms` a second
+    /// (see `repair_at`).
+    fn answer_probe(&mut self, now_ms: u64, index: usize) {
+        let repeat = (self.mesh.ahead_ms > 0).then(|| now_ms + u64::from(self.mesh.repeat_ms));
+        let pair = &mut self.pairs[index];
+        pair.send_due = true;
+        if pair.repeat_at.is_none() && repeat.is_some() {
+            pair.repeat_at = repeat;
+            pair.repeats_left = 0;
         }
     }
 

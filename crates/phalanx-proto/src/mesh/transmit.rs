@@ -5,6 +5,10 @@ use crate::wire::{MeshDatagram, Report};
 
 use super::pair::Status;
 
+/// How late past its time (and twice the round-trip variation) a batch may be before we ask
+/// for it again; the lead has room for it (see `Peer::lead_ms`).
+pub(crate) const REPAIR_MARGIN_MS: u32 = 30;
+
 /// How often a pair's datagrams carry our stamp, for a round trip (ms) ...
 const STAMP_EVERY_MS: u64 = 500;
 /// ... once this many round trips are measured: every datagram carries it until then, as the
@@ -44,6 +48,43 @@ impl Peer {
             || pair.sent_ms.is_none()
             || now_ms >= sent + self.heartbeat_ms()
             || (self.owes(index) && now_ms >= sent + self.resend_ms(index))
+            || self.repair_at(index).is_some_and(|at| at <= now_ms)
+    }
+
+    /// With `ahead_ms`, when we ask `index`'s peer at once for what we lack of its: once the
+    /// batch making its next contribution final is overdue, twice `repeat_ms` apart (it
+    /// answers twice too), then again each round trip while we still lack it. A batch is
+    /// expected as long after the last as its turns are due after the last's (batches go on
+    /// the peer's schedule, which is ours), and overdue twice the round-trip variation and
+    /// 10 ms after that; never later than an answer can still come in time. The lead leaves
+    /// room for the answer (see `lead_ms`). Without `ahead_ms`, every turn's datagram goes
+    /// several times instead.
+    pub(crate) fn repair_at(&self, index: usize) -> Option<u64> {
+        let pair = &self.pairs[index];
+        if self.mesh.ahead_ms == 0 || self.state != State::Running || pair.status != Status::Live {
+            return None;
+        }
+        let (srtt, trip) = (pair.srtt_ms?, u64::from(pair.trip_ms()?));
+        let turn = pair.have.map_or(Turn::ZERO, Turn::next);
+        // A peer in step with us makes final no further than we do.
+        if !pair.needed_at(turn) || turn >= self.seal_limit() {
+            return None;
+        }
+        let due = self.due_ms(turn);
+        let expected = match pair.batch_at {
+            Some((first, at)) => {
+                at + u64::from(turn.0.saturating_sub(first.0)) * u64::from(self.length_ms)
+            }
+            None => due.saturating_sub(self.lead_ms().into()) + trip / 2,
+        };
+        let margin = u64::from(2 * pair.rttvar_ms + REPAIR_MARGIN_MS);
+        let last_chance = due.saturating_sub(pair.repair_ms(self.mesh.repeat_ms)?.into());
+        let overdue = (expected + margin).min(last_chance);
+        Some(match pair.probed {
+            None => overdue,
+            Some((first, 1)) => overdue.max(first + self.repeat_gap_ms()),
+            Some((first, _)) => overdue.max(first + u64::from(srtt)),
+        })
     }
 
     /// How long a pair may go without a datagram from us: the heartbeat, or a tenth of the
@@ -68,6 +109,7 @@ impl Peer {
         let view = self.view_message(index);
         let master = self.master;
         let report = (self.pairs[index].player == master).then(|| self.report());
+        let repair = self.repair_at(index).is_some_and(|at| at <= now_ms);
         let pair = &self.pairs[index];
         // The schedule to follow is the master's; a round trip is measured now and then.
         let due_in = (master == self.me).then(|| {
@@ -89,11 +131,13 @@ impl Peer {
             report,
             view,
             // Until a round trip is measured, the schedule cannot follow the master's: ask
-            // for an answer at once.
-            probe: pair.srtt_ms.is_none(),
+            // for an answer at once. And when a batch of its is overdue.
+            probe: pair.srtt_ms.is_none() || repair,
         };
-        if pair.hash_sends > 0 {
-            datagram.hashes = self.my_hashes.iter().copied().collect();
+        // Only the master compares state hashes.
+        if pair.hash_sends > 0 && pair.player == master {
+            let from = pair.hash_from;
+            datagram.hashes = self.my_hashes.iter().copied().filter(|(t, _)| *t >= from).collect();
         }
         // Our non-empty final contributions it lacks, as many as fit.
         let room = usize::from(self.config.link.datagram_bytes_max).saturating_sub(64);
@@ -113,8 +157,20 @@ impl Peer {
         let gap = self.repeat_gap_ms();
         let pair = &mut self.pairs[index];
         pair.hash_sends = pair.hash_sends.saturating_sub(1);
+        if pair.hash_sends == 0 {
+            // Each report goes `HASH_SENDS` times; the next datagrams carry only newer ones.
+            if let Some(&(turn, _)) = datagram.hashes.last() {
+                pair.hash_from = turn.next();
+            }
+        }
         pair.sent_ms = Some(now_ms);
         pair.echo_owed = false;
+        if repair {
+            pair.probed = match pair.probed {
+                Some((first, 1)) => Some((first, 2)),
+                _ => Some((now_ms, 1)),
+            };
+        }
         if stamp.is_some() {
             pair.stamped_ms = Some(now_ms);
         }
@@ -173,6 +229,9 @@ impl Peer {
             let sent = pair.sent_ms.unwrap_or(0);
             consider(sent + self.heartbeat_ms());
             if let Some(at) = pair.repeat_at {
+                consider(at);
+            }
+            if let Some(at) = self.repair_at(index) {
                 consider(at);
             }
             if self.owes(index) {

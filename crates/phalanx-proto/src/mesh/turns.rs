@@ -1,6 +1,7 @@
 //! The turn pipeline of a peer: when our contributions become final, when a turn may execute,
 //! what its bundle holds, and the master's duties (sync checks, the end).
 
+use super::transmit::REPAIR_MARGIN_MS;
 use crate::bundle::{DesyncReport, EndCause, Record, TurnBundle};
 use crate::config::DesyncPolicy;
 use crate::types::{PlayerId, Turn};
@@ -50,14 +51,19 @@ impl Peer {
     }
 
     /// How long before its turn our contribution becomes final: `lead_ms`, or more when our
-    /// worst peer needs it (half its smoothed round trip, twice the variation, 10 ms), at
-    /// most half the window. Each peer picks its own; nothing needs agreeing.
+    /// worst peer needs it (`Pair::trip_ms`; with `ahead_ms`, `Pair::repair_ms`
+    /// more, so that a lost batch can be asked for again in time), at most half the window. Each peer picks its own; nothing needs agreeing.
     pub(crate) fn lead_ms(&self) -> u32 {
+        let repair = self.mesh.ahead_ms > 0;
         let need = self
             .pairs
             .iter()
             .filter(|pair| pair.is_in())
-            .filter_map(|pair| pair.srtt_ms.map(|srtt| srtt / 2 + 2 * pair.rttvar_ms + 10))
+            .filter_map(|pair| {
+                let trip = pair.trip_ms()?;
+                let repair_ms = pair.repair_ms(self.mesh.repeat_ms)? + REPAIR_MARGIN_MS - 10;
+                Some(if repair { trip + repair_ms } else { trip })
+            })
             .max()
             .unwrap_or(0);
         let cap = self.length_ms.saturating_mul(self.config.turns.window_turns / 2);
@@ -105,22 +111,24 @@ impl Peer {
 
     /// Finalises the turns whose time came (and, with `commands`, the turn holding commands
     /// given since the last call), and marks every pair for a datagram if anything changed.
-    /// With `ahead_ms`, turns are finalised in batches every half of it, each reaching
-    /// `ahead_ms` ahead, so every turn's finality rides in two datagrams.
+    /// With `ahead_ms`, turns are finalised in batches: when the first turn not final comes
+    /// due, every turn due within `ahead_ms` after it, and commands wait for the next batch
+    /// (they would go into its first turn anyway).
     pub(crate) fn seal_due(&mut self, now_ms: u64, commands: bool) {
         if self.state != State::Running {
             return;
         }
         let limit = self.seal_limit();
-        let with_commands = commands && !self.pending.is_empty() && self.unsealed < limit;
+        let ahead = u64::from(self.mesh.ahead_ms);
+        let with_commands =
+            commands && ahead == 0 && !self.pending.is_empty() && self.unsealed < limit;
         let mut sealed = false;
         if with_commands {
             self.seal_one();
             sealed = true;
         }
-        let ahead = u64::from(self.mesh.ahead_ms);
-        if self.unsealed < limit && self.seal_ms(self.unsealed) <= now_ms + ahead / 2 {
-            while self.unsealed < limit && self.seal_ms(self.unsealed) <= now_ms + ahead {
+        if self.unsealed < limit && self.seal_ms(self.unsealed) <= now_ms {
+            while self.unsealed < limit && self.seal_ms(self.unsealed) < now_ms + ahead.max(1) {
                 self.seal_one();
             }
             sealed = true;
@@ -147,7 +155,7 @@ impl Peer {
 
     /// When the next batch of our turns becomes final.
     pub(crate) fn next_seal_ms(&self) -> u64 {
-        self.seal_ms(self.unsealed).saturating_sub(u64::from(self.mesh.ahead_ms) / 2)
+        self.seal_ms(self.unsealed)
     }
 
     /// How long a pair waits for an acknowledgement before we send again what it lacks: a

@@ -21,16 +21,18 @@ pub struct PeerConfig {
     /// a turn executes runs `turns.length_ms` later when this is below a turn. Default: 100.
     pub lead_ms: u32,
     /// 0 (the default): each turn becomes final on its own, in a datagram to every peer, sent
-    /// twice (see `repeat_ms`). Above 0, the modem's way: every `ahead_ms / 2` a peer makes
-    /// final every turn due within `ahead_ms` (plus the lead), so each turn's finality rides in
-    /// two datagrams and a quiet peer sends one every half of it; a command then waits for the
-    /// first turn not final, up to `ahead_ms` more.
+    /// `copies` times. Above 0, the modem's way ([`PeerConfig::modem`]): turns become final
+    /// in batches, the turns due within `ahead_ms` of the batch's first at once, in one
+    /// datagram to each peer; a peer whose batch is overdue is asked for it again, and the
+    /// lead grows by a round trip to leave time for that. A command waits for the next batch:
+    /// up to `ahead_ms` more.
     pub ahead_ms: u32,
     /// How many times a datagram that makes turns final goes, `repeat_ms` apart, so a lost
     /// one does not stall everyone: every one when `ahead_ms` is 0, else those with new
-    /// commands. 1 (or a `repeat_ms` of 0): once. Default: 3.
+    /// commands. 0 or 1 (or a `repeat_ms` of 0): once. Default: 3.
     pub copies: u8,
-    /// The time between copies (ms). Default: 15.
+    /// The time between copies (ms), and between the two requests for an overdue batch and
+    /// the two answers with `ahead_ms`. Default: 15.
     pub repeat_ms: u32,
     /// A pair that has had nothing from us for this long gets a datagram anyway (ms). Default: 1,000.
     pub heartbeat_ms: u32,
@@ -39,6 +41,17 @@ pub struct PeerConfig {
 impl Default for PeerConfig {
     fn default() -> Self {
         PeerConfig { lead_ms: 100, ahead_ms: 0, copies: 3, repeat_ms: 15, heartbeat_ms: 1_000 }
+    }
+}
+
+impl PeerConfig {
+    /// The modem's profile: turns become final in batches 400 ms apart (`ahead_ms`), each
+    /// batch sent once, an overdue one asked for again (the lead grows by a round trip to
+    /// leave time for that). With 100 ms turns a player sends an eighth as many datagrams as
+    /// with the default profile, and a command waits up to a batch longer, plus the round
+    /// trip. Figures: `docs/guide/peer-to-peer.md`.
+    pub fn modem() -> Self {
+        PeerConfig { ahead_ms: 400, copies: 1, ..PeerConfig::default() }
     }
 }
 
