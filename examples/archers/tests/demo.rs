@@ -217,3 +217,16 @@ fn the_mesh_plays_the_same_match_without_a_host() {
     assert!(mesh["commands_submitted"].as_u64().unwrap() > 20, "{mesh}");
     assert_eq!(mesh["latency_ms_p50"], 150, "{mesh}");
 }
+
+/// `--topology mesh-modem`: the mesh with the modem's profile agrees and executes every
+/// order, within a 28.8 kbit/s modem (up and down together, UDP/IP headers counted).
+#[test]
+fn the_modem_mesh_fits_a_modem() {
+    let mesh = run(7, &["--topology", "mesh-modem"]);
+    assert_eq!(mesh["hashes_agree"], true, "{mesh}");
+    assert_eq!(mesh["removed"], json!([]), "{mesh}");
+    assert_eq!(mesh["commands_submitted"], mesh["commands_executed"], "{mesh}");
+    let up = mesh["wire_kbps_up_per_player"].as_f64().unwrap();
+    let down = mesh["wire_kbps_down_per_player"].as_f64().unwrap();
+    assert!(up + down <= 28.8, "{up:.1} + {down:.1} kbit/s: {mesh}");
+}

@@ -120,7 +120,7 @@ pub(crate) struct NetworkArgs {
     #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Udp)]
     pub(crate) transport: TransportArg,
     /// Who talks to whom: a host relaying every command (the default), or a peer-to-peer mesh
-    /// with no host (raw UDP; no spectators or rejoins there yet).
+    /// with no host (raw UDP; no spectators or rejoins there yet), for a modem or not.
     #[arg(long, value_name = "T", value_enum, default_value_t = TopologyArg::Relay)]
     pub(crate) topology: TopologyArg,
 }
@@ -132,6 +132,9 @@ pub(crate) enum TopologyArg {
     Relay,
     /// Every player sends its commands straight to every other.
     Mesh,
+    /// The mesh with the modem's profile (`PeerConfig::modem`): turns final in batches, under
+    /// 28.8 kbit/s a player, commands later.
+    MeshModem,
 }
 
 /// `--transport`.

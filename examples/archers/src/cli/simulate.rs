@@ -232,9 +232,14 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     if network.transport == super::TransportArg::Udp {
         config.transport = phalanx::Transport::Udp;
     }
-    if network.topology == super::TopologyArg::Mesh {
-        // The mesh plays the same 150 ms turns; its lead and repeats are its own defaults.
-        config.topology = phalanx_sim::Topology::Mesh(Default::default());
+    let peer = match network.topology {
+        super::TopologyArg::Relay => None,
+        super::TopologyArg::Mesh => Some(phalanx::proto::mesh::PeerConfig::default()),
+        super::TopologyArg::MeshModem => Some(phalanx::proto::mesh::PeerConfig::modem()),
+    };
+    if let Some(peer) = peer {
+        // The mesh plays the same turns; its lead and repeats are its profile's.
+        config.topology = phalanx_sim::Topology::Mesh(peer);
         config.transport = phalanx::Transport::Udp;
     }
     config.samples_every_ms = 1_000;
