@@ -20,7 +20,7 @@
 
 use phalanx::proto::mesh::PeerConfig;
 use phalanx::PlayerId;
-use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Step, Topology};
+use phalanx_sim::{run_with, ChainGame, NatKind, SimConfig, SimReport, Step, Topology};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
 const EVERY: u32 = 4;
@@ -192,4 +192,32 @@ fn the_modem_profile_fits_a_modem() {
     let (mesh, relay) = stalls.into_inner().expect("not poisoned");
     eprintln!("worst stalls summed over the seeds: modem mesh {mesh} ms, relay {relay} ms");
     assert!(mesh <= relay, "the modem mesh stalled {mesh} ms over the seeds, the relay {relay} ms");
+}
+
+/// The NAT matrix at L2: eight peers behind NATs, two of each kind (full cone,
+/// address-restricted, port-restricted, symmetric: every pair of kinds, each with itself too),
+/// meet through a rendezvous on the same lossy network. The match plays (agreement, every
+/// command once, every turn), and each pair's link went through the rendezvous exactly when
+/// hole punching cannot work between its kinds (`NatKind::punchable`), as both ends say.
+#[test]
+fn the_nat_matrix_plays_through_a_rendezvous() {
+    for_each_seed(seeded_test!("mesh_nat_matrix"), 8, |seed| {
+        let mut config = scenario(seed, true);
+        config.turns = 150;
+        config.nats = NatKind::ALL.iter().flat_map(|&kind| [Some(kind), Some(kind)]).collect();
+        let kinds = config.nats.clone();
+        let report = run(config)?;
+        for player in &report.players {
+            let me = player.player.ok_or("a player without a seat")?;
+            let mine = kinds[me.0 as usize].ok_or("a machine without a NAT")?;
+            for (other, kind) in kinds.iter().enumerate().filter(|&(i, _)| i != me.0 as usize) {
+                let kind = kind.ok_or("a machine without a NAT")?;
+                let relayed = player.relayed.contains(&PlayerId(other as u8));
+                ensure(relayed != mine.punchable(kind), || {
+                    format!("{me:?} ({mine:?}) to p{other} ({kind:?}): relayed {relayed}")
+                })?;
+            }
+        }
+        Ok(())
+    });
 }

@@ -167,6 +167,13 @@ pub struct SimConfig {
     /// host ([`Topology::Mesh`]). `PHALANX_TOPOLOGY=mesh` picks the mesh with its default
     /// settings.
     pub topology: Topology,
+    /// Mesh runs: the NAT in front of each machine (`nats[i]` for `p{i}`; `None`, or no
+    /// entry: a public address). Any NAT puts a rendezvous in the run, a public machine of
+    /// its own (`rendezvous`, a `phalanx::mesh::RendezvousServer`) through which the peers
+    /// meet (the roster then lists no addresses) and which relays the pairs that cannot punch
+    /// through. [`PlayerReport::relayed`](crate::PlayerReport::relayed) says which did. How
+    /// the NATs are modelled: `crates/phalanx-sim/src/nat.rs`. Default: none.
+    pub nats: Vec<Option<phalanx_testkit::NatKind>>,
 }
 
 /// Who talks to whom in a run.
@@ -228,6 +235,7 @@ impl SimConfig {
                 Ok("mesh") => Topology::Mesh(phalanx::proto::mesh::PeerConfig::default()),
                 _ => Topology::Star,
             },
+            nats: Vec::new(),
         }
     }
 }

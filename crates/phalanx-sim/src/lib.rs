@@ -55,6 +55,7 @@ mod config;
 mod director;
 mod game;
 mod mesh;
+mod nat;
 mod player;
 #[cfg(feature = "relay")]
 mod relay;
@@ -73,4 +74,4 @@ pub use socket::SimSocket;
 
 /// The fault model, shared with phalanx-mesh (re-exported from phalanx-testkit). Here a
 /// node's [`LinkFaults`] apply to everything it sends, on top of [`SimConfig::latency_ms`].
-pub use phalanx_testkit::{Burst, LinkFaults, Rng};
+pub use phalanx_testkit::{Burst, LinkFaults, NatKind, Rng};

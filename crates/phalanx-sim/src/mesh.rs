@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use phalanx::mesh::{MeshEnd, MeshMember, MeshOptions, MeshSession};
+use phalanx::mesh::{MeshEnd, MeshMember, MeshOptions, MeshSession, RendezvousServer};
 use phalanx::proto::mesh::{PeerConfig, PeerEvent};
 use phalanx::udp::HostKey;
 use phalanx::PlayerId;
@@ -23,6 +23,9 @@ use crate::{SimGame, SimSocket, Step};
 
 /// Every machine's UDP port in a mesh run.
 const MESH_PORT: u16 = 5_000;
+
+/// The rendezvous machine's name, in a run with NATs.
+const RENDEZVOUS: &str = "rendezvous";
 
 /// Machine `i`'s roster key.
 fn mesh_key(seed: u64, machine: usize) -> HostKey {
@@ -42,6 +45,28 @@ pub(crate) fn mesh_node<G: SimGame>(
         format!("p{machine}"),
         async move { mesh_life::<G>(run, machine, peer, setup).await },
     );
+}
+
+/// The rendezvous of a run with NATs: a public machine the peers meet through, relaying the
+/// pairs that cannot punch (see `SimConfig::nats`). Its socket has the run's faults, its
+/// randomness stream `7_999`.
+pub(crate) fn rendezvous_node(sim: &mut turmoil::Sim<'_>, run: &Run) {
+    let run = run.clone();
+    sim.host(RENDEZVOUS, move || {
+        let run = run.clone();
+        async move {
+            let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), MESH_PORT));
+            let seed = node_seed(run.config.seed, 7_999);
+            let trace = run.trace.clone();
+            let socket = SimSocket::bind(RENDEZVOUS, bind, run.config.faults, seed, trace).await?;
+            if let Some(nats) = &run.nats {
+                socket.through(nats.clone());
+            }
+            let _server = RendezvousServer::on(Arc::new(phalanx::udp::QuinnSocket(socket)))?;
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
 }
 
 /// What the timeline asks of this machine, in time order.
@@ -75,15 +100,29 @@ async fn mesh_life<G: SimGame>(
     let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), MESH_PORT));
     let seed = node_seed(run.config.seed, machine as u64 + 1);
     let socket = SimSocket::bind(&name, bind, run.config.faults, seed, run.trace.clone()).await?;
+    if let Some(nats) = &run.nats {
+        if let Some(&Some(kind)) = run.config.nats.get(machine) {
+            nats.lock().expect("not poisoned").add(machine, turmoil::lookup(name.as_str()), kind);
+        }
+        socket.through(nats.clone());
+    }
+    // Behind NATs, the rendezvous tells every member the others' addresses.
+    let addrs = |i: usize| match run.nats {
+        Some(_) => Vec::new(),
+        None => vec![SocketAddr::from((turmoil::lookup(format!("p{i}")), MESH_PORT))],
+    };
     let roster = (0..run.config.players)
         .map(|i| MeshMember {
             player: PlayerId(i as u8),
             key: mesh_key(run.config.seed, i).public(),
-            addrs: vec![SocketAddr::from((turmoil::lookup(format!("p{i}")), MESH_PORT))],
+            addrs: addrs(i),
         })
         .collect();
     let mut options =
         MeshOptions::new(me, mesh_key(run.config.seed, machine), roster, run.config.seed, bind);
+    if run.nats.is_some() {
+        options.rendezvous = Some(SocketAddr::from((turmoil::lookup(RENDEZVOUS), MESH_PORT)));
+    }
     options.session = run.config.session.clone();
     options.peer = peer;
     options.socket = Some(Arc::new(phalanx::udp::QuinnSocket(socket.clone())));
@@ -219,6 +258,8 @@ where
 {
     let stats = session.stats();
     let ended = session.ended();
+    let relayed: Vec<PlayerId> =
+        session.links().iter().filter(|link| link.relayed).map(|l| PlayerId(l.player)).collect();
     if let Some(stats) = &stats {
         let rtts: Vec<String> = stats
             .pairs
@@ -233,6 +274,7 @@ where
     }
     run.with_player(machine, |report| {
         report.finished_ms = Some(now_ms());
+        report.relayed = relayed;
         report.ended = match ended {
             Some(MeshEnd::Peer(end)) => Some(end.into()),
             _ => None,

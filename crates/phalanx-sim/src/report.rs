@@ -83,6 +83,9 @@ pub struct PlayerReport {
     pub restored: Option<(Turn, usize)>,
     /// How its session ended, if before its last turn.
     pub ended: Option<EndReason>,
+    /// Mesh runs: the peers its links to went through the rendezvous, as they could not
+    /// punch through the NATs (read when its game loop ended).
+    pub relayed: Vec<PlayerId>,
     /// Commands it submitted and the session accepted.
     pub submitted: u64,
     /// Commands (of anyone) it executed.

@@ -33,6 +33,8 @@ pub(crate) struct Run {
     pub(crate) fingerprint: Fingerprint,
     /// The host's static key, which clients pin over UDP.
     pub(crate) udp_key: phalanx::udp::HostPublicKey,
+    /// The NATs of a mesh run with any ([`SimConfig::nats`]); each machine adds its own.
+    pub(crate) nats: Option<Arc<Mutex<crate::nat::NatWorld>>>,
 }
 
 impl Run {
@@ -46,7 +48,9 @@ impl Run {
             spectators: spectators.collect(),
             ..SimReport::default()
         };
+        let nats = config.nats.iter().any(Option::is_some).then(Arc::default);
         Run {
+            nats,
             config,
             report: Arc::new(Mutex::new(report)),
             trace: Arc::new(Mutex::new(Trace::new())),
@@ -152,6 +156,9 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
         .build();
     let run = Run::new(config, &identity);
     if let crate::Topology::Mesh(peer) = &run.config.topology {
+        if run.nats.is_some() {
+            crate::mesh::rendezvous_node(&mut sim, &run);
+        }
         for machine in 0..run.config.players {
             crate::mesh::mesh_node::<G>(&mut sim, &run, machine, peer.clone(), setup.clone());
         }

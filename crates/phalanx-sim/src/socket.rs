@@ -11,7 +11,7 @@ use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use quinn::{AsyncUdpSocket, UdpPoller};
 
 use phalanx_testkit::BurstState;
 
+use crate::nat::{envelope, open_envelope, NatWorld, ENVELOPE_MAX};
 use crate::trace::Trace;
 use crate::{LinkFaults, Rng};
 
@@ -39,6 +40,8 @@ pub struct SimSocket {
     /// Set when the process that owns the socket dies: nothing leaves it any more (not even
     /// a transport's closing packet) and nothing reaches it.
     dead: AtomicBool,
+    /// The run's NATs, when it has any: every datagram goes through them, in an envelope.
+    nats: OnceLock<Arc<Mutex<NatWorld>>>,
 }
 
 struct FaultState {
@@ -80,7 +83,25 @@ impl SimSocket {
             }),
             trace,
             dead: AtomicBool::new(false),
+            nats: OnceLock::new(),
         }))
+    }
+
+    /// Routes everything this socket sends and receives through the run's NATs (see
+    /// `nat.rs`); every socket of the run must.
+    pub(crate) fn through(&self, nats: Arc<Mutex<NatWorld>>) {
+        let _ = self.nats.set(nats);
+    }
+
+    /// Where a datagram to `to` goes, and the envelope in front of it; `None` when a NAT
+    /// drops it.
+    fn route(&self, to: SocketAddr) -> Option<(SocketAddr, Vec<u8>)> {
+        let Some(nats) = self.nats.get() else { return Some((to, Vec::new())) };
+        let now = turmoil::elapsed().as_millis() as u64;
+        let (destination, source) = nats.lock().expect("not poisoned").route(now, self.node, to)?;
+        let mut front = Vec::with_capacity(ENVELOPE_MAX);
+        envelope(source, &mut front);
+        Some((destination, front))
     }
 
     /// The owning process dies: from now on the socket sends nothing and drops what arrives,
@@ -144,25 +165,29 @@ impl AsyncUdpSocket for SimSocket {
             return Ok(());
         }
         let len = transmit.contents.len();
-        let (copies, corrupt) = self.plan(len, transmit.destination.ip());
-        self.trace.lock().expect("not poisoned").record(
-            self.node,
-            transmit.destination,
-            len,
-            copies.len(),
-        );
+        let Some((destination, front)) = self.route(transmit.destination) else {
+            // A NAT dropped it: lost on the way, as the trace sees it.
+            let mut trace = self.trace.lock().expect("not poisoned");
+            trace.record(self.node, transmit.destination, len, 0);
+            return Ok(());
+        };
+        let (copies, corrupt) = self.plan(len, destination.ip());
+        self.trace.lock().expect("not poisoned").record(self.node, destination, len, copies.len());
         let mut contents = std::borrow::Cow::Borrowed(transmit.contents);
+        if !front.is_empty() {
+            contents = std::borrow::Cow::Owned([&front[..], transmit.contents].concat());
+        }
         if let Some(index) = corrupt {
-            contents.to_mut()[index] ^= 0x20;
+            // The payload only: the envelope stands for the IP header, which a checksum guards.
+            contents.to_mut()[front.len() + index] ^= 0x20;
         }
         for delay in copies {
             if delay.is_zero() {
                 // A send error is loss, as on a real network.
-                let _ = self.socket.try_send_to(&contents, transmit.destination);
+                let _ = self.socket.try_send_to(&contents, destination);
             } else {
                 let socket = self.socket.clone();
                 let bytes = contents.to_vec();
-                let destination = transmit.destination;
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
                     let _ = socket.try_send_to(&bytes, destination);
@@ -185,6 +210,16 @@ impl AsyncUdpSocket for SimSocket {
             match self.socket.try_recv_from(buf) {
                 Ok(_) if self.is_dead() => {}
                 Ok((len, addr)) => {
+                    let (addr, len) = match self.nats.get() {
+                        None => (addr, len),
+                        Some(_) => {
+                            let Some((source, front)) = open_envelope(&buf[..len]) else {
+                                continue;
+                            };
+                            buf.copy_within(front..len, 0);
+                            (source, len - front)
+                        }
+                    };
                     *slot = RecvMeta { addr, len, stride: len, ecn: None, dst_ip: None };
                     return Poll::Ready(Ok(1));
                 }

@@ -184,8 +184,17 @@ impl Pair {
     }
 
     /// Whether nothing arrived from it for `idle_ms` (counting from `since_ms` if never heard).
-    pub(crate) fn silent(&self, now_ms: u64, idle_ms: u64, since_ms: u64) -> bool {
-        now_ms.saturating_sub(self.heard_ms.unwrap_or(since_ms)) >= idle_ms
+    pub(crate) fn silent(&self, now_ms: u64, idle_ms: u64, since_ms: u64, first_ms: u64) -> bool {
+        now_ms >= self.silent_at(idle_ms, since_ms, first_ms)
+    }
+
+    /// When it counts as silent: `idle_ms` after we last heard from it, or, never heard,
+    /// `first_ms` (at least `idle_ms`) after `since_ms`.
+    pub(crate) fn silent_at(&self, idle_ms: u64, since_ms: u64, first_ms: u64) -> u64 {
+        match self.heard_ms {
+            Some(heard) => heard + idle_ms,
+            None => since_ms + idle_ms.max(first_ms),
+        }
     }
 
     /// Forgets its contributions before `before` (executed a window ago).

@@ -483,7 +483,11 @@ impl Peer {
         let idle = u64::from(self.config.link.idle_timeout_ms);
         let start = self.start_ms;
         for pair in &mut self.pairs {
-            if pair.is_in() && pair.leaves_after.is_none() && pair.silent(now_ms, idle, start) {
+            let first = u64::from(self.mesh.first_contact_ms);
+            if pair.is_in()
+                && pair.leaves_after.is_none()
+                && pair.silent(now_ms, idle, start, first)
+            {
                 pair.suspected = true;
             }
         }

@@ -221,7 +221,8 @@ impl Peer {
         let idle = u64::from(self.config.link.idle_timeout_ms);
         for (index, pair) in self.pairs.iter().enumerate() {
             if pair.is_in() && pair.leaves_after.is_none() && !pair.suspected {
-                consider(pair.heard_ms.unwrap_or(self.start_ms) + idle);
+                let first = u64::from(self.mesh.first_contact_ms);
+                consider(pair.silent_at(idle, self.start_ms, first));
             }
             if pair.status != Status::Live {
                 continue;

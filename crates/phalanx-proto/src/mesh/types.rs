@@ -36,11 +36,22 @@ pub struct PeerConfig {
     pub repeat_ms: u32,
     /// A pair that has had nothing from us for this long gets a datagram anyway (ms). Default: 1,000.
     pub heartbeat_ms: u32,
+    /// How long a peer never heard from may stay silent before it is taken for gone (ms; at
+    /// least `link.idle_timeout_ms`). Peers start as their links open, and one whose links go
+    /// through a rendezvous starts seconds after the others. Default: 10,000.
+    pub first_contact_ms: u32,
 }
 
 impl Default for PeerConfig {
     fn default() -> Self {
-        PeerConfig { lead_ms: 100, ahead_ms: 0, copies: 3, repeat_ms: 15, heartbeat_ms: 1_000 }
+        PeerConfig {
+            lead_ms: 100,
+            ahead_ms: 0,
+            copies: 3,
+            repeat_ms: 15,
+            heartbeat_ms: 1_000,
+            first_contact_ms: 10_000,
+        }
     }
 }
 
