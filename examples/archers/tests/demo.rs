@@ -230,3 +230,17 @@ fn the_modem_mesh_fits_a_modem() {
     let down = mesh["wire_kbps_down_per_player"].as_f64().unwrap();
     assert!(up + down <= 28.8, "{up:.1} + {down:.1} kbit/s: {mesh}");
 }
+
+/// `--topology mesh --nats`: the players behind NATs, the kinds in turn, meet through a
+/// rendezvous; the match agrees and executes every order, and exactly the pairs that cannot
+/// punch through (a symmetric NAT against a symmetric or port-restricted one) are relayed.
+#[test]
+fn the_mesh_plays_through_nats() {
+    let mesh = run(7, &["--topology", "mesh", "--nats"]);
+    assert_eq!(mesh["hashes_agree"], true, "{mesh}");
+    assert_eq!(mesh["removed"], json!([]), "{mesh}");
+    assert_eq!(mesh["commands_submitted"], mesh["commands_executed"], "{mesh}");
+    // Players 0-7 behind full cone, address-restricted, port-restricted, symmetric, ...
+    let relayed = json!([[2, 3], [2, 7], [3, 6], [3, 7], [6, 7]]);
+    assert_eq!(mesh["relayed_pairs"], relayed, "{mesh}");
+}

@@ -123,6 +123,11 @@ pub(crate) struct NetworkArgs {
     /// with no host (raw UDP; no spectators or rejoins there yet), for a modem or not.
     #[arg(long, value_name = "T", value_enum, default_value_t = TopologyArg::Relay)]
     pub(crate) topology: TopologyArg,
+    /// Mesh only: put the players behind NATs, the kinds in turn (full cone,
+    /// address-restricted, port-restricted, symmetric); they meet through a rendezvous, which
+    /// relays the pairs that cannot punch through.
+    #[arg(long)]
+    pub(crate) nats: bool,
 }
 
 /// `--topology`.

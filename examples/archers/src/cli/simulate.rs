@@ -60,6 +60,8 @@ struct Summary {
     wall_seconds: f64,
     #[serde(serialize_with = "json::hex")]
     trace_digest: u64,
+    /// Mesh runs: the pairs of players whose link went through the rendezvous (`--nats`).
+    relayed_pairs: Vec<(u8, u8)>,
     /// Seconds of play the executed turns stand for (text only).
     #[serde(skip)]
     seconds_played: f64,
@@ -91,6 +93,10 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
         && (args.spectators > 0 || args.rejoin_at.is_some())
     {
         eprintln!("error: a mesh has no spectators or rejoins yet");
+        return ExitCode::FAILURE;
+    }
+    if args.network.nats && !matches!(config.topology, phalanx_sim::Topology::Mesh(_)) {
+        eprintln!("error: --nats needs --topology mesh or mesh-modem");
         return ExitCode::FAILURE;
     }
     eprintln!("simulating over {transport} under phalanx-sim…");
@@ -241,6 +247,10 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
         // The mesh plays the same turns; its lead and repeats are its profile's.
         config.topology = phalanx_sim::Topology::Mesh(peer);
         config.transport = phalanx::Transport::Udp;
+        if network.nats {
+            let kinds = phalanx_sim::NatKind::ALL.iter().cycle();
+            config.nats = kinds.take(game.players).map(|&kind| Some(kind)).collect();
+        }
     }
     config.samples_every_ms = 1_000;
     // As a shipping game would: every player keeps its state after each turn, so that a
@@ -370,6 +380,7 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
         sim_seconds: report.sim_ms as f64 / 1e3,
         wall_seconds: wall,
         trace_digest: report.trace_digest,
+        relayed_pairs: relayed_pairs(report),
         seconds_played: seconds,
         idle_timeout_ms: config.session.link.idle_timeout_ms,
     }
@@ -576,8 +587,21 @@ fn scenario(args: &SimulateArgs, partition: bool) -> String {
     )
 }
 
-/// A mesh run's links: each player's round trip to every other, and which pairs are relayed
-/// (none: every pair punches through or the match does not start).
+/// The pairs of players whose link went through the rendezvous, lower player first, as the
+/// lower player saw it.
+fn relayed_pairs(report: &SimReport) -> Vec<(u8, u8)> {
+    let mut pairs: Vec<(u8, u8)> = report
+        .players
+        .iter()
+        .filter_map(|p| p.player.map(|me| (me, &p.relayed)))
+        .flat_map(|(me, others)| others.iter().filter(move |o| me < **o).map(move |o| (me.0, o.0)))
+        .collect();
+    pairs.sort_unstable();
+    pairs
+}
+
+/// A mesh run's links: each player's round trip to every other, and which pairs went through
+/// the rendezvous.
 fn mesh_lines(report: &SimReport) -> Vec<Line> {
     let mut lines: Vec<Line> = report
         .host_events
@@ -589,6 +613,11 @@ fn mesh_lines(report: &SimReport) -> Vec<Line> {
         })
         .collect();
     lines.sort();
-    lines.push(("relayed pairs".into(), "none (every pair is direct)".into()));
+    let mut relayed: Vec<String> =
+        relayed_pairs(report).iter().map(|(a, b)| format!("{a}-{b}")).collect();
+    if relayed.is_empty() {
+        relayed.push("none (every pair is direct)".into());
+    }
+    lines.push(("relayed pairs".into(), relayed.join(", ")));
     lines
 }
