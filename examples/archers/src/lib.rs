@@ -6,6 +6,7 @@
 pub mod game;
 pub mod inspect;
 pub mod net;
+pub mod peer;
 pub mod replay;
 pub mod report;
 pub mod world;

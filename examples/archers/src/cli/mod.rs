@@ -6,6 +6,7 @@
 mod catch_up;
 mod desync;
 mod json;
+mod mesh;
 mod progress;
 mod removals;
 mod replay;
@@ -50,6 +51,8 @@ impl Cli {
             Mode::Simulate(args) => args.check(),
             Mode::Host(args) => args.game.check(),
             Mode::Client(args) => args.game.check(),
+            Mode::Rendezvous(args) => args.game.check(),
+            Mode::Peer(args) => args.check(),
             Mode::Replay(_) | Mode::Diff(_) => Ok(()),
         };
         if let Err(message) = checked {
@@ -59,6 +62,8 @@ impl Cli {
             Mode::Simulate(args) => simulate::run(args),
             Mode::Host(args) => sockets::host(args),
             Mode::Client(args) => sockets::client(args),
+            Mode::Rendezvous(args) => mesh::rendezvous(args),
+            Mode::Peer(args) => mesh::peer(args),
             Mode::Replay(args) => replay::run(args),
             Mode::Diff(args) => desync::run(args),
         }
@@ -74,6 +79,11 @@ pub(crate) enum Mode {
     Host(HostArgs),
     /// Play one seat of a hosted match.
     Client(ClientArgs),
+    /// Stand in for a lobby of a peer-to-peer match: a rendezvous the peers meet through;
+    /// prints each seat's `archers peer` command line.
+    Rendezvous(RendezvousArgs),
+    /// Play one seat of a peer-to-peer match (the command line `archers rendezvous` printed).
+    Peer(PeerArgs),
     /// Re-simulate a recorded match and check every turn's state hash.
     Replay(ReplayArgs),
     /// Show what differs in a desync bundle (written by a run with a desync).
@@ -219,6 +229,84 @@ pub(crate) struct HostArgs {
     #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Quic,
           help_heading = "Real sockets")]
     pub(crate) transport: TransportArg,
+}
+
+/// `archers rendezvous`.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct RendezvousArgs {
+    #[command(flatten)]
+    pub(crate) game: MatchArgs,
+    /// Where to listen (127.0.0.1:0 picks a port); the peers must reach it.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:4434",
+        help_heading = "Real sockets"
+    )]
+    pub(crate) bind: SocketAddr,
+    /// The peers play with the modem's profile (`PeerConfig::modem`).
+    #[arg(long, help_heading = "Real sockets")]
+    pub(crate) modem: bool,
+}
+
+/// `archers peer`.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct PeerArgs {
+    #[command(flatten)]
+    pub(crate) game: MatchArgs,
+    /// The rendezvous' address.
+    #[arg(long, value_name = "ADDR", help_heading = "Real sockets")]
+    pub(crate) rendezvous: SocketAddr,
+    /// The match's id, as the rendezvous printed it.
+    #[arg(long = "match", value_name = "ID", help_heading = "Real sockets")]
+    pub(crate) match_id: u64,
+    /// Our seat.
+    #[arg(long, value_name = "N", help_heading = "Real sockets")]
+    pub(crate) seat: u8,
+    /// Our secret key (64 hex digits), as the rendezvous printed it.
+    #[arg(long, value_name = "HEX", help_heading = "Real sockets", value_parser = secret_key)]
+    pub(crate) secret: [u8; 32],
+    /// Every seat's public key, by seat, comma-separated.
+    #[arg(long, value_name = "HEX,..", help_heading = "Real sockets", value_delimiter = ',')]
+    pub(crate) roster: Vec<phalanx::udp::HostPublicKey>,
+    /// The modem's profile (`PeerConfig::modem`); every peer must agree.
+    #[arg(long, help_heading = "Real sockets")]
+    pub(crate) modem: bool,
+    /// Print a JSON summary as the last line of stdout.
+    #[arg(long, help_heading = "Output")]
+    pub(crate) json: bool,
+}
+
+impl PeerArgs {
+    /// The checks between flags that clap cannot make one flag at a time.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        self.game.check()?;
+        if self.roster.len() != self.game.players {
+            return Err(format!(
+                "--roster lists {} keys for {} players",
+                self.roster.len(),
+                self.game.players
+            ));
+        }
+        if usize::from(self.seat) >= self.game.players {
+            return Err("--seat must be a player (0 to players - 1)".into());
+        }
+        Ok(())
+    }
+}
+
+/// A secret key: 64 hex digits.
+fn secret_key(text: &str) -> Result<[u8; 32], String> {
+    let digits = text.as_bytes();
+    if digits.len() != 64 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return Err("a secret key is 64 hex digits".into());
+    }
+    let mut key = [0u8; 32];
+    for (byte, pair) in key.iter_mut().zip(digits.chunks(2)) {
+        let pair = std::str::from_utf8(pair).map_err(|e| e.to_string())?;
+        *byte = u8::from_str_radix(pair, 16).map_err(|e| e.to_string())?;
+    }
+    Ok(key)
 }
 
 /// `archers client`.

@@ -32,7 +32,7 @@ struct ClientSummary {
     play: json::Play,
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -274,7 +274,7 @@ pub(crate) fn client(args: &ClientArgs) -> ExitCode {
 }
 
 /// The client's `--json` line.
-fn print_json(outcome: &ClientOutcome, rejoin: Option<String>) {
+pub(super) fn print_json(outcome: &ClientOutcome, rejoin: Option<String>) {
     let latency = outcome.latency_ms;
     json::print_line(&ClientSummary {
         player: outcome.player,
@@ -319,7 +319,7 @@ fn this_command() -> String {
 }
 
 /// The client's summary, for a reader: `turns` of the match's, `wall` seconds of real time.
-fn print_outcome(outcome: &ClientOutcome, turns: u32, wall: f64) {
+pub(super) fn print_outcome(outcome: &ClientOutcome, turns: u32, wall: f64) {
     let measured = match (outcome.measured_at_turn, outcome.cut_off()) {
         (Some(turn), true) => format!(" (measured up to turn {turn}, before the cut)"),
         _ => String::new(),
