@@ -71,6 +71,7 @@ mod recovery;
 mod replay;
 mod rng;
 mod snapshot;
+pub mod speculate;
 mod stats;
 mod sync;
 pub mod testing;

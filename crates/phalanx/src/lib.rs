@@ -85,6 +85,7 @@ pub use error::{ConnectError, HostError, SessionError};
 pub use event::Event;
 pub use host::{Host, HostControl, HostOptions, HostTransport};
 pub use phalanx_proto as proto;
+pub use phalanx_proto::speculate;
 pub use phalanx_proto::{
     EndReason, JoinCode, PlayerId, Readmit, SessionConfig, Turn, TypedRecord, TypedTurn,
 };
