@@ -4,6 +4,7 @@ use crate::types::{PlayerId, Turn};
 use crate::wire::{MeshDatagram, Report};
 
 use super::pair::Status;
+use super::peer::{Peer, State};
 
 /// How late past its time (and twice the round-trip variation) a batch may be before we ask
 /// for it again; the lead has room for it (see `Peer::lead_ms`).
@@ -15,7 +16,6 @@ const STAMP_EVERY_MS: u64 = 500;
 /// first sample's variance is half of it, and the lead (which counts the variance twice)
 /// only comes down as samples come in.
 const RTT_SAMPLES_FIRST: u8 = 16;
-use super::peer::{Peer, State};
 
 impl Peer {
     /// The next datagram to send, written into `buf` (cleared first), and who it is for;
@@ -56,7 +56,7 @@ impl Peer {
     /// answers twice too), then again each round trip while we still lack it. A batch is
     /// expected as long after the last as its turns are due after the last's (batches go on
     /// the peer's schedule, which is ours), and overdue twice the round-trip variation and
-    /// 10 ms after that; never later than an answer can still come in time. The lead leaves
+    /// `REPAIR_MARGIN_MS` after that; never later than an answer can still come in time. The lead leaves
     /// room for the answer (see `lead_ms`). Without `ahead_ms`, every turn's datagram goes
     /// several times instead.
     pub(crate) fn repair_at(&self, index: usize) -> Option<u64> {

@@ -51,8 +51,10 @@ impl Peer {
     }
 
     /// How long before its turn our contribution becomes final: `lead_ms`, or more when our
-    /// worst peer needs it (`Pair::trip_ms`; with `ahead_ms`, `Pair::repair_ms`
-    /// more, so that a lost batch can be asked for again in time), at most half the window. Each peer picks its own; nothing needs agreeing.
+    /// worst peer needs it (`Pair::trip_ms`; with `ahead_ms`, `Pair::repair_ms` more and the
+    /// margin `repair_at` allows past the trip's own 10 ms, so that a lost batch can be asked
+    /// for again in time), at most half the window. Each peer picks its own; nothing needs
+    /// agreeing.
     pub(crate) fn lead_ms(&self) -> u32 {
         let repair = self.mesh.ahead_ms > 0;
         let need = self
@@ -137,7 +139,7 @@ impl Peer {
             return;
         }
         let repeats = self.mesh.copies.saturating_sub(1);
-        let repeat = (self.mesh.repeat_ms > 0 && repeats > 0 && (with_commands || ahead == 0))
+        let repeat = (self.mesh.repeat_ms > 0 && repeats > 0 && ahead == 0)
             .then(|| now_ms + self.repeat_gap_ms());
         for pair in &mut self.pairs {
             pair.send_due = true;
