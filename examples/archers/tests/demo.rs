@@ -244,3 +244,22 @@ fn the_mesh_plays_through_nats() {
     let relayed = json!([[2, 3], [2, 7], [3, 6], [3, 7], [6, 7]]);
     assert_eq!(mesh["relayed_pairs"], relayed, "{mesh}");
 }
+
+/// The latency measured fairly: with player 3 cut off for 2 s, the orders caught in the cut
+/// (given while it was cut off or catching up) are reported apart, and no player's own p95
+/// carries them: every player's is below the worst-player figure that does.
+#[test]
+fn orders_caught_in_a_cut_are_reported_apart() {
+    let seed = "7";
+    let args = ["--minutes", "0.5", "--units", "600", "--json", "--no-report", "--seed", seed];
+    let output = archers(&args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let json = common::json(stdout.lines().last().unwrap());
+    let worst = json["latency_ms_p95"].as_u64().unwrap();
+    let by_player = json["latency_ms_p95_by_player"].as_array().unwrap();
+    assert_eq!(by_player.len(), 8, "{json}");
+    assert!(by_player.iter().all(|p95| p95.as_u64().unwrap() < worst), "{json}");
+    assert!(json["cut_orders"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(json["cut_orders_latency_ms_p95"].as_u64(), Some(worst), "{json}");
+}

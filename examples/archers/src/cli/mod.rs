@@ -5,6 +5,7 @@
 
 mod catch_up;
 mod desync;
+mod fair;
 mod json;
 mod mesh;
 mod progress;

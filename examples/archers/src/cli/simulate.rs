@@ -46,6 +46,8 @@ struct Summary {
     spectators: Vec<Spectator>,
     #[serde(flatten)]
     play: json::Play,
+    #[serde(flatten)]
+    fair: super::fair::Fair,
     #[serde(serialize_with = "json::decimals::<3, _>")]
     wire_kbps_up_per_player: f64,
     #[serde(serialize_with = "json::decimals::<3, _>")]
@@ -373,6 +375,7 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
             latency_ms_max: latencies.iter().map(|l| l.2).max(),
             stall_ms: measured().map(|p| p.stall_ms).max(),
         },
+        fair: super::fair::measure(config, report),
         wire_kbps_up_per_player: per_player(|b| b.0, |d| d.0),
         wire_kbps_down_per_player: per_player(|b| b.1, |d| d.1),
         app_bytes_per_turn_up: app_per_turn(|b| b.0),
@@ -397,6 +400,7 @@ impl Summary {
             line("desync reports", self.desync_words()),
             line("commands", self.command_words()),
             line("command latency", format!("{} (worst player)", self.play.latency_words())),
+            line("latency by player", self.fair.words()),
             line("longest stall total", format!("{} (worst player)", self.play.stall_words())),
             line(
                 "wire per player",
