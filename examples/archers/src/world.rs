@@ -506,3 +506,22 @@ mod tests {
         assert!(seen > 100, "a battle shoots arrows ({seen})");
     }
 }
+
+/// Speculation (`phalanx::speculate`) saves and restores the world as a snapshot does.
+impl phalanx::speculate::Rollback<Order> for World {
+    type Saved = Vec<u8>;
+
+    fn save(&self) -> Vec<u8> {
+        World::save(self)
+    }
+
+    fn restore(&mut self, saved: &Vec<u8>) {
+        if let Some(world) = World::load(saved) {
+            *self = world;
+        }
+    }
+
+    fn execute(&mut self, turn: &TypedTurn<Order>) {
+        World::execute(self, turn);
+    }
+}
