@@ -429,6 +429,25 @@ pub fn spawn(player: usize, players: usize) -> (i32, i32) {
     POINTS[(player * 8 / players.max(1)) % 8]
 }
 
+/// Speculation (`phalanx::speculate`) saves and restores the world as a snapshot does.
+impl phalanx::speculate::Rollback<Order> for World {
+    type Saved = Vec<u8>;
+
+    fn save(&self) -> Vec<u8> {
+        World::save(self)
+    }
+
+    fn restore(&mut self, saved: &Vec<u8>) {
+        if let Some(world) = World::load(saved) {
+            *self = world;
+        }
+    }
+
+    fn execute(&mut self, turn: &TypedTurn<Order>) {
+        World::execute(self, turn);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -504,24 +523,5 @@ mod tests {
             seen += arrows.len();
         }
         assert!(seen > 100, "a battle shoots arrows ({seen})");
-    }
-}
-
-/// Speculation (`phalanx::speculate`) saves and restores the world as a snapshot does.
-impl phalanx::speculate::Rollback<Order> for World {
-    type Saved = Vec<u8>;
-
-    fn save(&self) -> Vec<u8> {
-        World::save(self)
-    }
-
-    fn restore(&mut self, saved: &Vec<u8>) {
-        if let Some(world) = World::load(saved) {
-            *self = world;
-        }
-    }
-
-    fn execute(&mut self, turn: &TypedTurn<Order>) {
-        World::execute(self, turn);
     }
 }
