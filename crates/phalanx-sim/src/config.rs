@@ -129,6 +129,14 @@ pub struct SimConfig {
     /// divergent turn (`Event::DesyncDiagnosed` in [`SimReport::events`](crate::SimReport::events)).
     /// Off by default: a save every turn costs the game's time.
     pub keep_states: bool,
+    /// Host runs: each player's game speculates (`phalanx::speculate`, through
+    /// [`SimGame::save`](crate::SimGame::save) and `restore`): after each confirmed turn and
+    /// its orders, it predicts ahead through its newest order; the next confirmed turn rolls
+    /// it back. Hashes, snapshots and kept states are the confirmed state's, so a run must
+    /// agree turn for turn with the same seed without it.
+    /// [`PlayerReport::speculation`](crate::PlayerReport::speculation) has the counts. Off
+    /// by default.
+    pub speculate: bool,
     /// A hostile node tries this many joins with bad tokens while the game runs (row 22).
     pub flood_joins: u32,
     /// The player in this seat is hostile in this way after it has joined (rows 17 and 19).
@@ -222,6 +230,7 @@ impl SimConfig {
             limit_ms: 120_000,
             desync_at: None,
             keep_states: false,
+            speculate: false,
             flood_joins: 0,
             hostile: None,
             samples_every_ms: 0,

@@ -9,6 +9,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use phalanx::proto::Ticket;
+use phalanx::speculate::{Rollback, Speculation};
 use phalanx::{error::JoinRefusal, Client, Event, PlayerId, TypedRecord, TypedTurn};
 
 use serde::de::DeserializeOwned;
@@ -194,6 +196,8 @@ async fn play<G: SimGame>(
         _ => None,
     });
     let mut game = G::new(me, run.config.seed, setup);
+    let mut speculation =
+        run.config.speculate.then(|| Speculation::new(me, &Speculating(&mut game)));
     let mut flipped = 0u64;
     let mut sampler = Sampler::new(machine, run.config.samples_every_ms);
     while let Some(turn) = client.next_turn().await {
@@ -226,34 +230,91 @@ async fn play<G: SimGame>(
                 report.restored = Some(restored);
             });
         }
-        game.execute(&turn);
+        match speculation.as_mut() {
+            Some(speculation) => speculation.confirm(&mut Speculating(&mut game), &turn),
+            None => game.execute(&turn),
+        }
         sampler.executed(me, &turn, &run.report);
         if run.config.desync_at == Some((me, turn.turn.0)) {
             flipped = 1;
         }
         let hash = game.state_hash() ^ flipped;
         record_turn(run, machine, &mut client, &turn, hash);
-        // Every turn: check turns for the sync check, the others for a desync's forensics
-        // (kept by the client; only check turns go on the wire).
-        let _ = client.report_state_hash(turn.turn, hash).await;
-        if run.config.keep_states {
-            if let Some(state) = game.save() {
-                let _ = client.keep_state(turn.turn, state).await;
-            }
-        }
-        if turn.wants_snapshot {
-            if let Some(state) = game.save() {
-                // The reported hash: a desynced game's snapshot is rejected, as it should be.
-                let _ = client.offer_snapshot(turn.turn, hash, state).await;
-            }
-        }
+        report_state(run, &mut client, &game, &turn, hash).await;
         sampler.sample(&client, turn.turn, &run.report, &run.trace).await;
         if turn.turn.0 + 1 >= run.config.turns {
             break;
         }
-        submit(run, machine, &mut client, game.commands(turn.turn), &mut sampler).await;
+        let commands = game.commands(turn.turn);
+        let tickets = submit(run, machine, &mut client, commands, &mut sampler).await;
+        if let Some(speculation) = speculation.as_mut() {
+            predict_ahead(run, machine, speculation, &mut game, tickets, turn.turn);
+        }
     }
     Played::Finished(client)
+}
+
+/// After confirmed turn `turn` and our orders (`tickets`): the game runs ahead through our
+/// newest order, and the report gets the counts.
+fn predict_ahead<G: SimGame>(
+    run: &Run,
+    machine: usize,
+    speculation: &mut Speculation<G::Command, Vec<u8>>,
+    game: &mut G,
+    tickets: Vec<(Ticket, G::Command)>,
+    turn: phalanx::Turn,
+) {
+    for (ticket, command) in tickets {
+        speculation.submitted(ticket, command);
+    }
+    let horizon = speculation.horizon(turn.next());
+    speculation.predict(&mut Speculating(game), horizon);
+    let stats = speculation.stats();
+    run.with_player(machine, |report| report.speculation = Some(stats));
+}
+
+/// A [`SimGame`] as speculation sees it: saved and restored through its snapshots.
+struct Speculating<'a, G>(&'a mut G);
+
+impl<G: SimGame> Rollback<G::Command> for Speculating<'_, G> {
+    type Saved = Vec<u8>;
+
+    fn save(&self) -> Vec<u8> {
+        self.0.save().expect("SimConfig::speculate needs a game that saves its state")
+    }
+
+    fn restore(&mut self, saved: &Vec<u8>) {
+        let restored = self.0.restore(saved);
+        assert!(restored, "a game restores the state it saved");
+    }
+
+    fn execute(&mut self, turn: &TypedTurn<G::Command>) {
+        self.0.execute(turn);
+    }
+}
+
+/// Tells the session of the confirmed state after `turn`: its hash (every turn: check turns
+/// for the sync check, the others for a desync's forensics, kept by the client; only check
+/// turns go on the wire), the state itself when kept or asked for as a snapshot.
+async fn report_state<G: SimGame>(
+    run: &Run,
+    client: &mut Client<G::Command>,
+    game: &G,
+    turn: &TypedTurn<G::Command>,
+    hash: u64,
+) {
+    let _ = client.report_state_hash(turn.turn, hash).await;
+    if run.config.keep_states {
+        if let Some(state) = game.save() {
+            let _ = client.keep_state(turn.turn, state).await;
+        }
+    }
+    if turn.wants_snapshot {
+        if let Some(state) = game.save() {
+            // The reported hash: a desynced game's snapshot is rejected, as it should be.
+            let _ = client.offer_snapshot(turn.turn, hash, state).await;
+        }
+    }
 }
 
 /// Records an executed turn: its hash, the commands in it, and the desyncs met so far.
@@ -311,18 +372,21 @@ pub(crate) fn record_records<C>(run: &Run, machine: usize, turn: &TypedTurn<C>, 
     });
 }
 
-/// Submits the game's commands, counting what the session accepted and refused.
+/// Submits the game's commands, counting what the session accepted and refused; the accepted
+/// ones with their tickets.
 async fn submit<C: Serialize + DeserializeOwned>(
     run: &Run,
     machine: usize,
     client: &mut Client<C>,
     commands: Vec<C>,
     sampler: &mut Sampler,
-) {
+) -> Vec<(Ticket, C)> {
+    let mut accepted = Vec::new();
     for command in commands {
         let submitted = client.submit(&command).await;
         if let Ok(ticket) = &submitted {
             sampler.submitted(ticket);
+            accepted.push((*ticket, command));
         }
         run.with_player(machine, |report| match submitted {
             Ok(ticket) => {
@@ -332,6 +396,7 @@ async fn submit<C: Serialize + DeserializeOwned>(
             Err(_) => report.submit_refused += 1,
         });
     }
+    accepted
 }
 
 /// Reports the finished player's counters and leaves; `linger`: it stays a little first so

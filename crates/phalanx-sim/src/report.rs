@@ -83,6 +83,9 @@ pub struct PlayerReport {
     pub restored: Option<(Turn, usize)>,
     /// How its session ended, if before its last turn.
     pub ended: Option<EndReason>,
+    /// With [`SimConfig::speculate`](crate::SimConfig::speculate): what speculation cost its
+    /// game (its last process's).
+    pub speculation: Option<phalanx::speculate::SpeculationStats>,
     /// Mesh runs: the peers its links to went through the rendezvous, as they could not
     /// punch through the NATs (read when its game loop ended).
     pub relayed: Vec<PlayerId>,
