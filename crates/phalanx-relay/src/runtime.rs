@@ -109,22 +109,10 @@ fn load_key(config: &RelayConfig) -> Result<HostKey, RelayError> {
     let Some(path) = &config.key_file else { return Ok(HostKey::from_bytes(random_bytes())) };
     let error = |why: String| RelayError::KeyFile(path.clone(), why);
     match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let text = text.trim();
-            let mut secret = [0u8; 32];
-            if text.len() != 64 {
-                return Err(error("expected 64 hex digits".into()));
-            }
-            for (i, byte) in secret.iter_mut().enumerate() {
-                *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
-                    .map_err(|_| error("expected 64 hex digits".into()))?;
-            }
-            Ok(HostKey::from_bytes(secret))
-        }
+        Ok(text) => HostKey::from_hex(&text).map_err(|_| error("expected 64 hex digits".into())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = HostKey::from_bytes(random_bytes());
-            let hex: String = key.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
-            std::fs::write(path, hex + "\n").map_err(|e| error(e.to_string()))?;
+            std::fs::write(path, key.to_hex() + "\n").map_err(|e| error(e.to_string()))?;
             Ok(key)
         }
         Err(e) => Err(error(e.to_string())),

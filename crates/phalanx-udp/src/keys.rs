@@ -20,9 +20,7 @@ pub struct HostPublicKey(pub [u8; 32]);
 impl fmt::Display for HostPublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let shown = if f.alternate() { &self.0[..8] } else { &self.0[..] };
-        for byte in shown {
-            write!(f, "{byte:02x}")?;
-        }
+        write_hex(f, shown)?;
         if f.alternate() {
             write!(f, "…")?;
         }
@@ -36,14 +34,33 @@ impl fmt::Debug for HostPublicKey {
     }
 }
 
-/// A host public key string was not 64 hex digits.
+/// A key string (a [`HostPublicKey`], or a [`HostKey`]'s secret) was not 64 hex digits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyParseError;
 
 impl fmt::Display for KeyParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a host public key is 64 hex digits (X25519)")
+        write!(f, "a key is 64 hex digits (X25519)")
     }
+}
+
+/// Writes `bytes` as lowercase hex digits.
+fn write_hex(out: &mut impl fmt::Write, bytes: &[u8]) -> fmt::Result {
+    bytes.iter().try_for_each(|byte| write!(out, "{byte:02x}"))
+}
+
+/// Reads 32 bytes from 64 hex digits (surrounding whitespace ignored).
+fn parse_hex32(text: &str) -> Result<[u8; 32], KeyParseError> {
+    let text = text.trim().as_bytes();
+    if text.len() != 64 {
+        return Err(KeyParseError);
+    }
+    let mut bytes = [0u8; 32];
+    for (byte, pair) in bytes.iter_mut().zip(text.chunks_exact(2)) {
+        let digits = std::str::from_utf8(pair).map_err(|_| KeyParseError)?;
+        *byte = u8::from_str_radix(digits, 16).map_err(|_| KeyParseError)?;
+    }
+    Ok(bytes)
 }
 
 impl std::error::Error for KeyParseError {}
@@ -52,16 +69,7 @@ impl FromStr for HostPublicKey {
     type Err = KeyParseError;
 
     fn from_str(text: &str) -> Result<HostPublicKey, KeyParseError> {
-        let text = text.trim().as_bytes();
-        if text.len() != 64 {
-            return Err(KeyParseError);
-        }
-        let mut bytes = [0u8; 32];
-        for (byte, pair) in bytes.iter_mut().zip(text.chunks_exact(2)) {
-            let digits = std::str::from_utf8(pair).map_err(|_| KeyParseError)?;
-            *byte = u8::from_str_radix(digits, 16).map_err(|_| KeyParseError)?;
-        }
-        Ok(HostPublicKey(bytes))
+        parse_hex32(text).map(HostPublicKey)
     }
 }
 
@@ -89,6 +97,20 @@ impl HostKey {
     /// The secret, to save the identity and restore it with [`HostKey::from_bytes`].
     pub fn to_bytes(&self) -> [u8; 32] {
         self.secret
+    }
+
+    /// The secret as 64 lowercase hex digits, to keep the identity in a file or hand a seat
+    /// its key (it *is* the key: keep it as secret); [`HostKey::from_hex`] reads it back.
+    pub fn to_hex(&self) -> String {
+        let mut text = String::with_capacity(64);
+        // Writing to a String cannot fail.
+        let _ = write_hex(&mut text, &self.secret);
+        text
+    }
+
+    /// The key pair whose secret [`HostKey::to_hex`] wrote (surrounding whitespace ignored).
+    pub fn from_hex(text: &str) -> Result<HostKey, KeyParseError> {
+        parse_hex32(text).map(HostKey::from_bytes)
     }
 
     /// The public half, which clients pin.

@@ -247,4 +247,10 @@ fn keys_round_trip_through_bytes_and_hex() {
     assert!(hex[..63].parse::<HostPublicKey>().is_err());
     // Debug never shows the secret.
     assert!(!format!("{key:?}").contains("0303030303"));
+    // The secret's own hex reads back to the same key pair; anything else is refused.
+    let secret = key.to_hex();
+    assert_eq!(secret, "03".repeat(32));
+    assert_eq!(HostKey::from_hex(&secret).map(|k| k.public()), Ok(public));
+    assert!(HostKey::from_hex(&secret[..63]).is_err());
+    assert!(HostKey::from_hex(&"é".repeat(32)).is_err());
 }

@@ -4,7 +4,6 @@
 //! (the loopback test reads them), and relays the pairs that cannot punch through. Each peer
 //! prints its summary, and with `--json` a JSON line, like a client.
 
-use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -60,10 +59,7 @@ fn peer_command(
     roster: &str,
 ) -> String {
     let MatchArgs { players, units, minutes, seed } = args.game;
-    let mut secret = String::with_capacity(64);
-    for byte in key.to_bytes() {
-        let _ = write!(secret, "{byte:02x}");
-    }
+    let secret = key.to_hex();
     let mut command = format!(
         "archers peer --rendezvous {addr} --match {match_id} --seat {seat} --secret {secret} \
          --roster {roster} --players {players} --units {units} --minutes {minutes} --seed {seed}"
@@ -81,7 +77,7 @@ pub(crate) fn peer(args: &PeerArgs) -> ExitCode {
         rendezvous: args.rendezvous,
         match_id: args.match_id,
         seat: args.seat,
-        key: HostKey::from_bytes(args.secret),
+        key: args.secret.clone(),
         roster: args.roster.clone(),
         modem: args.modem,
     };

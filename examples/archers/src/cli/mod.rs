@@ -266,7 +266,7 @@ pub(crate) struct PeerArgs {
     pub(crate) seat: u8,
     /// Our secret key (64 hex digits), as the rendezvous printed it.
     #[arg(long, value_name = "HEX", help_heading = "Real sockets", value_parser = secret_key)]
-    pub(crate) secret: [u8; 32],
+    pub(crate) secret: phalanx::udp::HostKey,
     /// Every seat's public key, by seat, comma-separated.
     #[arg(long, value_name = "HEX,..", help_heading = "Real sockets", value_delimiter = ',')]
     pub(crate) roster: Vec<phalanx::udp::HostPublicKey>,
@@ -296,18 +296,9 @@ impl PeerArgs {
     }
 }
 
-/// A secret key: 64 hex digits.
-fn secret_key(text: &str) -> Result<[u8; 32], String> {
-    let digits = text.as_bytes();
-    if digits.len() != 64 || !digits.iter().all(u8::is_ascii_hexdigit) {
-        return Err("a secret key is 64 hex digits".into());
-    }
-    let mut key = [0u8; 32];
-    for (byte, pair) in key.iter_mut().zip(digits.chunks(2)) {
-        let pair = std::str::from_utf8(pair).map_err(|e| e.to_string())?;
-        *byte = u8::from_str_radix(pair, 16).map_err(|e| e.to_string())?;
-    }
-    Ok(key)
+/// A secret key: 64 hex digits (`HostKey::to_hex`).
+fn secret_key(text: &str) -> Result<phalanx::udp::HostKey, String> {
+    phalanx::udp::HostKey::from_hex(text).map_err(|error| error.to_string())
 }
 
 /// `archers client`.
