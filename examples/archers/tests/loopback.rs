@@ -92,18 +92,5 @@ fn agree_over(transport: &[&str], pin_flag: &str) {
         .flatten()
         .map(|rest| common::json(&format!("{CLIENT_JSON}{rest}")))
         .collect();
-    let mut players: Vec<u64> = lines.iter().map(|l| l["player"].as_u64().unwrap()).collect();
-    players.sort_unstable();
-    assert_eq!(players, [0, 1, 2], "three distinct players");
-    for line in &lines {
-        assert_eq!(line["turns"], common::turns_in(9_000), "{line}");
-        assert_eq!(line["ended"], "finished", "the host ends the match: {line}");
-        assert_eq!(line["desyncs"], serde_json::json!([]), "{line}");
-        assert_eq!(line["final_state_hash"], lines[0]["final_state_hash"]);
-    }
-    let executed: Vec<u64> =
-        lines.iter().map(|l| l["commands_executed"].as_u64().unwrap()).collect();
-    assert!(executed.iter().all(|e| *e == executed[0]), "{executed:?}");
-    let submitted: u64 = lines.iter().map(|l| l["commands_submitted"].as_u64().unwrap()).sum();
-    assert!(submitted > 0 && executed[0] == submitted, "{lines:?}");
+    common::check_one_match(&lines, PLAYERS as u64, 9_000, "the host");
 }

@@ -57,18 +57,5 @@ fn four_peer_processes_agree_over_loopback() {
     }
     let lines: Vec<Value> =
         results.iter().flatten().map(|rest| common::json(&format!("{PEER_JSON}{rest}"))).collect();
-    let mut players: Vec<u64> = lines.iter().map(|l| l["player"].as_u64().unwrap()).collect();
-    players.sort_unstable();
-    assert_eq!(players, [0, 1, 2, 3], "four distinct players");
-    for line in &lines {
-        assert_eq!(line["turns"], common::turns_in(9_000), "{line}");
-        assert_eq!(line["ended"], "finished", "player 0 ends the match: {line}");
-        assert_eq!(line["desyncs"], serde_json::json!([]), "{line}");
-        assert_eq!(line["final_state_hash"], lines[0]["final_state_hash"]);
-    }
-    let executed: Vec<u64> =
-        lines.iter().map(|l| l["commands_executed"].as_u64().unwrap()).collect();
-    assert!(executed.iter().all(|e| *e == executed[0]), "{executed:?}");
-    let submitted: u64 = lines.iter().map(|l| l["commands_submitted"].as_u64().unwrap()).sum();
-    assert!(submitted > 0 && executed[0] == submitted, "{lines:?}");
+    common::check_one_match(&lines, 4, 9_000, "player 0");
 }

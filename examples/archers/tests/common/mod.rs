@@ -16,3 +16,25 @@ pub(crate) fn json(line: &str) -> Value {
     assert!(value.is_object(), "not a JSON object: {line}");
     value
 }
+
+/// The `--json` lines of every player of one match over real sockets: `players` distinct
+/// players, each of which played the whole match (`ms` long), ended `finished` (`ended_by`
+/// names who ends it, for a failure's message), saw no desync and holds the same final state;
+/// every command submitted was executed by all.
+#[allow(dead_code, reason = "only the real-socket tests play a match across processes")]
+pub(crate) fn check_one_match(lines: &[Value], players: u64, ms: u64, ended_by: &str) {
+    let mut seen: Vec<u64> = lines.iter().map(|l| l["player"].as_u64().unwrap()).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..players).collect::<Vec<_>>(), "{players} distinct players");
+    for line in lines {
+        assert_eq!(line["turns"], turns_in(ms), "{line}");
+        assert_eq!(line["ended"], "finished", "{ended_by} ends the match: {line}");
+        assert_eq!(line["desyncs"], serde_json::json!([]), "{line}");
+        assert_eq!(line["final_state_hash"], lines[0]["final_state_hash"]);
+    }
+    let executed: Vec<u64> =
+        lines.iter().map(|l| l["commands_executed"].as_u64().unwrap()).collect();
+    assert!(executed.iter().all(|e| *e == executed[0]), "{executed:?}");
+    let submitted: u64 = lines.iter().map(|l| l["commands_submitted"].as_u64().unwrap()).sum();
+    assert!(submitted > 0 && executed[0] == submitted, "{lines:?}");
+}
