@@ -83,9 +83,29 @@ fn kbit_per_s(report: &SimReport) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The worst players' stalls of the mesh and of the relay, summed over the seeds of a test.
+#[derive(Default)]
+struct Stalls(std::sync::Mutex<(u64, u64)>);
+
+impl Stalls {
+    /// One seed's runs.
+    fn add(&self, mesh: &SimReport, relay: &SimReport) {
+        let mut sums = self.0.lock().expect("not poisoned");
+        sums.0 += worst_stall(mesh);
+        sums.1 += worst_stall(relay);
+    }
+
+    /// The mesh (`what`) stalled no longer than the relay over the seeds; both printed.
+    fn assert_no_worse(self, what: &str) {
+        let (mesh, relay) = self.0.into_inner().expect("not poisoned");
+        eprintln!("worst stalls summed over the seeds: {what} {mesh} ms, relay {relay} ms");
+        assert!(mesh <= relay, "the {what} stalled {mesh} ms over the seeds, the relay {relay} ms");
+    }
+}
+
 #[test]
 fn the_mesh_halves_the_relay_latency() {
-    let stalls = std::sync::Mutex::new((0, 0));
+    let stalls = Stalls::default();
     for_each_seed(seeded_test!("mesh_vs_relay"), SEEDS, |seed| {
         let mesh = run(scenario(seed, true))?;
         let relay = run(scenario(seed, false))?;
@@ -99,14 +119,10 @@ fn the_mesh_halves_the_relay_latency() {
         ensure(mesh_p95 > 0 && f64::from(mesh_p95) <= 0.6 * f64::from(relay_p95), || {
             format!("p95 mesh {mesh_p95} ms, relay {relay_p95} ms: more than 0.6 ×")
         })?;
-        let mut stalls = stalls.lock().expect("not poisoned");
-        stalls.0 += mesh_stall;
-        stalls.1 += relay_stall;
+        stalls.add(&mesh, &relay);
         Ok(())
     });
-    let (mesh, relay) = stalls.into_inner().expect("not poisoned");
-    eprintln!("worst stalls summed over the seeds: mesh {mesh} ms, relay {relay} ms");
-    assert!(mesh <= relay, "the mesh stalled {mesh} ms over the seeds, the relay {relay} ms");
+    stalls.assert_no_worse("mesh");
 }
 
 /// The master crashes (no goodbye) at a random moment of the same scenario: the other seven
@@ -161,7 +177,7 @@ fn the_master_crashes_and_the_others_play_on() {
 /// relay runs twice: the same seed, the same trace.
 #[test]
 fn the_modem_profile_fits_a_modem() {
-    let stalls = std::sync::Mutex::new((0, 0));
+    let stalls = Stalls::default();
     for_each_seed(seeded_test!("mesh_modem"), SEEDS, |seed| {
         let modem = |mesh: bool| {
             let mut config = scenario(seed, mesh);
@@ -187,14 +203,10 @@ fn the_modem_profile_fits_a_modem() {
             worst_p95(&relay),
         );
         ensure(kbit <= 28.8, || format!("{kbit:.1} kbit/s a player, over a 28.8 kbit/s modem"))?;
-        let mut stalls = stalls.lock().expect("not poisoned");
-        stalls.0 += mesh_stall;
-        stalls.1 += relay_stall;
+        stalls.add(&mesh, &relay);
         Ok(())
     });
-    let (mesh, relay) = stalls.into_inner().expect("not poisoned");
-    eprintln!("worst stalls summed over the seeds: modem mesh {mesh} ms, relay {relay} ms");
-    assert!(mesh <= relay, "the modem mesh stalled {mesh} ms over the seeds, the relay {relay} ms");
+    stalls.assert_no_worse("modem mesh");
 }
 
 /// The NAT matrix at L2: eight peers behind NATs, two of each kind (full cone,
