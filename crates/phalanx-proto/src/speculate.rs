@@ -78,6 +78,7 @@ pub struct Speculation<C, S> {
     predicted_to: Option<Turn>,
     /// An order came for a turn already predicted: the next `predict` starts over.
     stale: bool,
+    /// The counts (`pending_orders` is read from `pending` when asked).
     stats: SpeculationStats,
 }
 
@@ -102,7 +103,6 @@ impl<C: Clone, S> Speculation<C, S> {
         let at =
             self.pending.partition_point(|(t, _)| (t.turn, t.seq) <= (ticket.turn, ticket.seq));
         self.pending.insert(at, (ticket, command));
-        self.stats.pending_orders = self.pending.len();
         // Predicted past the order's turn without it: those turns run again.
         self.stale |= self.predicted_to.is_some_and(|to| to > ticket.turn);
     }
@@ -129,7 +129,6 @@ impl<C: Clone, S> Speculation<C, S> {
             })
             .collect();
         self.pending.retain(|(ticket, _)| !seen.contains(&ticket.seq));
-        self.stats.pending_orders = self.pending.len();
     }
 
     /// Runs the game ahead through turn `through` (included) on our own pending orders:
@@ -168,7 +167,7 @@ impl<C: Clone, S> Speculation<C, S> {
 
     /// What speculation cost so far.
     pub fn stats(&self) -> SpeculationStats {
-        self.stats
+        SpeculationStats { pending_orders: self.pending.len(), ..self.stats }
     }
 
     /// The turn we predict an order of ours at: its stamped turn, or the next confirmed one
