@@ -93,15 +93,13 @@ impl SimSocket {
         let _ = self.nats.set(nats);
     }
 
-    /// Where a datagram to `to` goes, and the envelope in front of it; `None` when a NAT
-    /// drops it.
-    fn route(&self, to: SocketAddr) -> Option<(SocketAddr, Vec<u8>)> {
-        let Some(nats) = self.nats.get() else { return Some((to, Vec::new())) };
+    /// Where a datagram to `to` goes, and, in a run with NATs, the source its envelope
+    /// names; `None` when a NAT drops it.
+    fn route(&self, to: SocketAddr) -> Option<(SocketAddr, Option<SocketAddr>)> {
+        let Some(nats) = self.nats.get() else { return Some((to, None)) };
         let now = turmoil::elapsed().as_millis() as u64;
         let (destination, source) = nats.lock().expect("not poisoned").route(now, self.node, to)?;
-        let mut front = Vec::with_capacity(ENVELOPE_MAX);
-        envelope(source, &mut front);
-        Some((destination, front))
+        Some((destination, Some(source)))
     }
 
     /// The owning process dies: from now on the socket sends nothing and drops what arrives,
@@ -165,7 +163,7 @@ impl AsyncUdpSocket for SimSocket {
             return Ok(());
         }
         let len = transmit.contents.len();
-        let Some((destination, front)) = self.route(transmit.destination) else {
+        let Some((destination, source)) = self.route(transmit.destination) else {
             // A NAT dropped it: lost on the way, as the trace sees it.
             let mut trace = self.trace.lock().expect("not poisoned");
             trace.record(self.node, transmit.destination, len, 0);
@@ -174,12 +172,17 @@ impl AsyncUdpSocket for SimSocket {
         let (copies, corrupt) = self.plan(len, destination.ip());
         self.trace.lock().expect("not poisoned").record(self.node, destination, len, copies.len());
         let mut contents = std::borrow::Cow::Borrowed(transmit.contents);
-        if !front.is_empty() {
-            contents = std::borrow::Cow::Owned([&front[..], transmit.contents].concat());
+        let mut front = 0;
+        if let Some(source) = source {
+            let mut bytes = Vec::with_capacity(ENVELOPE_MAX + len);
+            envelope(source, &mut bytes);
+            front = bytes.len();
+            bytes.extend_from_slice(transmit.contents);
+            contents = std::borrow::Cow::Owned(bytes);
         }
         if let Some(index) = corrupt {
             // The payload only: the envelope stands for the IP header, which a checksum guards.
-            contents.to_mut()[front.len() + index] ^= 0x20;
+            contents.to_mut()[front + index] ^= 0x20;
         }
         for delay in copies {
             if delay.is_zero() {
