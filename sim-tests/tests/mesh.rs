@@ -216,7 +216,7 @@ fn the_modem_profile_fits_a_modem() {
 /// hole punching cannot work between its kinds (`NatKind::punchable`), as both ends say.
 #[test]
 fn the_nat_matrix_plays_through_a_rendezvous() {
-    for_each_seed(seeded_test!("mesh_nat_matrix"), 8, |seed| {
+    for_each_seed(seeded_test!("mesh_nat_matrix"), SEEDS, |seed| {
         let mut config = scenario(seed, true);
         config.turns = 150;
         config.nats = NatKind::ALL.iter().flat_map(|&kind| [Some(kind), Some(kind)]).collect();
