@@ -11,9 +11,14 @@
 //! - no player stalls longer in total than the worst player does with the relay off plus a
 //!   second (the buffer hides a single lost turn; what is left is the cut).
 //!
-//! `PHALANX_SEEDS=<n>` sets the seeds (default 12).
+//! The demo's profile itself (`SessionConfig::quiet_relay`) on a clean link: its playout
+//! buffer takes the extra turn only after a loss, so the command delay is one turn and every
+//! player's p95 latency stays within one round trip and a turn (250 ms), on the wire it sends
+//! with the extra always there.
+//!
+//! `PHALANX_SEEDS=<n>` sets the seeds (default 12; 24 for the clean link).
 
-use phalanx::PlayerId;
+use phalanx::{PlayerId, SessionConfig};
 use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Step};
 use phalanx_testkit::{for_each_seed, seeded_test};
 
@@ -78,6 +83,47 @@ fn the_quiet_relay_halves_the_uplink_and_hides_single_losses() {
                     on.name(),
                     on.stall_ms,
                     worst_classic_stall
+                ));
+            }
+        }
+        Ok(())
+    });
+}
+
+/// The quiet relay's own profile, 8 players, 100 ms round trip, no loss, no jitter, no cut.
+fn clean(seed: u64, extra_after_loss: bool) -> SimConfig {
+    let mut config = SimConfig::new(seed, 8);
+    config.transport = phalanx::Transport::Udp;
+    config.latency_ms = 50;
+    config.turns = 200;
+    config.session = SessionConfig::default().quiet_relay();
+    config.session.playout.extra_after_loss = extra_after_loss;
+    config
+}
+
+#[test]
+fn on_a_clean_link_the_quiet_relay_keeps_a_turn_of_command_delay() {
+    for_each_seed(seeded_test!("quiet_clean"), 24, |seed| {
+        let lean = run(clean(seed, true)).map_err(|e| format!("extra after loss: {e}"))?;
+        let always = run(clean(seed, false)).map_err(|e| format!("extra always: {e}"))?;
+        for (on, off) in lean.players.iter().zip(&always.players) {
+            let p95 = |player: &phalanx_sim::PlayerReport| player.latency_ms.map(|l| l.1);
+            let (Some(lean_p95), Some(always_p95)) = (p95(on), p95(off)) else {
+                return Err(format!("{}: no latency measured", on.name()));
+            };
+            if lean_p95 > 250 || always_p95 <= 250 {
+                return Err(format!(
+                    "{}: p95 {lean_p95} ms with the extra after a loss, {always_p95} ms always",
+                    on.name()
+                ));
+            }
+            // The same datagrams, give or take a few: the wire is unchanged.
+            let (sent, sent_always) =
+                (on.wire_bytes.0 + on.wire_bytes.1, off.wire_bytes.0 + off.wire_bytes.1);
+            if sent * 100 > sent_always * 105 {
+                return Err(format!(
+                    "{} sent {sent} B with the extra after a loss, {sent_always} B always",
+                    on.name()
                 ));
             }
         }

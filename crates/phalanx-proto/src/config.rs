@@ -173,6 +173,8 @@ impl SessionConfig {
         self.link.heartbeat_ms = 500;
         self.playout.extra_ms = 150;
         self.playout.buffer_ms_max = 170;
+        self.playout.extra_after_loss = true;
+        self.turns.command_delay_turns = 1;
         self.turns.pace_tolerance_ms = 20;
         self.link.repeat_loss_permille = 1_000;
         self.turns.window_turns = 20;

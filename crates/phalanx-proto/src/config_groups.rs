@@ -251,11 +251,18 @@ pub struct PlayoutConfig {
     /// `turns.pace_tolerance_ms`). The quiet relay's setting (see `link.heartbeat_ms`). 0..=`playout.buffer_ms_max`.
     /// Default: 0 ms.
     pub extra_ms: u32,
+    /// Add `playout.extra_ms` only while the link loses turns (a local setting): from the first
+    /// turn that arrives missing (a later turn came first, or it first came as a copy or a
+    /// resend) until 256 turns pass without another. A clean link then keeps the jitter's buffer alone, and the command delay
+    /// that buffer allows (a turn less when the round trip is under a turn); the price is that
+    /// the first loss after a clean spell is late (a hitch of about a round trip) and the
+    /// schedule then moves later by the extra, once. The quiet relay's setting. Default: off.
+    pub extra_after_loss: bool,
 }
 
 impl Default for PlayoutConfig {
     fn default() -> Self {
-        PlayoutConfig { buffer_ms_max: 80, extra_ms: 0 }
+        PlayoutConfig { buffer_ms_max: 80, extra_ms: 0, extra_after_loss: false }
     }
 }
 

@@ -73,11 +73,7 @@ impl Client {
             turn_length_ms: accept.turn_length_ms,
             command_delay_turns: accept.command_delay_turns,
         };
-        self.playout = Playout::new(
-            config.playout.extra_ms,
-            config.playout.buffer_ms_max,
-            accept.turn_length_ms,
-        );
+        self.playout = Playout::configured(&config.playout, accept.turn_length_ms);
         self.config = config;
         self.buffered.resize(self.config.turns.window_turns as usize, None);
         // (The host acknowledges our commands in the next bundle it sends: up to a turn.)

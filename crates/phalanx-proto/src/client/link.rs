@@ -44,6 +44,8 @@ impl Client {
         }
         if let Some((missing, _)) = self.overdue().filter(|&(_, at)| at <= now_ms) {
             self.overdue_reported = Some(missing);
+            // Not there past its slowest arrival: lost (or later than the buffer covers).
+            self.playout.on_loss(missing);
             self.report_gap_now();
         }
         self.schedule_next_turn(now_ms);
@@ -221,7 +223,17 @@ impl Client {
                 // The datagram's own turn: the others it carries are copies, and a turn we
                 // reported missing comes as a resend, or late (see playout).
                 self.playout.on_arrival(turn, now_ms, reported.contains(&Some(turn)));
+            } else {
+                // Its own datagram did not bring it: it first came as a copy or a resend.
+                self.playout.on_loss(turn);
             }
+        }
+        let missing = self.buffered.iter().position(Option::is_none);
+        if let Some(missing) =
+            missing.filter(|&at| self.buffered.iter().skip(at).any(Option::is_some))
+        {
+            // A later turn came first.
+            self.playout.on_loss(self.next_exec.saturating_add(missing as u32));
         }
         let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
         self.stats.bundles_buffered_high_water = self.stats.bundles_buffered_high_water.max(held);

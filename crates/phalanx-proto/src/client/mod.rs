@@ -172,11 +172,7 @@ impl Client {
             heartbeat_ms: config.link.heartbeat_ms,
         }
         .encode();
-        let playout = Playout::new(
-            config.playout.extra_ms,
-            config.playout.buffer_ms_max,
-            config.turns.length_ms,
-        );
+        let playout = Playout::configured(&config.playout, config.turns.length_ms);
         let client = Client {
             limits: Limits::new(&config),
             config,

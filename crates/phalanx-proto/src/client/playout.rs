@@ -38,6 +38,7 @@
 //! does account for it: a command stamped from a later local turn reaches the host later, so
 //! the client reports its buffer and speed control adds it to the round trip it covers.
 
+use crate::config::PlayoutConfig;
 use crate::types::Turn;
 use crate::window::SortedWindow;
 
@@ -47,6 +48,9 @@ const WINDOW: usize = 64;
 /// Consecutive turns later than any buffer would cover that mark a step in the offsets.
 const SHIFT_SAMPLES: u32 = 3;
 
+/// With the extra only after a loss: turns after the last loss that the extra stays.
+const LOSS_MEMORY_TURNS: u32 = 256;
+
 /// The schedule. Times are the client's local milliseconds.
 #[derive(Debug)]
 pub(crate) struct Playout {
@@ -54,6 +58,12 @@ pub(crate) struct Playout {
     max_ms: u64,
     /// Added to the buffer the jitter calls for (at most `max_ms`).
     extra_ms: u64,
+    /// The extra applies only within [`LOSS_MEMORY_TURNS`] of the last loss.
+    extra_after_loss: bool,
+    /// The last turn that arrived missing (with `extra_after_loss`).
+    lost: Option<Turn>,
+    /// The newest turn that arrived.
+    newest: Turn,
     /// The turn length the offsets are measured against.
     length_ms: u64,
     /// Offsets are `arrival − (turn − anchor) × length_ms`, to stay small.
@@ -76,6 +86,9 @@ impl Playout {
         Playout {
             max_ms: max_ms.into(),
             extra_ms: extra_ms.min(max_ms).into(),
+            extra_after_loss: false,
+            lost: None,
+            newest: Turn::ZERO,
             length_ms: turn_length_ms.max(1).into(),
             anchor: None,
             offsets: SortedWindow::new(WINDOW),
@@ -86,9 +99,38 @@ impl Playout {
         }
     }
 
+    /// The schedule `config` asks for, at `turn_length_ms`: with `extra_after_loss`, the extra
+    /// applies only from a turn that arrived missing ([`on_loss`](Self::on_loss)) until
+    /// [`LOSS_MEMORY_TURNS`] later.
+    pub(crate) fn configured(config: &PlayoutConfig, turn_length_ms: u32) -> Playout {
+        Playout {
+            extra_after_loss: config.extra_after_loss,
+            ..Playout::new(config.extra_ms, config.buffer_ms_max, turn_length_ms)
+        }
+    }
+
     /// The buffer in force, ms.
     pub(crate) fn buffer_ms(&self) -> u64 {
         self.buffer_ms
+    }
+
+    /// `turn` arrived missing: a later turn came first, or it first came as a copy or a
+    /// resend. With the extra only after a loss, the buffer takes the extra now.
+    pub(crate) fn on_loss(&mut self, turn: Turn) {
+        if !self.extra_after_loss {
+            return;
+        }
+        let first = !self.extra_in_force();
+        self.lost = Some(self.lost.map_or(turn, |lost| lost.max(turn)));
+        if first {
+            self.resize();
+        }
+    }
+
+    /// The extra the buffer takes now: always, or within [`LOSS_MEMORY_TURNS`] of a loss.
+    fn extra_in_force(&self) -> bool {
+        !self.extra_after_loss
+            || self.lost.is_some_and(|lost| self.newest.since(lost) < LOSS_MEMORY_TURNS)
     }
 
     fn offset(&self, anchor: Turn, turn: Turn, at_ms: u64) -> i64 {
@@ -104,6 +146,7 @@ impl Playout {
         if self.max_ms == 0 {
             return;
         }
+        self.newest = self.newest.max(turn);
         let anchor = *self.anchor.get_or_insert(turn);
         let offset = self.offset(anchor, turn, now_ms);
         if !self.offsets.is_empty() {
@@ -164,7 +207,8 @@ impl Playout {
         if samples == 1 || low < self.base || low > self.base + settle as i64 {
             self.base = low;
         }
-        let spread = (self.jitter_ms() + self.extra_ms).min(self.max_ms);
+        let extra = if self.extra_in_force() { self.extra_ms } else { 0 };
+        let spread = (self.jitter_ms() + extra).min(self.max_ms);
         if spread > self.buffer_ms {
             // The 95th percentile creeps up, a little at a time (more so while the window
             // fills): a margin now saves moving the schedule again at the next step. Within
@@ -232,7 +276,8 @@ impl Playout {
     pub(crate) fn overdue_ms(&self, turn: Turn, round_trip_ms: u64) -> Option<u64> {
         let due = self.due_ms(turn)?;
         let spread = self.jitter_ms();
-        let slowest = due.saturating_sub(self.buffer_ms) + spread;
+        // A margin past the slowest arrival: a turn due on the dot is not missing yet.
+        let slowest = due.saturating_sub(self.buffer_ms) + spread + self.settle_ms();
         Some(due.saturating_sub(round_trip_ms + spread).max(slowest))
     }
 
@@ -300,6 +345,36 @@ mod tests {
         let mut playout = Playout::new(150, 170, 100);
         feed(&mut playout, 0..20, |turn| u64::from(turn % 2) * 8);
         assert_eq!(playout.buffer_ms(), 164);
+    }
+
+    #[test]
+    fn with_the_extra_after_loss_a_clean_link_has_no_buffer_until_a_loss() {
+        let config = PlayoutConfig { extra_ms: 150, buffer_ms_max: 170, extra_after_loss: true };
+        let mut playout = Playout::configured(&config, 100);
+        feed(&mut playout, 0..100, |_| 0);
+        assert_eq!(playout.buffer_ms(), 0, "no loss yet: the jitter's buffer alone");
+        // The extra, and the margin the buffer grows with (3 ms at 100 ms turns).
+        playout.on_loss(Turn(100));
+        assert_eq!(playout.buffer_ms(), 153, "the extra at once");
+        feed(&mut playout, 100..100 + LOSS_MEMORY_TURNS - 1, |_| 0);
+        assert_eq!(playout.buffer_ms(), 153, "kept while the loss is recent");
+        feed(&mut playout, 100 + LOSS_MEMORY_TURNS..110 + LOSS_MEMORY_TURNS, |_| 0);
+        assert_eq!(playout.buffer_ms(), 0, "dropped once a loss memory passed clean");
+        // Without the setting the extra is always there.
+        let always = PlayoutConfig { extra_after_loss: false, ..config };
+        let mut playout = Playout::configured(&always, 100);
+        feed(&mut playout, 0..100, |_| 0);
+        assert_eq!(playout.buffer_ms(), 150);
+    }
+
+    #[test]
+    fn a_turn_due_on_the_dot_is_not_overdue_before_its_margin() {
+        // No buffer: a request cannot beat the turn, so it waits for the slowest arrival and
+        // a margin (a thirty-second of the turn) instead of racing a turn due this very ms.
+        let mut playout = Playout::new(0, 80, 100);
+        feed(&mut playout, 0..100, |_| 0);
+        let due = playout.due_ms(Turn(100)).unwrap();
+        assert_eq!(playout.overdue_ms(Turn(100), 100), Some(due + 3));
     }
 
     #[test]
