@@ -27,6 +27,7 @@ fn turn(number: u32) -> TypedTurn<Order> {
         wants_snapshot: false,
         catching_up: false,
         last: false,
+        predicted: false,
     }
 }
 

@@ -39,10 +39,18 @@ fn speculation_changes_nothing_confirmed() {
                 format!("{:?}: the speculating game's turns differ", a.player)
             })?;
         }
-        let predicted: u64 =
-            spec.players.iter().filter_map(|p| p.speculation).map(|s| s.predicted_turns).sum();
-        let rolled_back: u64 =
-            spec.players.iter().filter_map(|p| p.speculation).map(|s| s.resimulated_turns).sum();
+        let predicted: u64 = spec
+            .players
+            .iter()
+            .filter_map(|p| p.speculation.as_ref())
+            .map(|s| s.stats.predicted_turns)
+            .sum();
+        let rolled_back: u64 = spec
+            .players
+            .iter()
+            .filter_map(|p| p.speculation.as_ref())
+            .map(|s| s.stats.resimulated_turns)
+            .sum();
         ensure(predicted > 0 && rolled_back > 0, || {
             format!("predicted {predicted} turns, rolled back {rolled_back}")
         })

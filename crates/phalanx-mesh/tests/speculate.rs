@@ -72,6 +72,7 @@ fn turn(number: u32, records: Vec<TypedRecord<Order>>) -> TypedTurn<Order> {
         wants_snapshot: false,
         catching_up: false,
         last: false,
+        predicted: false,
     }
 }
 

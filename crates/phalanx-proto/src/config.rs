@@ -165,9 +165,11 @@ impl SessionConfig {
     /// (`docs/design/quiet-relay.md`), which the archers demo plays: 150 ms turns; clients
     /// acknowledge turns in a heartbeat every 500 ms and send commands at once; a turn's
     /// datagram carries the unacknowledged turns before it once its link lost one; a playout
-    /// buffer of a turn more than the jitter calls for (up to 170 ms); speed control tolerates
-    /// 20 ms past two turns of round trip; a 20-turn window. About 6.4 kbit/s per player in the
-    /// demo, against 16.6 with the defaults.
+    /// buffer of a turn more than the jitter calls for (up to 170 ms) once the link has lost a
+    /// turn (`playout.extra_after_loss`), the command delay starting at one turn; speed control
+    /// tolerates 20 ms past two turns of round trip; a 20-turn window. About 6.4 kbit/s per
+    /// player in the demo, against 16.6 with the defaults; on a clean link, a command delay of
+    /// one turn while the round trip is under one.
     pub fn quiet_relay(mut self) -> SessionConfig {
         self.turns.length_ms = 150;
         self.link.heartbeat_ms = 500;

@@ -43,7 +43,9 @@ pub trait Rollback<C> {
     fn save(&self) -> Self::Saved;
     /// Puts back a state [`save`](Rollback::save) made.
     fn restore(&mut self, saved: &Self::Saved);
-    /// Executes one turn, confirmed or predicted, as it executes any turn.
+    /// Executes one turn, confirmed or predicted, as it executes any turn. A predicted one
+    /// has [`TypedTurn::predicted`] set: it will be rolled back, so what cannot be taken back
+    /// (a replay, statistics, a sound) waits for the confirmed turn.
     fn execute(&mut self, turn: &TypedTurn<C>);
 }
 
@@ -197,6 +199,7 @@ impl<C: Clone, S> Speculation<C, S> {
             wants_snapshot: false,
             catching_up: false,
             last: false,
+            predicted: true,
         }
     }
 

@@ -185,6 +185,10 @@ pub struct TypedTurn<C> {
     /// did), the session ends once it is executed, and orders submitted after it are
     /// refused with `NotRunning`.
     pub last: bool,
+    /// A turn [`speculation`](crate::speculate) predicted, never one a session hands out: the
+    /// game executes it as any turn, but it is not confirmed and will be rolled back. Keep it
+    /// out of what cannot be taken back: replays, statistics, sounds, messages to players.
+    pub predicted: bool,
 }
 
 impl<C: DeserializeOwned> TypedTurn<C> {
@@ -212,6 +216,7 @@ impl<C: DeserializeOwned> TypedTurn<C> {
             wants_snapshot: false,
             catching_up: false,
             last,
+            predicted: false,
         }
     }
 }

@@ -64,11 +64,14 @@ mod run;
 mod sampler;
 mod socket;
 mod spectator;
+mod speculating;
 mod trace;
 
 pub use config::{Hostile, SimConfig, Step, Topology};
 pub use game::{ChainGame, SimGame};
-pub use report::{CrowdReport, PlayerReport, Sample, SimError, SimReport};
+pub use report::{
+    CrowdReport, PlayerReport, Sample, SimError, SimReport, SpeculationReport, FRAME_US,
+};
 pub use run::{run, run_with};
 pub use socket::SimSocket;
 

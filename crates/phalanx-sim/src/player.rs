@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use phalanx::proto::Ticket;
-use phalanx::speculate::{Rollback, Speculation};
 use phalanx::{error::JoinRefusal, Client, Event, PlayerId, TypedRecord, TypedTurn};
 
 use serde::de::DeserializeOwned;
@@ -18,6 +17,7 @@ use serde::Serialize;
 
 use crate::run::{node_seed, now_ms, Run, HOST_PORT};
 use crate::sampler::Sampler;
+use crate::speculating::Speculator;
 use crate::trace::flows;
 use crate::{Hostile, Rng, SimGame, SimSocket, Step};
 
@@ -196,8 +196,7 @@ async fn play<G: SimGame>(
         _ => None,
     });
     let mut game = G::new(me, run.config.seed, setup);
-    let mut speculation =
-        run.config.speculate.then(|| Speculation::new(me, &Speculating(&mut game)));
+    let mut speculation = run.config.speculate.then(|| Speculator::new(me, &mut game));
     let mut flipped = 0u64;
     let mut sampler = Sampler::new(machine, run.config.samples_every_ms);
     while let Some(turn) = client.next_turn().await {
@@ -231,7 +230,7 @@ async fn play<G: SimGame>(
             });
         }
         match speculation.as_mut() {
-            Some(speculation) => speculation.confirm(&mut Speculating(&mut game), &turn),
+            Some(speculation) => speculation.confirm(&mut game, &turn),
             None => game.execute(&turn),
         }
         sampler.executed(me, &turn, &run.report);
@@ -248,49 +247,10 @@ async fn play<G: SimGame>(
         let commands = game.commands(turn.turn);
         let tickets = submit(run, machine, &mut client, commands, &mut sampler).await;
         if let Some(speculation) = speculation.as_mut() {
-            predict_ahead(run, machine, speculation, &mut game, tickets, turn.turn);
+            speculation.predict(run, machine, &mut game, tickets, turn.turn);
         }
     }
     Played::Finished(client)
-}
-
-/// After confirmed turn `turn` and our orders (`tickets`): the game runs ahead through our
-/// newest order, and the report gets the counts.
-fn predict_ahead<G: SimGame>(
-    run: &Run,
-    machine: usize,
-    speculation: &mut Speculation<G::Command, Vec<u8>>,
-    game: &mut G,
-    tickets: Vec<(Ticket, G::Command)>,
-    turn: phalanx::Turn,
-) {
-    for (ticket, command) in tickets {
-        speculation.submitted(ticket, command);
-    }
-    let horizon = speculation.horizon(turn.next());
-    speculation.predict(&mut Speculating(game), horizon);
-    let stats = speculation.stats();
-    run.with_player(machine, |report| report.speculation = Some(stats));
-}
-
-/// A [`SimGame`] as speculation sees it: saved and restored through its snapshots.
-struct Speculating<'a, G>(&'a mut G);
-
-impl<G: SimGame> Rollback<G::Command> for Speculating<'_, G> {
-    type Saved = Vec<u8>;
-
-    fn save(&self) -> Vec<u8> {
-        self.0.save().expect("SimConfig::speculate needs a game that saves its state")
-    }
-
-    fn restore(&mut self, saved: &Vec<u8>) {
-        let restored = self.0.restore(saved);
-        assert!(restored, "a game restores the state it saved");
-    }
-
-    fn execute(&mut self, turn: &TypedTurn<G::Command>) {
-        self.0.execute(turn);
-    }
 }
 
 /// Tells the session of the confirmed state after `turn`: its hash (every turn: check turns

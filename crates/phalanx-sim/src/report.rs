@@ -84,8 +84,8 @@ pub struct PlayerReport {
     /// How its session ended, if before its last turn.
     pub ended: Option<EndReason>,
     /// With [`SimConfig::speculate`](crate::SimConfig::speculate): what speculation cost its
-    /// game (its last process's).
-    pub speculation: Option<phalanx::speculate::SpeculationStats>,
+    /// game and how soon its orders showed.
+    pub speculation: Option<SpeculationReport>,
     /// Mesh runs: the peers its links to went through the rendezvous, as they could not
     /// punch through the NATs (read when its game loop ended).
     pub relayed: Vec<PlayerId>,
@@ -400,3 +400,26 @@ pub(crate) fn latencies(
 ) -> Option<(u32, u32, u32)> {
     Some((p50?, p95?, max?))
 }
+
+/// What speculation did for one player ([`SimConfig::speculate`](crate::SimConfig::speculate)).
+///
+/// The player renders at [`FRAME_US`]: each confirmed turn that comes, and the orders its game
+/// gives then, make one frame of speculation work (confirm, then predict ahead), timed on the
+/// wall clock; the frame that shows an order is drawn at the first frame boundary of the
+/// simulated clock after that work is done. The times are the machine's, so they differ
+/// from run to run; the counts do not.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpeculationReport {
+    /// The counts (its last process's).
+    pub stats: phalanx::speculate::SpeculationStats,
+    /// Wall-clock microseconds of each frame's speculation work: restoring the confirmed
+    /// state, executing and saving the confirmed turn, and running the predicted turns again.
+    pub frame_us: Vec<u32>,
+    /// For each order of its game: microseconds from the order to the rendered frame that
+    /// shows it in the predicted state (the work, then the wait for the next frame).
+    pub visible_us: Vec<u32>,
+}
+
+/// The frame period of a speculating player's renderer: 60 Hz.
+pub const FRAME_US: u64 = 16_667;

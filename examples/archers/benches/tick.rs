@@ -37,6 +37,7 @@ fn battle(after: u64) -> World {
         wants_snapshot: false,
         catching_up: false,
         last: false,
+        predicted: false,
     });
     while world.events_pending() == 0 {
         world.tick();

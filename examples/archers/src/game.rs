@@ -201,6 +201,11 @@ impl SimGame for Archers {
 
     fn execute(&mut self, turn: &TypedTurn<Order>) {
         self.world.execute(turn);
+        if turn.predicted {
+            // Speculation (`--speculate`): rolled back when the confirmed turn comes, so
+            // neither the injected desync nor the replay and report see it.
+            return;
+        }
         if self.desync_at == Some(turn.turn.0) {
             self.world.flip_one_bit();
         }

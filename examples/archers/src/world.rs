@@ -471,6 +471,7 @@ mod tests {
             wants_snapshot: false,
             catching_up: false,
             last: false,
+            predicted: false,
         }
     }
 

@@ -4,8 +4,9 @@
 //! with every turn's hash matching, and a tampered one fails naming a turn; an injected
 //! one-bit desync is reported at the first check turn at or after it, naming exactly that
 //! player, pinned to exactly its turn with exactly the flipped unit's hit points named, and
-//! the bundle it writes reads back in `archers diff`. Bounded by the simulation's own time
-//! limit.
+//! the bundle it writes reads back in `archers diff`. With `--speculate` the match, its trace
+//! and its replay are byte for byte those without, and the speculation figures are reported.
+//! Bounded by the simulation's own time limit.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -262,4 +263,29 @@ fn orders_caught_in_a_cut_are_reported_apart() {
     assert!(by_player.iter().all(|p95| p95.as_u64().unwrap() < worst), "{json}");
     assert!(json["cut_orders"].as_u64().unwrap() > 0, "{json}");
     assert_eq!(json["cut_orders_latency_ms_p95"].as_u64(), Some(worst), "{json}");
+}
+
+#[test]
+fn speculation_shows_orders_ahead_and_changes_nothing_confirmed() {
+    let dir = scratch("speculate");
+    let (plain_path, speculated_path) = (dir.join("plain.replay"), dir.join("speculated.replay"));
+    let plain = run(9, &["--replay-out", plain_path.to_str().unwrap()]);
+    let speculated = run(9, &["--speculate", "--replay-out", speculated_path.to_str().unwrap()]);
+    for field in
+        ["final_state_hash", "trace_digest", "commands_executed", "latency_ms_p95_by_player"]
+    {
+        assert_eq!(plain[field], speculated[field], "{field}: {plain} vs {speculated}");
+    }
+    let (plain_bytes, speculated_bytes) =
+        (std::fs::read(&plain_path).unwrap(), std::fs::read(&speculated_path).unwrap());
+    assert!(plain_bytes == speculated_bytes, "the replays differ");
+    assert_eq!(plain["speculation"], Value::Null, "{plain}");
+    let figures = &speculated["speculation"];
+    let number = |name: &str| figures[name].as_f64().unwrap_or_else(|| panic!("{name}: {figures}"));
+    // Other players' orders are predicted as nothing: every turn with one rolls back.
+    assert!(number("rollbacks_per_minute") > 0.0, "{figures}");
+    assert!(number("resimulated_turns_per_minute") >= number("rollbacks_per_minute"), "{figures}");
+    // Shown in the first 60 Hz frame drawn after the frame's work.
+    assert!(number("visible_ms_p95") <= 16.667 + number("frame_ms_p99") + 0.001, "{figures}");
+    assert!(number("frame_ms_p50") > 0.0 && number("frame_ms_p50") <= number("frame_ms_p99"));
 }

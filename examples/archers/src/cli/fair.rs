@@ -42,8 +42,13 @@ impl Fair {
 
 /// The 95th percentile (nearest rank) of `values`, sorted in place; `None` if empty.
 fn p95(values: &mut [u32]) -> Option<u32> {
+    percentile(values, 95)
+}
+
+/// The `pct`th percentile (nearest rank) of `values`, sorted in place; `None` if empty.
+pub(crate) fn percentile(values: &mut [u32], pct: usize) -> Option<u32> {
     values.sort_unstable();
-    let rank = (values.len() * 95).div_ceil(100);
+    let rank = (values.len() * pct).div_ceil(100);
     values.get(rank.checked_sub(1)?).copied()
 }
 

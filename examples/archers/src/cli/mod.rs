@@ -13,6 +13,7 @@ mod removals;
 mod replay;
 mod simulate;
 mod sockets;
+mod speculated;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -180,6 +181,12 @@ pub(crate) struct SimulateArgs {
     /// rejoins through a snapshot (the players give one every 10 s) and plays on.
     #[arg(long, value_name = "S")]
     pub(crate) rejoin_at: Option<u64>,
+    /// Each player's game runs ahead of the confirmed turns on its own orders and rolls back
+    /// when a confirmed turn differs (`phalanx::speculate`): its orders show in the next frame
+    /// (60 Hz). The summary adds when they showed, the re-simulation time per frame and the
+    /// rollbacks; the turns, hashes and replay are those of the run without it.
+    #[arg(long)]
+    pub(crate) speculate: bool,
     /// N spectators watch the match (on the players' network), from the start.
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = RangedU64ValueParser::<usize>::new().range(0..=16))]

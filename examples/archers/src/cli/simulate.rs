@@ -48,6 +48,8 @@ struct Summary {
     play: json::Play,
     #[serde(flatten)]
     fair: super::fair::Fair,
+    /// `--speculate`: when own orders showed, what the re-simulation cost (null without).
+    speculation: Option<super::speculated::Speculated>,
     #[serde(serialize_with = "json::decimals::<3, _>")]
     wire_kbps_up_per_player: f64,
     #[serde(serialize_with = "json::decimals::<3, _>")]
@@ -258,6 +260,7 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     // As a shipping game would: every player keeps its state after each turn, so that a
     // desync's forensics gets both states at the first divergent turn.
     config.keep_states = true;
+    config.speculate = args.speculate;
     config.turns = game.turns(config.session.turns.length_ms);
     config.limit_ms = (game.minutes * 60_000.0) as u64 * 3 + 60_000;
     let mut markers = Vec::new();
@@ -376,6 +379,7 @@ fn measure(args: &SimulateArgs, config: &SimConfig, report: &SimReport, wall: f6
             stall_ms: measured().map(|p| p.stall_ms).max(),
         },
         fair: super::fair::measure(config, report),
+        speculation: super::speculated::Speculated::measure(report, seconds / 60.0),
         wire_kbps_up_per_player: per_player(|b| b.0, |d| d.0),
         wire_kbps_down_per_player: per_player(|b| b.1, |d| d.1),
         app_bytes_per_turn_up: app_per_turn(|b| b.0),
@@ -420,6 +424,12 @@ impl Summary {
             ),
             line("trace digest", format!("{:#018x} (rerun with --seed {seed})", self.trace_digest)),
         ]);
+        if let Some(speculation) = &self.speculation {
+            // After the confirmed latency ("latency by player").
+            let at = lines.iter().position(|(label, _)| label == "latency by player");
+            let at = at.map_or(lines.len(), |at| at + 1);
+            lines.splice(at..at, speculation.words());
+        }
         lines
     }
 
