@@ -61,12 +61,12 @@ fn confirmed_turn_frame(c: &mut Criterion) {
         for number in 0..WARM_TURNS {
             Rollback::execute(&mut world, &turn(number, Vec::new()));
         }
-        let warm = Rollback::save(&world);
+        let warm = Rollback::save(&mut world);
         group.bench_function(format!("confirmed turn frame, {units} archers"), |b| {
             b.iter_batched(
                 || {
                     let mut world = World::load(&warm).expect("a saved world");
-                    let mut speculation = Speculation::new(PlayerId(0), &world);
+                    let mut speculation = Speculation::new(PlayerId(0), &mut world);
                     let next = Turn(WARM_TURNS);
                     speculation.predict(&mut world, Turn(next.0 + AHEAD - 1));
                     (world, speculation)
@@ -146,8 +146,8 @@ struct Player<'a> {
 
 impl<'a> Player<'a> {
     fn new(script: &'a Script, units: usize) -> Player<'a> {
-        let world = World::new(usize::from(PLAYERS), units, 1);
-        let speculation = Speculation::new(PlayerId(0), &world);
+        let mut world = World::new(usize::from(PLAYERS), units, 1);
+        let speculation = Speculation::new(PlayerId(0), &mut world);
         Player { script, world, speculation, frame: 0, next_turn: 0, next_own: 0 }
     }
 

@@ -17,6 +17,13 @@
 //!   interpolation.
 //! - **Snapshots.** [`LockstepAppExt::snapshots`] registers how to save and restore the game,
 //!   for late join and rejoin, and (with [`PhalanxPlugin::keep_states`]) desync forensics.
+//! - **Speculation.** With [`PhalanxPlugin::speculate`] (and snapshots registered), the
+//!   player's own orders show at once: the plugin runs the game ahead of the confirmed turns
+//!   on them, through the same schedules ([`CurrentTurn::predicted`] set), and goes back to
+//!   the confirmed state when the next confirmed turn comes (`phalanx::speculate`). Outside
+//!   the plugin's systems the world holds the predicted state, which is what renders;
+//!   [`Prediction`] says how far ahead it is, and [`Predicted`] runs after each run ahead.
+//!   Hashes, snapshots and kept states are always the confirmed state's.
 //!
 //! ```no_run
 //! use bevy::prelude::*;
@@ -63,8 +70,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 mod hash;
+mod speculate;
 
 pub use hash::{Fnv64, SimId};
+pub use speculate::{Predicted, Prediction};
 
 /// The schedule run once per turn, before its ticks: apply [`CurrentTurn`]'s commands.
 #[derive(ScheduleLabel, Clone, Debug, PartialEq, Eq, Hash)]
@@ -86,6 +95,10 @@ pub struct CurrentTurn<C: Send + Sync + 'static> {
     pub tick: u32,
     /// Ticks per turn.
     pub ticks: u32,
+    /// A turn speculation predicted ([`PhalanxPlugin::speculate`]): it will be rolled back
+    /// when the confirmed turn comes, so what cannot be taken back (sounds, statistics,
+    /// messages) waits for a confirmed one.
+    pub predicted: bool,
 }
 
 impl<C: Send + Sync + 'static> CurrentTurn<C> {
@@ -158,6 +171,11 @@ pub struct PhalanxPlugin<C: Send + Sync + 'static> {
     /// Give the session the game's state after every turn (with [`LockstepAppExt::snapshots`]'s
     /// save), so that a desync's forensics can compare states (default off: a save a turn).
     pub keep_states: bool,
+    /// Run the game ahead of the confirmed turns on the player's own orders, so that they
+    /// show at once (see the [crate docs](crate); needs [`LockstepAppExt::snapshots`]; a
+    /// session without a player of its own does not speculate). Costs a save after every
+    /// confirmed turn and the predicted turns run again. Default off.
+    pub speculate: bool,
     _command: PhantomData<fn() -> C>,
 }
 
@@ -168,6 +186,7 @@ impl<C: Send + Sync + 'static> PhalanxPlugin<C> {
             session: Mutex::new(Some(session)),
             ticks_per_turn: 1,
             keep_states: false,
+            speculate: false,
             _command: PhantomData,
         }
     }
@@ -175,6 +194,12 @@ impl<C: Send + Sync + 'static> PhalanxPlugin<C> {
     /// With `ticks` ticks of [`SimulationTick`] per turn.
     pub fn with_ticks_per_turn(mut self, ticks: u32) -> Self {
         self.ticks_per_turn = ticks.max(1);
+        self
+    }
+
+    /// With [`speculate`](Self::speculate) on: the player's own orders show at once.
+    pub fn with_speculation(mut self) -> Self {
+        self.speculate = true;
         self
     }
 }
@@ -187,6 +212,10 @@ pub struct Lockstep<C: Send + Sync + 'static> {
     ticks: u32,
     keep_states: bool,
     ended_told: bool,
+    /// With [`PhalanxPlugin::speculate`]: `None` until the first turn (or again after a
+    /// snapshot was restored), and for a session without a player.
+    speculation: Option<speculate::Speculating<C>>,
+    speculate: bool,
 }
 
 impl<C: Send + Sync + 'static> Lockstep<C> {
@@ -211,7 +240,7 @@ struct Registry {
 
 impl<C> Plugin for PhalanxPlugin<C>
 where
-    C: Serialize + DeserializeOwned + Send + Sync + 'static,
+    C: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
 {
     fn build(&self, app: &mut App) {
         let session = self.session.lock().ok().and_then(|mut slot| slot.take());
@@ -224,16 +253,20 @@ where
             ticks: self.ticks_per_turn.max(1),
             keep_states: self.keep_states,
             ended_told: false,
+            speculation: None,
+            speculate: self.speculate,
         })
         .init_resource::<Registry>()
         .init_resource::<TurnProgress>()
         .init_resource::<StateHash>()
+        .init_resource::<Prediction>()
         .init_schedule(ExecuteCommands)
         .init_schedule(SimulationTick)
+        .init_schedule(Predicted)
         .add_message::<Submit<C>>()
         .add_message::<LockstepEvent>()
         .add_systems(PreUpdate, run_turns::<C>)
-        .add_systems(bevy::app::PostUpdate, submit::<C>);
+        .add_systems(bevy::app::PostUpdate, (submit::<C>, speculate::predict::<C>).chain());
     }
 }
 
@@ -272,22 +305,27 @@ impl LockstepAppExt for App {
     }
 }
 
-/// Sends this frame's [`Submit`] messages.
-fn submit<C>(mut orders: MessageReader<'_, '_, Submit<C>>, lockstep: Res<'_, Lockstep<C>>)
+/// Sends this frame's [`Submit`] messages (and, speculating, predicts them).
+fn submit<C>(mut orders: MessageReader<'_, '_, Submit<C>>, mut lockstep: ResMut<'_, Lockstep<C>>)
 where
-    C: Serialize + DeserializeOwned + Send + Sync + 'static,
+    C: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
 {
+    let lockstep = &mut *lockstep;
     for Submit(command) in orders.read() {
         // Refused commands (too large, too many this turn, session over) are dropped, as a
         // game drops an order it cannot send; the session's stats count them.
-        let _ = lockstep.session.submit(command);
+        if let Ok(ticket) = lockstep.session.submit(command) {
+            if let Some(speculation) = lockstep.speculation.as_mut() {
+                speculation.submitted(ticket, command.clone());
+            }
+        }
     }
 }
 
-/// Events, then every due turn, then the progress.
+/// Events, then every due turn (speculating: then the run ahead), then the progress.
 fn run_turns<C>(world: &mut World)
 where
-    C: Serialize + DeserializeOwned + Send + Sync + 'static,
+    C: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
 {
     let Some(mut lockstep) = world.remove_resource::<Lockstep<C>>() else { return };
     while let Some(event) = lockstep.session.try_event() {
@@ -298,6 +336,7 @@ where
     while let Some(turn) = lockstep.session.try_next_turn() {
         execute(world, &mut lockstep, turn);
     }
+    speculate::run_ahead(world, &mut lockstep);
     if lockstep.session.is_over() && !lockstep.ended_told {
         lockstep.ended_told = true;
         world.write_message(LockstepEvent::Ended(lockstep.session.ended()));
@@ -311,10 +350,11 @@ where
     world.insert_resource(lockstep);
 }
 
-/// One turn: restore if asked, the schedules, the hash, snapshots and kept states.
+/// One turn: restore if asked, the schedules (speculating: on the confirmed state), the hash,
+/// snapshots and kept states.
 fn execute<C>(world: &mut World, lockstep: &mut Lockstep<C>, turn: phalanx::TypedTurn<C>)
 where
-    C: Serialize + DeserializeOwned + Send + Sync + 'static,
+    C: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
 {
     let (save, restore) = {
         let registry = world.resource::<Registry>();
@@ -322,7 +362,8 @@ where
     };
     if let (Some(snapshot), Some(restore)) = (&turn.restore, restore) {
         // A game that cannot read the host's verified state cannot go on in step: the hash
-        // checks will say so.
+        // checks will say so. Speculation starts over from it.
+        lockstep.speculation = None;
         let _ = restore(world, &snapshot.state);
     }
     for record in &turn.records {
@@ -338,14 +379,9 @@ where
     }
     let number = turn.turn;
     let (wants_snapshot, length_ms) = (turn.wants_snapshot, turn.length_ms);
-    let ticks = lockstep.ticks;
-    world.insert_resource(CurrentTurn { turn: number, records: turn.records, tick: 0, ticks });
-    let _ = world.try_run_schedule(ExecuteCommands);
-    for tick in 0..ticks {
-        world.resource_mut::<CurrentTurn<C>>().tick = tick;
-        let _ = world.try_run_schedule(SimulationTick);
+    if !speculate::confirm(world, lockstep, &turn) {
+        run_schedules(world, number, turn.records, lockstep.ticks, false);
     }
-    world.remove_resource::<CurrentTurn<C>>();
     let state_hash = hash::state(world);
     // Errors mean the session is over: the end is told once it is.
     let _ = lockstep.session.report_state_hash(number, state_hash);
@@ -363,6 +399,25 @@ where
     *world.resource_mut::<StateHash>() = StateHash { turn: Some(number), hash: state_hash };
     *world.resource_mut::<TurnProgress>() =
         TurnProgress { turn: Some(number), alpha: 0.0, length_ms };
+}
+
+/// Runs [`ExecuteCommands`] once and [`SimulationTick`] `ticks` times for one turn.
+fn run_schedules<C>(
+    world: &mut World,
+    turn: Turn,
+    records: Vec<TypedRecord<C>>,
+    ticks: u32,
+    predicted: bool,
+) where
+    C: Send + Sync + 'static,
+{
+    world.insert_resource(CurrentTurn { turn, records, tick: 0, ticks, predicted });
+    let _ = world.try_run_schedule(ExecuteCommands);
+    for tick in 0..ticks {
+        world.resource_mut::<CurrentTurn<C>>().tick = tick;
+        let _ = world.try_run_schedule(SimulationTick);
+    }
+    world.remove_resource::<CurrentTurn<C>>();
 }
 
 /// The message for a session event, if the game needs one.

@@ -2,7 +2,8 @@
 //! plugin: a listen server and three clients play a tiny deterministic battle (units with a
 //! `SimId`, hit points and positions, orders as `Submit` messages); every app's state hash
 //! after every turn is equal; a desync injected into one app's state is reported to every
-//! app; the host ending the session ends every app.
+//! app; the host ending the session ends every app. A speculating app shows its own order on
+//! the next update and rolls back the turns it predicted without another player's orders.
 
 #![allow(elided_lifetimes_in_paths, reason = "Bevy system parameters read better without them")]
 
@@ -13,7 +14,7 @@ use bevy::prelude::*;
 use phalanx::quic::{HostIdentity, HostVerification};
 use phalanx::{ClientOptions, EndReason, HostOptions, PlayerId, Session, SessionConfig, Turn};
 use phalanx_bevy::{
-    CurrentTurn, ExecuteCommands, LockstepAppExt, LockstepEvent, PhalanxPlugin, SimId,
+    CurrentTurn, ExecuteCommands, LockstepAppExt, LockstepEvent, PhalanxPlugin, Prediction, SimId,
     SimulationTick, StateHash, Submit,
 };
 
@@ -117,24 +118,35 @@ fn record(hash: Res<StateHash>, mut events: MessageReader<LockstepEvent>, mut se
 }
 
 fn app(session: Session<Order>, corrupt_at: Option<u32>, keep_states: bool) -> App {
-    let player = session.player();
-    let mut app = App::new();
     let mut plugin = PhalanxPlugin::new(session).with_ticks_per_turn(3);
     plugin.keep_states = keep_states;
+    let mut app = game(plugin);
+    app.add_systems(Update, bot);
+    if let Some(turn) = corrupt_at {
+        app.insert_resource(Corrupt(turn));
+    }
+    app
+}
+
+/// The game without its bot: orders come only from the test.
+fn game(plugin: PhalanxPlugin<Order>) -> App {
+    let mut app = App::new();
     app.add_plugins((MinimalPlugins, plugin))
         .snapshots(save, restore)
         .hash_component::<Position>()
         .hash_component::<Goal>()
         .hash_component::<Hp>()
-        .insert_resource(Seen { player, ..Seen::default() })
-        .add_systems(Startup, spawn_units)
+        .init_resource::<Seen>()
+        .add_systems(Startup, (spawn_units, who_am_i))
         .add_systems(ExecuteCommands, apply_orders)
         .add_systems(SimulationTick, (step, corrupt).chain())
-        .add_systems(Update, (bot, record));
-    if let Some(turn) = corrupt_at {
-        app.insert_resource(Corrupt(turn));
-    }
+        .add_systems(Update, record);
     app
+}
+
+/// The bot's player, from the session.
+fn who_am_i(lockstep: Res<phalanx_bevy::Lockstep<Order>>, mut seen: ResMut<Seen>) {
+    seen.player = lockstep.session().player();
 }
 
 fn config() -> SessionConfig {
@@ -332,4 +344,82 @@ fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
     // The render factor moved between turns, within 0..=1.
     assert!(alphas.iter().all(|a| (0.0..=1.0).contains(a)));
     assert!(alphas.iter().any(|&a| a > 0.2 && a < 0.8), "interpolation moves");
+}
+
+/// A unit's goal in an app's world now.
+fn goal_of(app: &mut App, unit: u64) -> (i64, i64) {
+    let world = app.world_mut();
+    let mut query = world.query::<(&SimId, &Goal)>();
+    let found = query.iter(world).find(|(id, _)| id.0 == unit).map(|(_, goal)| (goal.0, goal.1));
+    found.expect("the unit exists")
+}
+
+/// Updates both apps (host first) until `done` says so, within 30 s.
+fn update_until(apps: &mut [App; 2], mut done: impl FnMut(&mut [App; 2]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done(apps) {
+        assert!(Instant::now() < deadline, "timed out");
+        for app in apps.iter_mut() {
+            app.update();
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_speculating_app_shows_its_order_at_once_and_rolls_back_what_others_change() {
+    let identity = HostIdentity::generate_self_signed("bevy-speculate").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
+    options.session = config();
+    options.local_player = true;
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
+    let mut client_options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
+    client_options.session = config();
+    let client = Session::connect(control.local_addr(), client_options, None).expect("joins");
+    control.start().expect("starts");
+    let host = game(PhalanxPlugin::new(host).with_ticks_per_turn(3));
+    let client = game(PhalanxPlugin::new(client).with_ticks_per_turn(3).with_speculation());
+    let mut apps = [host, client];
+    let confirmed = |app: &App| app.world().resource::<StateHash>().turn.map_or(0, |t| t.0);
+    update_until(&mut apps, |apps| confirmed(&apps[1]) >= 10);
+
+    // The host's player orders unit 2 about every frame; meanwhile the client orders unit 5,
+    // once: every turn it predicts has host orders it cannot know.
+    let host_orders = |apps: &mut [App; 2], frames: i64| {
+        for frame in 0..frames {
+            apps[0].world_mut().write_message(Submit(Order { unit: 2, to: (-40 + frame, 3) }));
+            apps.iter_mut().for_each(App::update);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    };
+    host_orders(&mut apps, 10);
+    apps[0].world_mut().write_message(Submit(Order { unit: 2, to: (-50, 3) }));
+    apps[0].update();
+    apps[1].world_mut().write_message(Submit(Order { unit: 5, to: (500, 0) }));
+    apps[1].update();
+    let prediction = *apps[1].world().resource::<Prediction>();
+    let through = prediction.predicted_through.expect("the client runs ahead");
+    assert_eq!(prediction.stats.pending_orders, 1);
+    assert!(confirmed(&apps[1]) < through.0, "no confirmed turn carries the order yet");
+    assert_eq!(goal_of(&mut apps[1], 5), (500, 0), "the order shows on the next update");
+    assert_ne!(goal_of(&mut apps[0], 5), (500, 0), "but not yet on the host");
+    host_orders(&mut apps, 30);
+
+    // The turns carrying the orders are confirmed: the client's predictions, made without the
+    // host's orders, were rolled back, and every confirmed state is the host's.
+    let host_at = confirmed(&apps[0]);
+    update_until(&mut apps, |apps| confirmed(&apps[1]) >= host_at.max(through.0) + 5);
+    let prediction = *apps[1].world().resource::<Prediction>();
+    assert!(prediction.stats.mispredictions >= 1, "{prediction:?}");
+    assert!(prediction.stats.resimulated_turns >= 1, "{prediction:?}");
+    assert_eq!((prediction.stats.pending_orders, prediction.predicted_through), (0, None));
+    assert_eq!(goal_of(&mut apps[1], 5), (500, 0), "the order, confirmed");
+    let seen: Vec<Seen> =
+        apps.iter_mut().map(|app| app.world_mut().remove_resource::<Seen>().unwrap()).collect();
+    assert!(seen[1].hashes.len() > 10);
+    for (turn, hash) in &seen[1].hashes {
+        assert_eq!(seen[0].hashes.get(turn), Some(hash), "turn {turn}: the confirmed states");
+    }
+    assert!(seen.iter().all(|seen| seen.desyncs.is_empty()));
 }

@@ -40,7 +40,7 @@ impl World {
 impl Rollback<Order> for World {
     type Saved = World;
 
-    fn save(&self) -> World {
+    fn save(&mut self) -> World {
         self.clone()
     }
 
@@ -120,7 +120,7 @@ fn run(seed: u64) -> Result<(u64, u64), String> {
     let mut rng = Rng::new(seed);
     let mut host = Host::default();
     let (mut plain, mut game) = (World::default(), World::default());
-    let mut speculation = Speculation::new(ME, &game);
+    let mut speculation = Speculation::new(ME, &mut game);
     let (mut delivered, mut next_seq, mut last_order) = (0usize, 0u32, None::<(u32, Order)>);
     let mut confirmed_seqs = Vec::new();
     for frame in 0..800u32 {

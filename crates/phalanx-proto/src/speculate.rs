@@ -17,7 +17,7 @@
 //! ([`SpeculationStats::resimulated_turns`]).
 //!
 //! ```ignore
-//! let mut speculation = Speculation::new(me, &game);
+//! let mut speculation = Speculation::new(me, &mut game);
 //! loop {
 //!     while let Some(turn) = session.try_next_turn() {
 //!         speculation.confirm(&mut game, &turn); // the confirmed state: hash it here
@@ -39,8 +39,8 @@ use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
 pub trait Rollback<C> {
     /// A saved state.
     type Saved;
-    /// Saves the whole simulation state.
-    fn save(&self) -> Self::Saved;
+    /// Saves the whole simulation state (`&mut`: an ECS world may need it to query).
+    fn save(&mut self) -> Self::Saved;
     /// Puts back a state [`save`](Rollback::save) made.
     fn restore(&mut self, saved: &Self::Saved);
     /// Executes one turn, confirmed or predicted, as it executes any turn. A predicted one
@@ -86,7 +86,7 @@ pub struct Speculation<C, S> {
 
 impl<C: Clone, S> Speculation<C, S> {
     /// Speculation for player `me`, starting from `game`'s state now (before its first turn).
-    pub fn new<G: Rollback<C, Saved = S>>(me: PlayerId, game: &G) -> Speculation<C, S> {
+    pub fn new<G: Rollback<C, Saved = S>>(me: PlayerId, game: &mut G) -> Speculation<C, S> {
         Speculation {
             me,
             confirmed: game.save(),
@@ -160,6 +160,12 @@ impl<C: Clone, S> Speculation<C, S> {
     /// Whether the game holds a predicted state (ahead of the confirmed one) now.
     pub fn is_predicting(&self) -> bool {
         self.predicted_to.is_some()
+    }
+
+    /// The last turn the game's predicted state has executed (`None`: it holds the confirmed
+    /// state).
+    pub fn predicted_through(&self) -> Option<Turn> {
+        self.predicted_to.map(|to| Turn(to.0.saturating_sub(1)))
     }
 
     /// The next confirmed turn expected.

@@ -22,7 +22,7 @@ pub(crate) struct Speculator<G: SimGame> {
 impl<G: SimGame> Speculator<G> {
     /// Speculation from `game`'s state now.
     pub(crate) fn new(me: PlayerId, game: &mut G) -> Speculator<G> {
-        Speculator { speculation: Speculation::new(me, &Speculating(game)), frame_us: 0 }
+        Speculator { speculation: Speculation::new(me, &mut Speculating(game)), frame_us: 0 }
     }
 
     /// A confirmed turn: the game back to the confirmed state, `turn` executed on it. Begins
@@ -80,7 +80,7 @@ struct Speculating<'a, G>(&'a mut G);
 impl<G: SimGame> Rollback<G::Command> for Speculating<'_, G> {
     type Saved = Vec<u8>;
 
-    fn save(&self) -> Vec<u8> {
+    fn save(&mut self) -> Vec<u8> {
         self.0.save().expect("SimConfig::speculate needs a game that saves its state")
     }
 

@@ -433,7 +433,7 @@ pub fn spawn(player: usize, players: usize) -> (i32, i32) {
 impl phalanx::speculate::Rollback<Order> for World {
     type Saved = Vec<u8>;
 
-    fn save(&self) -> Vec<u8> {
+    fn save(&mut self) -> Vec<u8> {
         World::save(self)
     }
 
