@@ -252,11 +252,13 @@ pub struct PlayoutConfig {
     /// Default: 0 ms.
     pub extra_ms: u32,
     /// Add `playout.extra_ms` only while the link loses turns (a local setting): from the first
-    /// turn that arrives missing (a later turn came first, or it first came as a copy or a
-    /// resend) until 256 turns pass without another. A clean link then keeps the jitter's buffer alone, and the command delay
-    /// that buffer allows (a turn less when the round trip is under a turn); the price is that
-    /// the first loss after a clean spell is late (a hitch of about a round trip) and the
-    /// schedule then moves later by the extra, once. The quiet relay's setting. Default: off.
+    /// turn that arrives missing (a later turn came first, it first came as a copy or a
+    /// resend, or it was not there a margin past its slowest arrival) until 1,024 turns pass
+    /// without another. A clean link then keeps the jitter's buffer alone, and the command
+    /// delay that buffer allows (a turn less when the round trip is under a turn). The price:
+    /// the first loss after a clean spell is late, and the schedule then moves later by the
+    /// extra at once, so the commands in flight then execute that much later. The quiet
+    /// relay's setting. Default: off.
     pub extra_after_loss: bool,
 }
 

@@ -44,11 +44,15 @@ impl Hash for Battle {
 #[derive(Resource)]
 struct OurBot(Bot);
 
-/// The lockstep plugin and the battle for one app driving `session`.
-pub fn add_battle(app: &mut App, session: Session<Order>, game: Match) {
+/// The lockstep plugin and the battle for one app driving `session`; `speculate`: its
+/// player's orders show at once (`PhalanxPlugin::speculate`: the battle it draws runs ahead
+/// of the confirmed turns on them).
+pub fn add_battle(app: &mut App, session: Session<Order>, game: Match, speculate: bool) {
     let player = session.player();
     let bot = player.map(|player| Bot::new(player, game.players, game.seed, u32::MAX));
-    app.add_plugins(PhalanxPlugin::new(session).with_ticks_per_turn(TICKS_PER_TURN as u32))
+    let mut plugin = PhalanxPlugin::new(session).with_ticks_per_turn(TICKS_PER_TURN as u32);
+    plugin.speculate = speculate;
+    app.add_plugins(plugin)
         .insert_resource(Battle(Battlefield::new(game.players, game.units, game.seed)))
         .hash_resource::<Battle>()
         .snapshots(save, restore)
@@ -72,7 +76,7 @@ fn orders(turn: Res<CurrentTurn<Order>>, mut battle: ResMut<Battle>) {
 
 fn tick(turn: Res<CurrentTurn<Order>>, flip: Option<Res<FlipAfter>>, mut battle: ResMut<Battle>) {
     battle.0.tick();
-    let last_tick = turn.tick + 1 == turn.ticks;
+    let last_tick = turn.tick + 1 == turn.ticks && !turn.predicted;
     if last_tick && flip.is_some_and(|flip| flip.0 == turn.turn.0) {
         battle.0.flip_one_bit();
     }

@@ -48,6 +48,10 @@ struct Args {
     /// desync at the next check turn (and a screenshot run fails).
     #[arg(long)]
     inject_desync: Option<u32>,
+    /// The window's player (player 0) sees its own orders at once: its battle runs ahead of
+    /// the confirmed turns on them and rolls back when a confirmed turn differs.
+    #[arg(long)]
+    speculate: bool,
     /// Seconds of play before the screenshot.
     #[arg(long, default_value_t = 5.0)]
     screenshot_after: f32,
@@ -84,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..default()
     };
     app.add_plugins(DefaultPlugins.set(WindowPlugin { primary_window: Some(window), ..default() }));
-    battle::add_battle(&mut app, host, game);
+    battle::add_battle(&mut app, host, game, args.speculate);
     app.add_plugins(draw::DrawPlugin { units: game.units })
         .insert_resource(Plan {
             end_at: (args.turns > 0).then_some(args.turns),
@@ -129,7 +133,7 @@ fn bots(clients: Vec<Session<Order>>, game: Match) {
         .map(|session| {
             let mut app = App::new();
             app.add_plugins(MinimalPlugins);
-            battle::add_battle(&mut app, session, game);
+            battle::add_battle(&mut app, session, game, false);
             app
         })
         .collect();

@@ -49,7 +49,7 @@ const WINDOW: usize = 64;
 const SHIFT_SAMPLES: u32 = 3;
 
 /// With the extra only after a loss: turns after the last loss that the extra stays.
-const LOSS_MEMORY_TURNS: u32 = 256;
+const LOSS_MEMORY_TURNS: u32 = 1024;
 
 /// The schedule. Times are the client's local milliseconds.
 #[derive(Debug)]
