@@ -1,5 +1,6 @@
-//! A connection between host and client over either transport, as the drivers use it: QUIC
-//! (quinn) or raw UDP ([`crate::udp`]); and what both transports share.
+//! A connection between host and client over any transport, as the drivers use it: QUIC
+//! (quinn), raw UDP ([`crate::udp`]) or a browser's WebTransport ([`crate::web`]); and what
+//! the transports share.
 
 pub use phalanx_proto::{CLOSE_LEFT, CLOSE_REMOVED, CLOSE_SHUTDOWN};
 
@@ -45,6 +46,9 @@ pub(crate) enum Conn {
     Quic(quinn::Connection),
     #[cfg(feature = "udp")]
     Udp(crate::udp::UdpConnection<crate::udp::SharedSocket>, usize),
+    /// A browser's WebTransport session ([`crate::web`]).
+    #[cfg(feature = "webtransport")]
+    Web(wtransport::Connection),
 }
 
 impl Conn {
@@ -62,6 +66,8 @@ impl Conn {
             Conn::Quic(connection) => connection.stable_id(),
             #[cfg(feature = "udp")]
             Conn::Udp(_, id) => *id,
+            #[cfg(feature = "webtransport")]
+            Conn::Web(connection) => connection.stable_id(),
         }
     }
 
@@ -75,6 +81,8 @@ impl Conn {
             }
             #[cfg(feature = "udp")]
             Conn::Udp(connection, _) => connection.send_datagram(bytes).is_ok(),
+            #[cfg(feature = "webtransport")]
+            Conn::Web(connection) => connection.send_datagram(bytes).is_ok(),
         }
     }
 
@@ -91,6 +99,8 @@ impl Conn {
                     tracing::warn!(target: "phalanx", %error, "upload failed");
                 }
             }
+            #[cfg(feature = "webtransport")]
+            Conn::Web(connection) => crate::web::host::upload(connection, bytes),
         }
     }
 
@@ -104,6 +114,8 @@ impl Conn {
                 let _ = reason;
                 connection.close(code);
             }
+            #[cfg(feature = "webtransport")]
+            Conn::Web(connection) => connection.close(wtransport::VarInt::from_u32(code), reason),
         }
     }
 }

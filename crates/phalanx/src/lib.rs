@@ -78,6 +78,8 @@ pub mod stats;
 mod trace;
 #[cfg(feature = "udp")]
 pub mod udp;
+#[cfg(feature = "webtransport")]
+pub mod web;
 
 pub use client::{Client, ClientOptions, ClientTransport};
 pub use conn::Transport;

@@ -46,6 +46,9 @@ pub struct HostControl {
     pub(super) gate: Arc<Gate>,
     #[cfg(feature = "udp")]
     pub(super) drops: Drops,
+    /// The browsers' listener: its address and the certificate hash pages pin.
+    #[cfg(feature = "webtransport")]
+    pub(super) browsers: Option<(SocketAddr, crate::web::host::SharedHash)>,
 }
 
 impl std::fmt::Debug for HostControl {
@@ -56,6 +59,16 @@ impl std::fmt::Debug for HostControl {
 }
 
 impl HostControl {
+    /// Where browser players connect (WebTransport,
+    /// [`HostOptions::browsers`](crate::HostOptions::browsers)), and the certificate hash a
+    /// page pins now (it changes when the host renews its certificate: read it for each page
+    /// handed out); `None` without a browser listener.
+    #[cfg(feature = "webtransport")]
+    pub fn browsers(&self) -> Option<(SocketAddr, crate::web::CertificateHash)> {
+        let (addr, hash) = self.browsers.as_ref()?;
+        Some((*addr, *hash.lock().unwrap_or_else(std::sync::PoisonError::into_inner)))
+    }
+
     /// The address the host listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.local

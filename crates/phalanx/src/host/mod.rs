@@ -56,6 +56,10 @@ pub struct HostOptions {
     /// watches every turn, after `catch_up.spectator_delay_turns`, from a snapshot when it comes
     /// mid-game; it cannot submit and the players never wait for it. Default: none.
     pub spectator_tokens: Vec<u64>,
+    /// Browser players over WebTransport, on a port of their own beside `bind`: the same
+    /// seats, tokens and admission control (see [`web`](crate::web)). Default: none.
+    #[cfg(feature = "webtransport")]
+    pub browsers: Option<crate::web::BrowserConfig>,
 }
 
 impl HostOptions {
@@ -76,6 +80,8 @@ impl HostOptions {
             bind,
             admission: Admission::default(),
             spectator_tokens: Vec::new(),
+            #[cfg(feature = "webtransport")]
+            browsers: None,
         }
     }
 }
@@ -187,6 +193,9 @@ enum Command {
 /// A running host. Generic over the game's command type `C` and codec `K` (postcard).
 pub struct Host<C, K: CommandCodec = DefaultCodec> {
     endpoint: HostEndpoint,
+    /// The browsers' WebTransport listener and its accept loop, if any.
+    #[cfg(feature = "webtransport")]
+    browsers: Option<(crate::web::host::Listening, JoinHandle<()>)>,
     local_player: Option<PlayerId>,
     handle: Handle<Command, Event>,
     driver: JoinHandle<()>,
@@ -210,6 +219,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             bind,
             admission,
             spectator_tokens,
+            #[cfg(feature = "webtransport")]
+            browsers,
         } = options;
         let roles = (local_player, observe_turns);
         let (host, local_player) = session_host(&session, &tokens, &spectator_tokens, roles)?;
@@ -217,6 +228,11 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
         let gate = Gate::new(admission.clone());
         let listen =
             Listen { session: &session, admission: &admission, bind, inputs, gate: gate.clone() };
+        #[cfg(feature = "webtransport")]
+        let browsers = match browsers {
+            Some(config) => Some(crate::web::host::listen(config, &listen)?),
+            None => None,
+        };
         let (endpoint, accept, pin) = match transport {
             #[cfg(feature = "quic")]
             HostTransport::Quic(config) => {
@@ -252,9 +268,15 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
                 #[cfg(feature = "quic")]
                 HostEndpoint::Quic(_) => None,
             },
+            #[cfg(feature = "webtransport")]
+            browsers: browsers
+                .as_ref()
+                .map(|(listening, _)| (listening.local, listening.hash.clone())),
         };
         Ok(Host {
             endpoint,
+            #[cfg(feature = "webtransport")]
+            browsers,
             local_player,
             handle,
             driver,
@@ -455,6 +477,11 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
     pub async fn shutdown(self) {
         self.accept.abort();
         self.driver.abort();
+        #[cfg(feature = "webtransport")]
+        if let Some((listening, accept)) = self.browsers {
+            accept.abort();
+            crate::web::host::shutdown(listening).await;
+        }
         match self.endpoint {
             #[cfg(feature = "quic")]
             HostEndpoint::Quic(endpoint) => crate::quic::host::shutdown(endpoint).await,

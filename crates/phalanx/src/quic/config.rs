@@ -34,8 +34,13 @@ pub(crate) enum End {
     Client,
 }
 
-/// Transport settings for a session at `end`.
+/// Transport settings for a session at `end`, shared.
 pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<TransportConfig> {
+    Arc::new(transport(session, end))
+}
+
+/// Transport settings for a session at `end` (WebTransport adds HTTP/3's streams to them).
+pub(crate) fn transport(session: &SessionConfig, end: End) -> TransportConfig {
     let snapshots = session.catch_up.snapshot_interval_turns != 0;
     // A player asked for a snapshot uploads it on a stream of its own, one at a time; without
     // a snapshot interval only a requested one comes, through the join stream's small window
@@ -83,7 +88,7 @@ pub(crate) fn transport_config(session: &SessionConfig, end: End) -> Arc<Transpo
     if session.link.datagram_bytes_max <= DATAGRAM_BYTES_AT_INITIAL_MTU {
         transport.mtu_discovery_config(None);
     }
-    Arc::new(transport)
+    transport
 }
 
 /// A congestion window that never shrinks, for a game's traffic.

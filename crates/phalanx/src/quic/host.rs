@@ -121,37 +121,19 @@ async fn serve_connection(
     upload_max: usize,
 ) {
     let Some((conn, send, request)) = read_join(incoming, &pass).await else { return };
-    let address = pass.address();
-    let (reply_tx, reply_rx) = oneshot::channel();
-    let join = Input::Join { conn: Conn::Quic(conn.clone()), request, reply: reply_tx };
-    if inputs.send(join).await.is_err() {
+    let Some((answer, reply)) = ask_driver(Conn::Quic(conn.clone()), request, &inputs, &pass).await
+    else {
         return;
-    }
-    let Ok(response) = reply_rx.await else { return };
-    let player = match response.result {
-        Ok(joined) => {
-            pass.gate().joined();
-            match joined {
-                Joined::Player(player) => {
-                    tracing::info!(%address, player = player.0, "player joined")
-                }
-                Joined::Spectator(id) => {
-                    tracing::info!(%address, spectator = id.0, "spectator joined")
-                }
-            }
-            joined
+    };
+    let Some(player) = answer else {
+        if let Some(reply) = reply {
+            refuse(&conn, send, &reply, b"join refused").await;
         }
-        Err(error) => {
-            count_refusal(&pass, &error);
-            if let Some(reply) = response.reply {
-                refuse(&conn, send, &reply, b"join refused").await;
-            }
-            return;
-        }
+        return;
     };
     drop(pass);
     let mut send = send;
-    if let Some(reply) = &response.reply {
+    if let Some(reply) = &reply {
         let _ = send.write_all(reply).await;
         let _ = send.finish();
     }
@@ -166,6 +148,39 @@ async fn serve_connection(
         () = forward_datagrams(&conn, player, &inputs) => {}
         () = forward_uploads(&conn, player, &inputs, upload_max) => {}
     }
+}
+
+/// The driver's answer to a join request over any transport: the seat (`None`: refused, and
+/// counted) and the reply to write; `None` when the driver is gone.
+pub(crate) async fn ask_driver(
+    conn: Conn,
+    request: Vec<u8>,
+    inputs: &mpsc::Sender<Input>,
+    pass: &Pass,
+) -> Option<(Option<Joined>, Option<Vec<u8>>)> {
+    let address = pass.address();
+    let (reply_tx, reply_rx) = oneshot::channel();
+    inputs.send(Input::Join { conn, request, reply: reply_tx }).await.ok()?;
+    let response = reply_rx.await.ok()?;
+    let joined = match response.result {
+        Ok(joined) => {
+            pass.gate().joined();
+            match joined {
+                Joined::Player(player) => {
+                    tracing::info!(%address, player = player.0, "player joined")
+                }
+                Joined::Spectator(id) => {
+                    tracing::info!(%address, spectator = id.0, "spectator joined")
+                }
+            }
+            Some(joined)
+        }
+        Err(error) => {
+            count_refusal(pass, &error);
+            None
+        }
+    };
+    Some((joined, response.reply))
 }
 
 /// Hands the joined player's snapshot uploads to the driver, one stream at a time (the
@@ -203,17 +218,7 @@ async fn read_join(
 ) -> Option<(quinn::Connection, quinn::SendStream, Vec<u8>)> {
     let (gate, address) = (pass.gate(), Some(pass.address()));
     let deadline = tokio::time::Instant::now() + gate.limits().join_timeout;
-    let conn = match tokio::time::timeout_at(deadline, incoming).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(error)) => {
-            gate.count(Outcome::HandshakeFailed, address, Some(&error.to_string()));
-            return None;
-        }
-        Err(_) => {
-            gate.count(Outcome::JoinTimeout, address, Some("in the handshake"));
-            return None;
-        }
-    };
+    let conn = handshake_step(pass, deadline, incoming).await?;
     pass.handshake_done();
     let read = tokio::time::timeout_at(deadline, async {
         let (send, mut recv) = conn.accept_bi().await?;
@@ -252,6 +257,27 @@ async fn read_join(
         }
     }
     None
+}
+
+/// A step of a connection's handshake, by the join deadline: its outcome, or `None` once
+/// counted as a failed or timed-out handshake.
+pub(crate) async fn handshake_step<T, E: std::fmt::Display>(
+    pass: &Pass,
+    deadline: tokio::time::Instant,
+    step: impl std::future::IntoFuture<Output = Result<T, E>>,
+) -> Option<T> {
+    let (gate, address) = (pass.gate(), Some(pass.address()));
+    match tokio::time::timeout_at(deadline, step).await {
+        Ok(Ok(value)) => Some(value),
+        Ok(Err(error)) => {
+            gate.count(Outcome::HandshakeFailed, address, Some(&error.to_string()));
+            None
+        }
+        Err(_) => {
+            gate.count(Outcome::JoinTimeout, address, Some("in the handshake"));
+            None
+        }
+    }
 }
 
 /// Sends a refusal, lets the client read it (it closes once it has), then closes.

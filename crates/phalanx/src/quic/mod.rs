@@ -28,7 +28,7 @@
 use std::sync::Arc;
 
 pub(crate) mod client;
-mod config;
+pub(crate) mod config;
 pub(crate) mod host;
 mod tls;
 
