@@ -32,6 +32,13 @@
 //! offsets are measured against one turn length); the buffer then holds its last size until
 //! the window refills.
 //!
+//! With `playout.extra_after_loss`, the extra (`playout.extra_ms`, a turn to hide a single lost
+//! turn) is added only from a turn that arrived missing ([`Playout::on_loss`]: a later turn came
+//! first, it first came as a copy or a resend, or it was reported overdue) until
+//! [`LOSS_MEMORY_TURNS`] turns pass without another; a clean link keeps the jitter's buffer
+//! alone. The overdue time waits a margin past the slowest arrival, so that a turn due on the
+//! very millisecond it arrives is not taken for lost.
+//!
 //! The buffer adds latency only to what crosses the network once, the bundle's way down; a
 //! client's own command executes `turns.command_delay_turns` turns after the turn it was submitted in
 //! on the same steady clock, so its submit → execute latency is steadier, not longer. The host
