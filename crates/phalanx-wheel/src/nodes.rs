@@ -221,6 +221,8 @@ impl<T> NodeStore<T> {
     pub(crate) fn reserve(&mut self, additional: usize) {
         let peak = self.peak.max(self.len.saturating_add(additional));
         let total = peak.saturating_add(peak / RESERVED_TOMBSTONES + self.sweep_slack() + 1);
+        // (Where `usize` is 32 bits, as on wasm32, `ENTRIES_MAX` is its maximum.)
+        #[allow(clippy::unnecessary_min_or_max)]
         let (first, total) = (self.nodes.len(), total.min(ENTRIES_MAX));
         if total <= first {
             return;
@@ -254,6 +256,7 @@ impl<T> NodeStore<T> {
     /// is full.
     #[inline(always)]
     pub(crate) fn alloc(&mut self, deadline: u64, value: T) -> Option<(Ref, TimerHandle)> {
+        #[allow(clippy::absurd_extreme_comparisons)] // `usize::MAX` on 32-bit targets
         let full = self.nodes.len() >= ENTRIES_MAX;
         if self.free == NIL && (full || self.nodes.len() - self.len > SWEEP_RATIO * self.peak) {
             self.make_room()?;
@@ -310,6 +313,7 @@ impl<T> NodeStore<T> {
     #[inline(never)]
     fn make_room(&mut self) -> Option<()> {
         let tombstones = self.nodes.len() - self.len;
+        #[allow(clippy::absurd_extreme_comparisons)] // `usize::MAX` on 32-bit targets
         let full = self.nodes.len() >= ENTRIES_MAX;
         if (full && tombstones > 0) || tombstones > SWEEP_RATIO * self.peak + self.sweep_slack() {
             let dropped = self.sweep();
