@@ -289,3 +289,11 @@ fn speculation_shows_orders_ahead_and_changes_nothing_confirmed() {
     assert!(number("visible_ms_p95") <= 16.667 + number("frame_ms_p99") + 0.001, "{figures}");
     assert!(number("frame_ms_p50") > 0.0 && number("frame_ms_p50") <= number("frame_ms_p99"));
 }
+
+#[test]
+fn speculation_over_a_mesh_is_refused_with_the_reason() {
+    let output = archers(&["--topology", "mesh", "--speculate", "--minutes", "0.1", "--no-report"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--speculate needs the host topology"), "{stderr}");
+}

@@ -103,6 +103,10 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
         eprintln!("error: --nats needs --topology mesh or mesh-modem");
         return ExitCode::FAILURE;
     }
+    if args.speculate && matches!(config.topology, phalanx_sim::Topology::Mesh(_)) {
+        eprintln!("error: --speculate needs the host topology (a mesh does not speculate yet)");
+        return ExitCode::FAILURE;
+    }
     eprintln!("simulating over {transport} under phalanx-sim…");
     let observer = Arc::new(Observer::new((config.turns / 24).max(1), config.turns - 1));
     let started = Instant::now();
