@@ -39,18 +39,13 @@ fn speculation_changes_nothing_confirmed() {
                 format!("{:?}: the speculating game's turns differ", a.player)
             })?;
         }
-        let predicted: u64 = spec
+        let (predicted, rolled_back) = spec
             .players
             .iter()
             .filter_map(|p| p.speculation.as_ref())
-            .map(|s| s.stats.predicted_turns)
-            .sum();
-        let rolled_back: u64 = spec
-            .players
-            .iter()
-            .filter_map(|p| p.speculation.as_ref())
-            .map(|s| s.stats.resimulated_turns)
-            .sum();
+            .fold((0u64, 0u64), |(predicted, rolled_back), s| {
+                (predicted + s.stats.predicted_turns, rolled_back + s.stats.resimulated_turns)
+            });
         ensure(predicted > 0 && rolled_back > 0, || {
             format!("predicted {predicted} turns, rolled back {rolled_back}")
         })

@@ -27,6 +27,13 @@ impl Client {
         self.next_exec.saturating_add(held as u32)
     }
 
+    /// The first missing turn, when a later one is held (a gap: it was lost, or reordered).
+    fn gap(&self) -> Option<Turn> {
+        let missing = self.turn_ack();
+        let later = missing.since(self.next_exec) as usize;
+        self.buffered.iter().skip(later).any(Option::is_some).then_some(missing)
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) is next needed.
     pub fn poll_timeout(&self) -> Option<u64> {
         match self.state {
@@ -163,12 +170,7 @@ impl Client {
     /// again before the round trip is measured, nor from a spectator: the host repairs a
     /// spectator on its own timer.)
     fn report_gap(&mut self, now_ms: u64) {
-        let missing = self.turn_ack();
-        let held_later =
-            self.buffered.iter().skip(missing.since(self.next_exec) as usize).any(Option::is_some);
-        if !held_later {
-            return;
-        }
+        let Some(missing) = self.gap() else { return };
         if let Some((turn, at)) = self.gap_reported {
             let bound = self.link.as_deref().and_then(Link::round_trip_bound_ms);
             let spectator = self.spectator.is_some();
@@ -228,12 +230,9 @@ impl Client {
                 self.playout.on_loss(turn);
             }
         }
-        let missing = self.buffered.iter().position(Option::is_none);
-        if let Some(missing) =
-            missing.filter(|&at| self.buffered.iter().skip(at).any(Option::is_some))
-        {
+        if let Some(missing) = self.gap() {
             // A later turn came first.
-            self.playout.on_loss(self.next_exec.saturating_add(missing as u32));
+            self.playout.on_loss(missing);
         }
         let held = self.buffered.iter().filter(|slot| slot.is_some()).count();
         self.stats.bundles_buffered_high_water = self.stats.bundles_buffered_high_water.max(held);
