@@ -10,73 +10,17 @@ use std::time::Duration;
 
 use phalanx::quic::{Fingerprint, HostIdentity, HostVerification};
 use phalanx::udp::HostPublicKey;
+use phalanx::web::{BrowserConfig, CertificateHash};
 use phalanx::{
-    session::Update, Client, ClientOptions, Event, Host, HostOptions, HostTransport, SessionConfig,
-    Transport, TypedRecord, TypedTurn,
+    session::Update, Client, ClientOptions, Event, Host, HostOptions, HostTransport, Transport,
+    TypedRecord, TypedTurn,
 };
 use phalanx_sim::SimGame;
 
 use crate::game::{Archers, Setup};
 use crate::world::Order;
 
-/// The match both sides must agree on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Match {
-    /// Players (each a client process).
-    pub players: usize,
-    /// Archers in total.
-    pub units: usize,
-    /// The game's seed.
-    pub seed: u64,
-    /// Turns to play.
-    pub turns: u32,
-}
-
-impl Match {
-    /// The session config: default timing and speed control, `players` seats, and a game-data
-    /// hash over the match parameters.
-    pub fn session(&self) -> SessionConfig {
-        let mut session = demo_session();
-        session.turns.players_max = self.players as u8;
-        let mut hash = 0xcbf2_9ce4_8422_2325u64;
-        for word in [self.players as u64, self.units as u64, self.seed, u64::from(self.turns)] {
-            for byte in word.to_le_bytes() {
-                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        }
-        session.game_data_hash = hash;
-        session
-    }
-}
-
-/// The demo's departure from the default session: the quiet relay
-/// ([`SessionConfig::quiet_relay`]), the profile for a 28.8 kbit/s modem (see
-/// docs/design/quiet-relay.md). 150 ms turns (AoE used 200);
-/// a client acknowledges turns in a heartbeat every 500 ms instead of every turn and sends its
-/// commands at once (and once more); the host never repeats a turn on its own (once its link
-/// to a player lost a datagram, each turn's datagram carries the two before it that are not
-/// acknowledged; a first loss is reported overdue and resent); the playout buffer is a turn
-/// more than the jitter calls for, up to 170 ms (a turn plus the network's 20 ms of jitter),
-/// so a single lost turn's copy, or its resend at up to about 130 ms RTT, arrives in time, and
-/// a command submitted as a turn
-/// executes still reaches the host within two turns at 100 ms RTT; speed control tolerates a
-/// round trip up to 20 ms past what two turns cover rather than raising the command delay to
-/// three (450 ms). The window is 20 turns (3 s) rather than 16: acknowledgements come a
-/// heartbeat apart, and the window counts from the oldest turn not acknowledged, so 16 turns
-/// would stall everyone for a moment near the end of a 2 s outage. On the default network
-/// over UDP, seeds 1–10: about 6.4 kbit/s per player, against 16.6 with the session's
-/// defaults, and less stall.
-pub fn tune(session: &mut SessionConfig) {
-    *session = session.clone().quiet_relay();
-}
-
-/// The demo's session before a match is folded in: the default with [`tune`] applied. Its
-/// turn length is what a match's length in minutes is counted in.
-pub fn demo_session() -> SessionConfig {
-    let mut session = SessionConfig::default();
-    tune(&mut session);
-    session
-}
+pub use crate::rules::{demo_session, tune, Match};
 
 /// Unpredictable seat tokens, one per player (std's randomly keyed SipHash: enough for a
 /// demo's lobby; a real lobby hands out tokens from a CSPRNG).
@@ -127,6 +71,27 @@ impl HostSession {
         tokens: Vec<u64>,
         transport: Transport,
     ) -> Result<Self, String> {
+        Self::bind_with(bind, game, tokens, transport, None).await
+    }
+
+    /// [`bind`](Self::bind) over QUIC, listening for browser players too (WebTransport, on
+    /// `browsers.bind`): a page joins with a seat's token like any client (`archers serve`).
+    pub async fn bind_with_browsers(
+        bind: SocketAddr,
+        game: Match,
+        tokens: Vec<u64>,
+        browsers: BrowserConfig,
+    ) -> Result<Self, String> {
+        Self::bind_with(bind, game, tokens, Transport::Quic, Some(browsers)).await
+    }
+
+    async fn bind_with(
+        bind: SocketAddr,
+        game: Match,
+        tokens: Vec<u64>,
+        transport: Transport,
+        browsers: Option<BrowserConfig>,
+    ) -> Result<Self, String> {
         let (transport, pin): (HostTransport, Pin) = match transport {
             Transport::Udp => {
                 let udp = phalanx::udp::HostConfig::generate();
@@ -142,6 +107,7 @@ impl HostSession {
         };
         let mut options = HostOptions::new(transport, bind, tokens);
         options.session = game.session();
+        options.browsers = browsers;
         // The host watches the sealed turns (without simulating them) to end the match after
         // its last one.
         options.observe_turns = true;
@@ -152,6 +118,12 @@ impl HostSession {
     /// What clients pin: the certificate's fingerprint over QUIC, the static key over UDP.
     pub fn pin(&self) -> Pin {
         self.pin
+    }
+
+    /// Where browsers connect and the certificate hash their pages pin (`None`: not
+    /// listening for browsers).
+    pub fn browsers(&self) -> Option<(SocketAddr, CertificateHash)> {
+        self.host.control().browsers()
     }
 
     /// Where it listens.

@@ -2,7 +2,7 @@
 //! impacts, reloads) in phalanx-wheel's `HierarchicalWheel` on sim ticks, and a state hash
 //! that covers the units and every pending event.
 
-use phalanx::{proto::SplitMix64, PlayerId, TypedRecord, TypedTurn};
+use phalanx_proto::{PlayerId, SplitMix64, TypedRecord, TypedTurn};
 use phalanx_wheel::HierarchicalWheel;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -429,8 +429,8 @@ pub fn spawn(player: usize, players: usize) -> (i32, i32) {
     POINTS[(player * 8 / players.max(1)) % 8]
 }
 
-/// Speculation (`phalanx::speculate`) saves and restores the world as a snapshot does.
-impl phalanx::speculate::Rollback<Order> for World {
+/// Speculation (`phalanx_proto::speculate`, `phalanx::speculate` natively) saves and restores the world as a snapshot does.
+impl phalanx_proto::speculate::Rollback<Order> for World {
     type Saved = Vec<u8>;
 
     fn save(&mut self) -> Vec<u8> {
@@ -451,7 +451,7 @@ impl phalanx::speculate::Rollback<Order> for World {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use phalanx::{proto::CommandSeq, Turn};
+    use phalanx_proto::{CommandSeq, Turn};
 
     fn turn(number: u32, orders: Vec<(u8, Order)>) -> TypedTurn<Order> {
         let records = orders

@@ -11,6 +11,7 @@ mod mesh;
 mod progress;
 mod removals;
 mod replay;
+mod serve;
 mod simulate;
 mod sockets;
 mod speculated;
@@ -55,6 +56,7 @@ impl Cli {
             Mode::Client(args) => args.game.check(),
             Mode::Rendezvous(args) => args.game.check(),
             Mode::Peer(args) => args.check(),
+            Mode::Serve(args) => args.game.check(),
             Mode::Replay(_) | Mode::Diff(_) => Ok(()),
         };
         if let Err(message) = checked {
@@ -66,6 +68,7 @@ impl Cli {
             Mode::Client(args) => sockets::client(args),
             Mode::Rendezvous(args) => mesh::rendezvous(args),
             Mode::Peer(args) => mesh::peer(args),
+            Mode::Serve(args) => serve::run(args),
             Mode::Replay(args) => replay::run(args),
             Mode::Diff(args) => desync::run(args),
         }
@@ -86,6 +89,9 @@ pub(crate) enum Mode {
     Rendezvous(RendezvousArgs),
     /// Play one seat of a peer-to-peer match (the command line `archers rendezvous` printed).
     Peer(PeerArgs),
+    /// Play against bots in a browser: serves the page (the battle in wasm, over
+    /// WebTransport) and prints the link that joins.
+    Serve(ServeArgs),
     /// Re-simulate a recorded match and check every turn's state hash.
     Replay(ReplayArgs),
     /// Show what differs in a desync bundle (written by a run with a desync).
@@ -237,6 +243,45 @@ pub(crate) struct HostArgs {
     #[arg(long, value_name = "T", value_enum, default_value_t = TransportArg::Quic,
           help_heading = "Real sockets")]
     pub(crate) transport: TransportArg,
+}
+
+/// `archers serve`.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The match; the last seat is the browser's, the others are bots.
+    #[command(flatten)]
+    pub(crate) game: MatchArgs,
+    /// Where the page is served over HTTP (127.0.0.1:0 picks a port).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:8080",
+        help_heading = "Real sockets"
+    )]
+    pub(crate) http: SocketAddr,
+    /// Where the host listens for the bots (QUIC).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", help_heading = "Real sockets")]
+    pub(crate) bind: SocketAddr,
+    /// Where the host listens for the page (WebTransport, a UDP port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", help_heading = "Real sockets")]
+    pub(crate) web: SocketAddr,
+    /// How long to wait for the page to join, seconds.
+    #[arg(
+        long = "join-wait",
+        value_name = "S",
+        default_value_t = 300,
+        help_heading = "Real sockets"
+    )]
+    pub(crate) join_wait_s: u64,
+    /// The page's wasm module, built already (default: build `archers-web` with cargo).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) wasm: Option<PathBuf>,
+    /// Where a page opened with `&shot=S` saves its canvas (PNG), S seconds into the match.
+    #[arg(long, value_name = "PATH", help_heading = "Output")]
+    pub(crate) screenshot: Option<PathBuf>,
+    /// Print a JSON summary as the last line of stdout.
+    #[arg(long, help_heading = "Output")]
+    pub(crate) json: bool,
 }
 
 /// `archers rendezvous`.

@@ -140,7 +140,7 @@ fn admission_words(stats: &phalanx::stats::AdmissionStats) -> String {
 
 /// A host event in words, for its stderr; `waiting` keeps when the current wait began, and
 /// `ended` whether the session has ended (a player that goes after that has finished).
-fn host_event_words(
+pub(super) fn host_event_words(
     event: &Event,
     waiting: &mut Option<Instant>,
     ended: &mut bool,
