@@ -23,7 +23,12 @@ rustup target list --installed | grep -qx wasm32-unknown-unknown \
 
 cargo build --release -p archers
 scratch=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$scratch"' EXIT
+cleanup() {
+    kill $(jobs -p) 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$scratch" 2>/dev/null || true
+}
+trap cleanup EXIT
 rm -f "$out"
 target/release/archers serve --players 4 --minutes 1 --seed 2 --http 127.0.0.1:0 \
     --screenshot "$out" >"$scratch/serve.out" 2>"$scratch/serve.err" &

@@ -142,6 +142,7 @@ fn restore<T>(snapshot: Snapshot<T>) -> Result<HierarchicalWheel<T>, RestoreErro
         return Err(RestoreError::Version { found: version, expected: SNAPSHOT_VERSION });
     }
     let slab_len = generations.len();
+    #[allow(clippy::absurd_extreme_comparisons)] // `usize::MAX` on 32-bit targets
     if slab_len > ENTRIES_MAX {
         return Err(RestoreError::IndexOutOfRange(slab_len as u64));
     }

@@ -80,11 +80,13 @@ async function main() {
   });
   const shotAt = params.has("shot") ? Number(params.get("shot")) * 1000 : null;
   let shotTaken = false;
-  const work = [];
+  const frames = { work: [], intervals: [], last: null };
   let startedAt = null;
 
-  const frame = () => {
+  const frame = (timestamp) => {
     const start = performance.now();
+    if (frames.last !== null) frames.intervals.push(timestamp - frames.last);
+    frames.last = timestamp;
     session.tick();
     wasm.archers_frame(start);
     session.flush();
@@ -92,13 +94,13 @@ async function main() {
     if (turns > 0 && startedAt === null) startedAt = start;
     const hud = `player ${seat} · turn ${turns} of ${info.turns} · ${session.sent} sent, ${session.received} received`;
     draw(wasm, info, seat, hud);
-    work.push(performance.now() - start);
+    frames.work.push(performance.now() - start);
     if (shotAt !== null && !shotTaken && startedAt !== null && start - startedAt >= shotAt) {
       shotTaken = true;
       canvas.toBlob((blob) => post("screenshot", blob, "image/png"), "image/png");
     }
     if (wasm.archers_ended() || session.closed) {
-      finish(wasm, session, work);
+      finish(wasm, session, frames);
       return;
     }
     requestAnimationFrame(frame);
@@ -107,7 +109,7 @@ async function main() {
   requestAnimationFrame(frame);
 }
 
-async function finish(wasm, session, work) {
+async function finish(wasm, session, { work, intervals }) {
   wasm.archers_frame(performance.now());
   const length = wasm.archers_report();
   const report = JSON.parse(new TextDecoder().decode(readIo(wasm, length)));
@@ -115,6 +117,9 @@ async function finish(wasm, session, work) {
   report.frame_work_ms_p50 = percentile(work, 50);
   report.frame_work_ms_p99 = percentile(work, 99);
   report.frame_work_ms_max = work.length ? Math.max(...work) : null;
+  // From one frame to the next (the browser's frame rate, and any frame the work delayed).
+  report.frame_interval_ms_p50 = percentile(intervals, 50);
+  report.frame_interval_ms_p99 = percentile(intervals, 99);
   report.datagrams_sent = session.sent;
   report.datagrams_received = session.received;
   session.close();

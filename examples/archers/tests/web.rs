@@ -113,12 +113,13 @@ fn a_browser_plays_a_match_with_native_players_to_the_same_state() {
     let summary = common::json(&summary.unwrap_or_else(|| panic!("no summary: {stderr}")));
     let browser = &summary["browser"];
     eprintln!(
-        "page: {} frames, frame work p50 {} / p99 {} / max {} ms; order latency p95 {} ms \
-         (bots {}); module {} bytes",
+        "page: {} frames, frame work p50 {} / p99 {} / max {} ms, frame to frame p99 {} ms; \
+         order latency p95 {} ms (bots {}); module {} bytes",
         browser["frames"],
         browser["frame_work_ms_p50"],
         browser["frame_work_ms_p99"],
         browser["frame_work_ms_max"],
+        browser["frame_interval_ms_p99"],
         browser["latency_ms_p95"],
         summary["natives"],
         summary["wasm_bytes"],
