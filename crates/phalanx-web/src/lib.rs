@@ -19,6 +19,12 @@
 //!
 //! [`Pump`] is all of this as a safe Rust type: the exports drive the module's one pump, and
 //! native tests drive a pump the same way.
+//!
+//! The page's side is `js/phalanx.js` in this crate's directory: an ES module with no build
+//! step whose `Session.open(wasm, { url, certificateHash, requestLength })` does steps 1–2
+//! and then carries the datagrams and keeps the timers of step 3 (`tick()` and `flush()` each
+//! frame). `examples/archers-web` in phalanx's repository is a whole game built this way, and
+//! its guide is `docs/guide/browser.md`.
 
 #![deny(unsafe_code)]
 

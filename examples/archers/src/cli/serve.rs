@@ -185,7 +185,13 @@ async fn serve(args: &ServeArgs, wasm: Vec<u8>) -> Result<bool, String> {
     }
     let limit = Duration::from_secs_f64(args.game.minutes * 60.0 * 3.0 + 120.0);
     let join_wait = Duration::from_secs(args.join_wait_s);
-    let host = session.serve(join_wait, limit, |event| eprintln!("host: {event:?}")).await?;
+    let (mut waiting, mut ended, config) = (None, false, game.session());
+    let host = session
+        .serve(join_wait, limit, |event| {
+            let words = super::sockets::host_event_words(event, &mut waiting, &mut ended, &config);
+            eprintln!("host: {words}");
+        })
+        .await?;
     let mut natives = Vec::new();
     for bot in bots {
         let joined = tokio::task::spawn_blocking(move || bot.join()).await;
