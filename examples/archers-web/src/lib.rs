@@ -4,7 +4,7 @@
 //! page and hosts the match; the page's WebTransport glue is phalanx-web's `js/phalanx.js`.
 //!
 //! [`Game`] is one browser player's side as a safe Rust type (native tests drive it the same
-//! way); [`exports`] are the few functions the page calls, on the module's one game.
+//! way); `exports` (wasm32 only) are the few functions the page calls, on the module's one game.
 //! Turns never cross to JavaScript: the page moves datagrams, calls
 //! `archers_frame(performance.now())` once a frame and draws the archers it is handed.
 
