@@ -15,17 +15,6 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-fn chromium() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("PHALANX_CHROMIUM") {
-        return Some(PathBuf::from(path));
-    }
-    let path = std::env::var_os("PATH")?;
-    ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
-        .iter()
-        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
-        .find(|candidate| candidate.is_file())
-}
-
 /// The DOM of `page` after its scripts ran, from headless Chromium (killed at 60 s).
 fn dump_dom(browser: &PathBuf, page: &std::path::Path, profile: &std::path::Path) -> String {
     let mut child = Command::new(browser)
@@ -76,7 +65,7 @@ fn svg<'a>(dom: &'a str, id: &str) -> &'a str {
 
 #[test]
 fn report_renders_its_plots_in_headless_chromium() {
-    let Some(browser) = chromium() else {
+    let Some(browser) = common::chromium() else {
         assert!(
             std::env::var_os("PHALANX_REQUIRE_BROWSER").is_none(),
             "PHALANX_REQUIRE_BROWSER is set but no chromium was found"

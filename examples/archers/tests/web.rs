@@ -23,17 +23,6 @@ mod node;
 
 use node::Node;
 
-fn chromium() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("PHALANX_CHROMIUM") {
-        return Some(PathBuf::from(path));
-    }
-    let path = std::env::var_os("PATH")?;
-    ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
-        .iter()
-        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
-        .find(|candidate| candidate.is_file())
-}
-
 fn wasm_target_installed() -> bool {
     Command::new("rustup").args(["target", "list", "--installed"]).output().is_ok_and(|out| {
         String::from_utf8_lossy(&out.stdout).lines().any(|l| l == "wasm32-unknown-unknown")
@@ -42,7 +31,7 @@ fn wasm_target_installed() -> bool {
 
 /// Whether the test can run here; panics when CI asked for what is missing.
 fn can_run(test: &str) -> Option<PathBuf> {
-    let browser = chromium();
+    let browser = common::chromium();
     if browser.is_none() {
         assert!(std::env::var_os("PHALANX_REQUIRE_BROWSER").is_none(), "no chromium found");
         eprintln!("SKIPPED {test}: no chromium in PATH");

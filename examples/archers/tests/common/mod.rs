@@ -1,6 +1,8 @@
 //! What the demo's tests share: reading the `--json` summary the demo prints as its last line,
 //! and a match's length in turns of the demo session.
 
+use std::path::PathBuf;
+
 use serde_json::Value;
 
 /// The turns a match of `ms` plays at the demo session's turn length (as `--minutes` counts).
@@ -37,4 +39,17 @@ pub(crate) fn check_one_match(lines: &[Value], players: u64, ms: u64, ended_by: 
     assert!(executed.iter().all(|e| *e == executed[0]), "{executed:?}");
     let submitted: u64 = lines.iter().map(|l| l["commands_submitted"].as_u64().unwrap()).sum();
     assert!(submitted > 0 && executed[0] == submitted, "{lines:?}");
+}
+
+/// Chromium's path: `PHALANX_CHROMIUM`, or the first of its usual names on `PATH`.
+#[allow(dead_code, reason = "only the browser tests open a page")]
+pub(crate) fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PHALANX_CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|candidate| candidate.is_file())
 }
