@@ -74,6 +74,7 @@ mod pin;
 pub mod quic;
 pub mod replay;
 pub mod session;
+mod signed;
 pub mod stats;
 mod trace;
 #[cfg(feature = "udp")]

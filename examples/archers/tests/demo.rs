@@ -8,7 +8,7 @@
 //! and its replay are byte for byte those without, and the speculation figures are reported.
 //! Bounded by the simulation's own time limit.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use archers::replay::ReplayFile;
@@ -109,6 +109,61 @@ fn injected_desync_is_reported_at_the_next_check_naming_the_player() {
     let output = archers(&["diff", bundle.to_str().unwrap()]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("not an archers desync bundle"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `archers verify` as a ladder runs it on the files a match left: the record and its replay.
+fn verify(record: &Path, replay: &Path, key: &str) -> Output {
+    let (record, replay) = (record.to_str().unwrap(), replay.to_str().unwrap());
+    archers(&["verify", record, "--replay", replay, "--key", key, "--json"])
+}
+
+#[test]
+fn a_signed_record_verifies_with_its_replay_and_a_changed_one_does_not() {
+    let dir = scratch("signed");
+    let play = |seed: &str, replay: &Path| {
+        let replay = replay.to_str().unwrap();
+        let args = ["--minutes", "0.2", "--units", "300", "--partition", "0", "--no-report"];
+        let output = archers(&[&args[..], &["--seed", seed, "--replay-out", replay]].concat());
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).expect("utf-8")
+    };
+    let replay = dir.join("match.replay");
+    let stdout = play("4", &replay);
+    let key = stdout.split("--key ").nth(1).and_then(|rest| rest.get(..64)).expect("the key");
+    let record = dir.join("match.replay.signed");
+
+    let output = verify(&record, &replay, key);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    let last = common::json(stdout.lines().last().unwrap());
+    let turns =
+        ReplayFile::from_bytes(&std::fs::read(&replay).unwrap()).unwrap().replay.turns.len();
+    assert_eq!(
+        (last["verified"].as_bool(), last["turns"].as_u64()),
+        (Some(true), Some(turns as u64))
+    );
+    assert_eq!(last["match_id"], 4, "{last}");
+
+    let refused = |record: &Path, replay: &Path, key: &str, words: &str| {
+        let output = verify(record, replay, key);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "verified: {words}");
+        assert!(stderr.contains(words), "{stderr} (expected: {words})");
+    };
+    // One flipped bit in the middle of the record.
+    let mut bytes = std::fs::read(&record).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    let flipped = dir.join("flipped.signed");
+    std::fs::write(&flipped, bytes).unwrap();
+    let output = verify(&flipped, &replay, key);
+    assert!(!output.status.success(), "a flipped byte verified");
+    // Another match's replay, another key.
+    let other = dir.join("other.replay");
+    play("5", &other);
+    refused(&record, &other, key, "not the one the record signs");
+    refused(&record, &replay, &"ab".repeat(32), "not by the host's key");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

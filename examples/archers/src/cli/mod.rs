@@ -15,6 +15,7 @@ mod serve;
 mod simulate;
 mod sockets;
 mod speculated;
+mod verify;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -57,7 +58,7 @@ impl Cli {
             Mode::Rendezvous(args) => args.game.check(),
             Mode::Peer(args) => args.check(),
             Mode::Serve(args) => args.game.check(),
-            Mode::Replay(_) | Mode::Diff(_) => Ok(()),
+            Mode::Replay(_) | Mode::Diff(_) | Mode::Verify(_) => Ok(()),
         };
         if let Err(message) = checked {
             Cli::command().error(clap::error::ErrorKind::ValueValidation, message).exit();
@@ -71,6 +72,7 @@ impl Cli {
             Mode::Serve(args) => serve::run(args),
             Mode::Replay(args) => replay::run(args),
             Mode::Diff(args) => desync::run(args),
+            Mode::Verify(args) => verify::run(args),
         }
     }
 }
@@ -96,6 +98,9 @@ pub(crate) enum Mode {
     Replay(ReplayArgs),
     /// Show what differs in a desync bundle (written by a run with a desync).
     Diff(DiffArgs),
+    /// Check a signed match record (written beside --replay-out's replay) and its replay
+    /// against the host's public key.
+    Verify(VerifyArgs),
 }
 
 /// The match every mode plays; host and clients must agree on it.
@@ -417,6 +422,27 @@ pub(crate) struct ReplayArgs {
     /// Print a JSON summary as the last line of stdout.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `archers verify`.
+#[derive(Clone, Debug, Args)]
+pub(crate) struct VerifyArgs {
+    /// The signed record (`FILE.signed` beside a replay written by --replay-out).
+    #[arg(value_name = "RECORD")]
+    pub(crate) record: PathBuf,
+    /// The replay it must sign.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) replay: PathBuf,
+    /// The host's public key (64 hex digits, as the run that wrote them printed it).
+    #[arg(long, value_name = "HEX", value_parser = match_key)]
+    pub(crate) key: phalanx::replay::MatchKey,
+    /// Print a JSON summary as the last line of stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+fn match_key(value: &str) -> Result<phalanx::replay::MatchKey, String> {
+    phalanx::replay::MatchKey::from_hex(value).ok_or_else(|| "not 64 hex digits".to_owned())
 }
 
 fn minutes(value: &str) -> Result<f64, String> {

@@ -13,6 +13,7 @@ use archers::game::{Archers, Observed, Observer, Setup};
 use archers::net;
 use archers::replay::{ReplayFile, MAGIC};
 use archers::report::{self, ReportInput, UDP_IP_BYTES};
+use phalanx::replay::MatchSigner;
 use phalanx::replay::{Replay, REPLAY_FORMAT_VERSION};
 use phalanx::PlayerId;
 use phalanx_sim::{run_with, SimConfig, SimReport, Step};
@@ -187,6 +188,21 @@ impl Finished<'_> {
                 "{} ({} turns; check with: archers replay FILE)",
                 path.display(),
                 file.replay.turns.len()
+            ),
+        ));
+        // The host's word on the match, signed with a key of this run's, beside the replay.
+        let signed_path = super::verify::signed_path(path);
+        let signer = MatchSigner::generate().map_err(|error| eprintln!("error: {error}"))?;
+        let record = super::verify::record(&file, self.args.game.seed);
+        write(&signed_path, &signer.sign(record).to_bytes(), "signed record")?;
+        lines.push((
+            "signed record".into(),
+            format!(
+                "{} (check with: archers verify {} --replay {} --key {})",
+                signed_path.display(),
+                signed_path.display(),
+                path.display(),
+                signer.public_key()
             ),
         ));
         Ok(())
