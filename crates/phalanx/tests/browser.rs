@@ -3,8 +3,9 @@
 //! sans-IO client over wtransport's client, pinning the certificate hash, driven as a page's
 //! glue drives it — play to the same state after every turn, with commands from everyone.
 //! A page pinning another hash, or asking another path, does not get in. A renewal clock that
-//! jumps past the renewal point mid-match renews the certificate: the match goes on, a page
-//! pinning the old hash no longer gets in and one pinning the new hash does. Bounded in time.
+//! jumps past the certificate's end and the 14-day limit mid-match renews the certificate: the
+//! match goes on, a page pinning the old hash no longer gets in and one pinning the new hash
+//! does. Bounded in time.
 
 #![cfg(feature = "webtransport")]
 
@@ -222,9 +223,10 @@ async fn a_renewed_certificate_keeps_the_match_and_greets_new_pages() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         host.start().await.unwrap();
-        // Twelve and a half days later by the renewal clock: within a day of the end.
+        // Fourteen and a half days later by the renewal clock, mid-match: past the end of the
+        // old certificate (13 days) and past the browsers' 14-day limit.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        ahead.store(12 * 86_400 + 43_200, Ordering::Relaxed);
+        ahead.store(14 * 86_400 + 43_200, Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_secs(5);
         let new = loop {
             let (_, hash) = host.control().browsers().unwrap();
