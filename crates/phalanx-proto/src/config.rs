@@ -7,7 +7,9 @@ use std::fmt;
 
 #[path = "config_groups.rs"]
 mod groups;
-pub use groups::{BudgetConfig, CatchUpConfig, LinkConfig, PlayoutConfig, SyncConfig, TurnConfig};
+pub use groups::{
+    BudgetConfig, CatchUpConfig, CommandOrder, LinkConfig, PlayoutConfig, SyncConfig, TurnConfig,
+};
 
 use crate::wire::{
     bundle_bytes_max, DOWN_HEADER_BYTES_MAX, UP_COMMAND_OVERHEAD_MAX, UP_HEADER_BYTES_MAX,

@@ -48,6 +48,52 @@ pub struct TurnConfig {
     pub stall_notice_ms: u32,
     /// Pauses each player may request in a session. Default: 3.
     pub pauses_per_player_max: u32,
+    /// How the host orders the commands of a turn (every player executes them in that
+    /// order). Default: [`CommandOrder::BySeat`].
+    pub order: CommandOrder,
+}
+
+/// How the host orders the commands within a turn: what "first" means when two orders in one
+/// turn contend for one thing (a last unit in a shop, one tile to build on). The order is the
+/// host's alone: clients execute the turns as sealed, so a client needs no setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommandOrder {
+    /// By seat, then in each player's submission order: the lower seat's orders always come
+    /// first, so between two contending orders the lower seat wins every time. The default.
+    BySeat,
+    /// The seats shuffled afresh each turn (a permutation keyed by `salt` and the turn), then
+    /// each player's submission order: every seat comes first in its share of turns, and of
+    /// any two seats each goes first in half of them. Pick `salt` at random for each match and
+    /// keep it from the players (phalanx's host does when it is 0): a player who knew it could
+    /// hold an order for a turn in which it comes first.
+    Shuffled {
+        /// The shuffle's key.
+        salt: u64,
+    },
+}
+
+impl CommandOrder {
+    /// Each seat's place in `turn`'s order, for `players` seats (`ranks[seat]`; 0 comes
+    /// first). By seat: the seat itself.
+    pub fn ranks(self, turn: crate::Turn, players: u8) -> [u8; 64] {
+        let mut ranks = [0u8; 64];
+        let players = usize::from(players.min(64));
+        let mut seats: [u8; 64] = std::array::from_fn(|seat| seat as u8);
+        if let CommandOrder::Shuffled { salt } = self {
+            let key = salt ^ u64::from(turn.0).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut random = crate::SplitMix64::new(key);
+            // Fisher-Yates over the first `players` seats.
+            for i in (1..players).rev() {
+                let j = (random.next_u64() % (i as u64 + 1)) as usize;
+                seats.swap(i, j);
+            }
+        }
+        for (place, &seat) in seats[..players].iter().enumerate() {
+            ranks[usize::from(seat)] = place as u8;
+        }
+        ranks
+    }
 }
 
 impl Default for TurnConfig {
@@ -65,6 +111,7 @@ impl Default for TurnConfig {
             players_max: 8,
             stall_notice_ms: 500,
             pauses_per_player_max: 3,
+            order: CommandOrder::BySeat,
         }
     }
 }

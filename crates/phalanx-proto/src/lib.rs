@@ -83,8 +83,8 @@ mod wire;
 pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
 pub use config::{
-    BudgetConfig, CatchUpConfig, ConfigError, DesyncPolicy, DesyncReference, LinkConfig,
-    PlayoutConfig, SessionConfig, SyncConfig, TurnConfig,
+    BudgetConfig, CatchUpConfig, CommandOrder, ConfigError, DesyncPolicy, DesyncReference,
+    LinkConfig, PlayoutConfig, SessionConfig, SyncConfig, TurnConfig,
 };
 pub use desync::{DesyncBundle, DiffError, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
 pub use host::{

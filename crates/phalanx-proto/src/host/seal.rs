@@ -81,11 +81,14 @@ impl Host {
     }
 
     /// Seals turn `next_seal`: its control records, the host's own records, then its commands
-    /// in `(player, seq)` order.
+    /// in the order `turns.order` gives the seats, each player's in `seq` order.
     fn seal(&mut self) {
         let mut open = self.open.pop_front().unwrap_or_default();
         self.open.push_back(OpenTurn::default());
-        open.commands.sort_unstable_by_key(|&(player, seq, _)| (player, seq));
+        let ranks = self.config.turns.order.ranks(self.next_seal, self.config.turns.players_max);
+        open.commands.sort_unstable_by_key(|&(player, seq, _)| {
+            (ranks.get(usize::from(player.0)).copied().unwrap_or(u8::MAX), player, seq)
+        });
         self.open_commands -= open.commands.len();
         self.stats.commands_sealed += open.commands.len() as u64;
         let mut records = open.controls;

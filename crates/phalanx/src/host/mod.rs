@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use phalanx_proto::{
-    CommandCodec, DefaultCodec, EndError, EndReason, HostEvent, HostStats, JoinError, JoinResponse,
-    Joined, PeerStats, PlayerId, Readmit, RemoveError, Replay, SessionConfig, Snapshot,
-    SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
+    CommandCodec, CommandOrder, DefaultCodec, EndError, EndReason, HostEvent, HostStats, JoinError,
+    JoinResponse, Joined, PeerStats, PlayerId, Readmit, RemoveError, Replay, SessionConfig,
+    Snapshot, SnapshotError, SpectatorGone, SubmitError, Ticket, Turn, TurnBundle, TypedTurn,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -509,7 +509,14 @@ fn session_host(
             max: seats as u64,
         }));
     }
-    let mut host = phalanx_proto::Host::new(session.clone(), tokens).map_err(HostError::Config)?;
+    let mut session = session.clone();
+    if session.turns.order == (CommandOrder::Shuffled { salt: 0 }) {
+        // A salt no player can know: the turns in which each seat comes first stay unknown.
+        let mut salt = [0u8; 8];
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut salt);
+        session.turns.order = CommandOrder::Shuffled { salt: u64::from_le_bytes(salt) };
+    }
+    let mut host = phalanx_proto::Host::new(session, tokens).map_err(HostError::Config)?;
     host.allow_spectators(spectator_tokens).map_err(HostError::Config)?;
     let local_player = if local_player {
         Some(host.add_local_player().map_err(|_| HostError::NoSeatForLocalPlayer)?)
