@@ -11,32 +11,13 @@
 
 #![allow(unsafe_code)]
 
-use crate::{with_pump, PumpError, SessionConfig};
-
-/// The page's clock (`performance.now()`, milliseconds) as the client's.
-fn ms(now: f64) -> u64 {
-    if now.is_finite() && now > 0.0 {
-        now as u64
-    } else {
-        0
-    }
-}
-
-/// A [`PumpError`] as a negative code.
-fn code(error: &PumpError) -> i32 {
-    match error {
-        PumpError::NoClient => -1,
-        PumpError::TooLarge { .. } => -2,
-        PumpError::Config(_) => -3,
-        PumpError::Join(_) => -4,
-    }
-}
+use crate::{page_ms as ms, with_pump, PumpError, SessionConfig};
 
 /// A result as `i32`: the length, or a negative code.
 fn length(result: Result<usize, PumpError>) -> i32 {
     match result {
         Ok(len) => i32::try_from(len).unwrap_or(i32::MAX),
-        Err(error) => code(&error),
+        Err(error) => error.code(),
     }
 }
 
@@ -63,7 +44,7 @@ pub extern "C" fn phx_join_reply(len: u32, now: f64) -> i32 {
     match with_pump(|pump| pump.join_reply(ms(now), len as usize)) {
         Ok(phalanx_proto::Joined::Player(player)) => i32::from(player.0),
         Ok(_) => 255,
-        Err(error) => code(&error),
+        Err(error) => error.code(),
     }
 }
 

@@ -71,6 +71,30 @@ impl fmt::Display for PumpError {
 
 impl std::error::Error for PumpError {}
 
+impl PumpError {
+    /// The error as the exports return it to a page: -1 no client, -2 too large, -3 bad
+    /// config, -4 join refused or unreadable.
+    pub fn code(&self) -> i32 {
+        match self {
+            PumpError::NoClient => -1,
+            PumpError::TooLarge { .. } => -2,
+            PumpError::Config(_) => -3,
+            PumpError::Join(_) => -4,
+        }
+    }
+}
+
+/// The page's clock (`performance.now()`, milliseconds, a float) as the client's: whole
+/// milliseconds, 0 for anything negative or not finite. A game's own exports take `now` the
+/// same way.
+pub fn page_ms(now: f64) -> u64 {
+    if now.is_finite() && now > 0.0 {
+        now as u64
+    } else {
+        0
+    }
+}
+
 /// What a page's glue drives: one client, and the buffer the bytes cross in.
 #[derive(Debug, Default)]
 pub struct Pump {

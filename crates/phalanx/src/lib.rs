@@ -104,6 +104,24 @@ pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     bytes
 }
 
+/// 32 bytes as 64 lower-case hex digits: fingerprints, certificate hashes, match keys.
+pub(crate) fn hex32(bytes: &[u8; 32]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// 64 hex digits (surrounding whitespace ignored) as 32 bytes; `None` for anything else.
+pub(crate) fn parse_hex32(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut bytes = [0u8; 32];
+    for (index, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * index..2 * index + 2], 16).ok()?;
+    }
+    Some(bytes)
+}
+
 /// Local time for the sans-IO core: milliseconds since the driver started (monotonic).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Clock(tokio::time::Instant);

@@ -102,20 +102,12 @@ pub struct MatchKey(pub [u8; 32]);
 impl MatchKey {
     /// The key as 64 lowercase hex digits.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+        crate::hex32(&self.0)
     }
 
     /// A key from 64 hex digits (`None`: not that).
     pub fn from_hex(hex: &str) -> Option<MatchKey> {
-        let hex = hex.trim();
-        if hex.len() != 64 || !hex.is_ascii() {
-            return None;
-        }
-        let mut key = [0; 32];
-        for (i, byte) in key.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-        }
-        Some(MatchKey(key))
+        crate::parse_hex32(hex).map(MatchKey)
     }
 }
 

@@ -23,7 +23,7 @@ use std::cell::RefCell;
 
 use archers::rules::Match;
 use phalanx_proto::{JoinCode, PlayerId};
-use phalanx_web::{with_pump, PumpError};
+use phalanx_web::{page_ms as ms, with_pump};
 
 use crate::Game;
 
@@ -34,15 +34,6 @@ thread_local! {
     static GAME: RefCell<Option<Game>> = const { RefCell::new(None) };
     /// The archers handed to the page, `army, x, y` at a time.
     static UNITS: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The page's clock (`performance.now()`, milliseconds) as the client's.
-fn ms(now: f64) -> u64 {
-    if now.is_finite() && now > 0.0 {
-        now as u64
-    } else {
-        0
-    }
 }
 
 /// Runs `f` on the game and the pump's client: `None` before both exist.
@@ -83,9 +74,7 @@ pub extern "C" fn archers_join(
     RULES.with(|stash| *stash.borrow_mut() = Some(rules));
     match with_pump(|pump| pump.join(rules.session(), token)) {
         Ok(len) => i32::try_from(len).unwrap_or(-2),
-        Err(PumpError::TooLarge { .. }) => -2,
-        Err(PumpError::Config(_)) => -3,
-        Err(_) => -4,
+        Err(error) => error.code(),
     }
 }
 

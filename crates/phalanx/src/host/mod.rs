@@ -512,9 +512,8 @@ fn session_host(
     let mut session = session.clone();
     if session.turns.order == (CommandOrder::Shuffled { salt: 0 }) {
         // A salt no player can know: the turns in which each seat comes first stay unknown.
-        let mut salt = [0u8; 8];
-        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut salt);
-        session.turns.order = CommandOrder::Shuffled { salt: u64::from_le_bytes(salt) };
+        let salt = u64::from_le_bytes(crate::random_bytes());
+        session.turns.order = CommandOrder::Shuffled { salt };
     }
     let mut host = phalanx_proto::Host::new(session, tokens).map_err(HostError::Config)?;
     host.allow_spectators(spectator_tokens).map_err(HostError::Config)?;

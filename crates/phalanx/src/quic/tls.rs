@@ -34,10 +34,7 @@ impl Fingerprint {
 impl fmt::Display for Fingerprint {
     /// 64 lowercase hex digits.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for byte in self.0 {
-            write!(f, "{byte:02x}")?;
-        }
-        Ok(())
+        f.write_str(&crate::hex32(&self.0))
     }
 }
 
@@ -63,16 +60,7 @@ impl FromStr for Fingerprint {
     type Err = FingerprintParseError;
 
     fn from_str(text: &str) -> Result<Fingerprint, FingerprintParseError> {
-        let text = text.trim();
-        if text.len() != 64 || !text.is_ascii() {
-            return Err(FingerprintParseError);
-        }
-        let mut bytes = [0u8; 32];
-        for (index, byte) in bytes.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[2 * index..2 * index + 2], 16)
-                .map_err(|_| FingerprintParseError)?;
-        }
-        Ok(Fingerprint(bytes))
+        crate::parse_hex32(text).map(Fingerprint).ok_or(FingerprintParseError)
     }
 }
 

@@ -32,7 +32,7 @@ pub struct CertificateHash(pub [u8; 32]);
 impl CertificateHash {
     /// Lower-case hex, 64 digits.
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|byte| format!("{byte:02x}")).collect()
+        crate::hex32(&self.0)
     }
 }
 
