@@ -8,7 +8,8 @@ use std::fmt;
 #[path = "config_groups.rs"]
 mod groups;
 pub use groups::{
-    BudgetConfig, CatchUpConfig, CommandOrder, LinkConfig, PlayoutConfig, SyncConfig, TurnConfig,
+    BudgetConfig, CatchUpConfig, CommandOrder, Fairness, LinkConfig, PlayoutConfig, SyncConfig,
+    TurnConfig,
 };
 
 use crate::wire::{

@@ -51,6 +51,31 @@ pub struct TurnConfig {
     /// How the host orders the commands of a turn (every player executes them in that
     /// order). Default: [`CommandOrder::BySeat`].
     pub order: CommandOrder,
+    /// When a listen host's own player's commands execute: at once ([`Fairness::Fast`]) or
+    /// after the same command delay as everyone else's ([`Fairness::Fair`]). Default:
+    /// [`Fairness::Fast`].
+    pub fairness: Fairness,
+}
+
+/// A listen host's own player against its clients. A client's command crosses the network to
+/// the host before it can be sealed into a turn, so a client stamps it for a turn the command
+/// delay ahead (the host sets that delay to cover the slowest player's measured round trip).
+/// The host's own player needs no crossing. A dedicated host or a relay has no player of its
+/// own and is neutral by construction; this setting is for a host that plays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fairness {
+    /// The host's own commands go into the next turn it seals: its player's orders execute
+    /// within a turn, several turns before a client's. For casual play, where responsiveness
+    /// for the player hosting is worth more than parity. The default.
+    #[default]
+    Fast,
+    /// The host's own commands are stamped as a client's are: for the turn after the one its
+    /// game is executing plus the current command delay. Its player waits as long as a client in step with
+    /// the host, and an order it gives in reaction to a turn lands on the same turn as the
+    /// same reaction of a client. For ranked play on a listen server. The host's game still
+    /// receives each sealed turn one network crossing before the clients do.
+    Fair,
 }
 
 /// How the host orders the commands within a turn: what "first" means when two orders in one
@@ -112,6 +137,7 @@ impl Default for TurnConfig {
             stall_notice_ms: 500,
             pauses_per_player_max: 3,
             order: CommandOrder::BySeat,
+            fairness: Fairness::Fast,
         }
     }
 }

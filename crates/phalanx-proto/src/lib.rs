@@ -84,7 +84,7 @@ pub use bundle::{DesyncReport, EndCause, PauseBy, Record, TurnBundle};
 pub use client::{Client, ClientEvent, ClientJoinError, EndReason};
 pub use config::{
     BudgetConfig, CatchUpConfig, CommandOrder, ConfigError, DesyncPolicy, DesyncReference,
-    LinkConfig, PlayoutConfig, SessionConfig, SyncConfig, TurnConfig,
+    Fairness, LinkConfig, PlayoutConfig, SessionConfig, SyncConfig, TurnConfig,
 };
 pub use desync::{DesyncBundle, DiffError, PeerState, DESYNC_BUNDLE_FORMAT_VERSION};
 pub use host::{
@@ -147,6 +147,9 @@ pub enum SubmitError {
     NotRunning,
     /// This end has no player to submit for (a dedicated host, or a spectator).
     NoPlayer,
+    /// The host's command rule refused it
+    /// ([`Host::set_command_rule`](crate::Host::set_command_rule)).
+    Refused,
 }
 
 impl std::fmt::Display for SubmitError {
@@ -160,6 +163,7 @@ impl std::fmt::Display for SubmitError {
             SubmitError::NoPlayer => {
                 write!(f, "no player to submit for (a dedicated host or a spectator)")
             }
+            SubmitError::Refused => write!(f, "the host's command rule refused the command"),
         }
     }
 }

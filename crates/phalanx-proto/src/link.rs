@@ -132,6 +132,8 @@ pub(crate) enum Offence {
     Malformed,
     /// It claims something the peer cannot know or own.
     Spoofed,
+    /// A command the game's rule refused ([`Host::set_command_rule`](crate::Host::set_command_rule)).
+    Refused,
 }
 
 /// A packet that went out, as its owner built it.
@@ -431,6 +433,7 @@ impl Link {
         match offence {
             Offence::Malformed => self.drops.malformed += 1,
             Offence::Spoofed => self.drops.spoofed += 1,
+            Offence::Refused => self.drops.refused += 1,
         }
         self.misbehaviour += 1;
         self.misbehaviour > self.misbehaviour_max

@@ -51,6 +51,9 @@ pub struct DropCounters {
     pub over_budget: u64,
     /// Commands skipped because an earlier one was missing (they come again with it).
     pub out_of_order: u64,
+    /// Commands the game's rule refused ([`Host::set_command_rule`](crate::Host::set_command_rule)):
+    /// never sealed. Each is an offence.
+    pub refused: u64,
 }
 
 impl DropCounters {
@@ -63,6 +66,7 @@ impl DropCounters {
             + self.spoofed
             + self.over_budget
             + self.out_of_order
+            + self.refused
     }
 }
 
@@ -91,6 +95,9 @@ pub struct HostStats {
     /// Commands that reached the host after their stamped turn was sealed and went into a
     /// later turn.
     pub commands_late: u64,
+    /// Commands the game's rule refused, the host's own player's included
+    /// ([`Host::set_command_rule`](crate::Host::set_command_rule)): never sealed.
+    pub commands_refused: u64,
     /// Milliseconds a due turn waited for the window (a client too far behind).
     pub stall_ms: u64,
     /// Most sealed bundles held at once (bounded by the window).

@@ -86,7 +86,7 @@ pub use client::{Client, ClientOptions, ClientTransport};
 pub use conn::Transport;
 pub use error::{ConnectError, HostError, SessionError};
 pub use event::Event;
-pub use host::{Host, HostControl, HostOptions, HostTransport};
+pub use host::{CommandRule, Host, HostControl, HostOptions, HostTransport};
 pub use phalanx_proto as proto;
 pub use phalanx_proto::speculate;
 pub use phalanx_proto::{

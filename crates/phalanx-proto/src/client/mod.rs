@@ -33,6 +33,10 @@ use crate::link::Link;
 use crate::pace::Pace;
 use crate::stats::ClientStats;
 use crate::types::{stamp, CommandSeq, PlayerId, SpectatorId, Ticket, Turn};
+
+/// Our commands not yet seen in a bundle that a client keeps (for latency and late notices):
+/// far more than the window holds (`budget.commands_per_turn_max` × `turns.window_turns`).
+const IN_FLIGHT_MAX: usize = 4_096;
 use crate::window::SortedWindow;
 use playout::Playout;
 
@@ -319,6 +323,11 @@ impl Client {
         self.next_seq = CommandSeq(seq.0.wrapping_add(1));
         self.unacked.push_back(Unacked { seq, turn, payload: Bytes::copy_from_slice(payload) });
         self.in_flight.insert(seq, (turn, now_ms));
+        // A command the host dropped (over its budget there, or refused by the game's rule)
+        // never executes: forget the oldest rather than grow.
+        if self.in_flight.len() > IN_FLIGHT_MAX {
+            self.in_flight.pop_first();
+        }
         self.stats.commands_unacked = self.unacked.len();
         self.stats.commands_unacked_high_water =
             self.stats.commands_unacked_high_water.max(self.unacked.len());

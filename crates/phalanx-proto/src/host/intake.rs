@@ -23,6 +23,18 @@ struct Accepted {
     payload: Bytes,
 }
 
+/// A game's rule for commands: `false` refuses `player`'s `payload`.
+type RuleFn = dyn FnMut(PlayerId, &[u8]) -> bool + Send;
+
+/// A game's rule for commands, as [`Host::set_command_rule`] took it.
+pub(super) struct CommandRule(Box<RuleFn>);
+
+impl std::fmt::Debug for CommandRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommandRule")
+    }
+}
+
 impl Peer {
     /// Takes what the client says it holds and has executed; `false` (nothing taken) for a
     /// claim it cannot make: holding a bundle not sealed yet, or having executed one it does
@@ -93,17 +105,54 @@ impl Host {
         let window = self.config.turns.window_turns;
         let Some(peer) = self.remote_mut(player) else { return };
         let accepted = peer.take_commands(&up, next_seal, window);
-        self.place_accepted(player, accepted);
+        self.place_accepted(now_ms, player, accepted);
         // An acknowledgement may have opened the window.
         self.prune_sealed();
         self.try_seal(now_ms);
     }
 
-    /// Places a player's accepted commands; counts the late ones and those the window had no
-    /// room for.
-    fn place_accepted(&mut self, player: PlayerId, accepted: Vec<Accepted>) {
+    /// Sets the game's rule for commands. Before any command enters an open turn, the host's
+    /// own player's and every client's, `rule(player, payload)` decides; `false` refuses it.
+    /// A refused command is never sealed: no game executes it, no replay holds it, nothing
+    /// else changes, so it cannot desync anyone. Each refusal is counted
+    /// ([`HostStats::commands_refused`](crate::HostStats::commands_refused), and a client's
+    /// in its [`DropCounters::refused`](crate::DropCounters::refused)) and is an offence of the
+    /// client's: past `link.misbehaviour_max` offences it is removed as misbehaving
+    /// ([`HostEvent::PlayerMisbehaved`]). The host's own player's refused command is a
+    /// [`SubmitError::Refused`](crate::SubmitError::Refused).
+    ///
+    /// Refuse what an honest client never sends: a payload that does not decode, a unit id
+    /// out of range, an order for another player's units, a rate no human gives. An order the
+    /// game may make moot before it executes (a unit dies on the way) is for the simulation
+    /// to ignore, deterministically: the command executes turns after the rule saw it. The
+    /// client is not told; its command just never executes. The rule runs on the host's
+    /// thread for every command: keep it short.
+    pub fn set_command_rule(&mut self, rule: impl FnMut(PlayerId, &[u8]) -> bool + Send + 'static) {
+        self.rule = Some(CommandRule(Box::new(rule)));
+    }
+
+    /// Whether the game's rule lets `player`'s `payload` in; counts a refusal.
+    pub(super) fn admits(&mut self, player: PlayerId, payload: &[u8]) -> bool {
+        let admitted = self.rule.as_mut().is_none_or(|rule| (rule.0)(player, payload));
+        if !admitted {
+            self.stats.commands_refused += 1;
+        }
+        admitted
+    }
+
+    /// Places a player's accepted commands; counts the late ones, those the window had no
+    /// room for and those the game's rule refused (an offence each: the player may be removed
+    /// on the way, and the rest of its commands with it).
+    fn place_accepted(&mut self, now_ms: u64, player: PlayerId, accepted: Vec<Accepted>) {
         let (mut placed, mut over_budget) = (0, 0);
         for command in accepted {
+            if !self.admits(player, &command.payload) {
+                self.offence(now_ms, player, Offence::Refused);
+                if self.remote_mut(player).is_none() {
+                    return;
+                }
+                continue;
+            }
             // Anywhere in the window: a late command is never lost.
             let (seq, target) = (command.seq, command.target);
             match self.place_command(player, seq, target, usize::MAX, command.payload) {

@@ -4,9 +4,9 @@
 use bytes::Bytes;
 
 use crate::bundle::{EndCause, PauseBy, Record, TurnBundle};
-use crate::config::TURN_COST_MAX_MS;
+use crate::config::{Fairness, TURN_COST_MAX_MS};
 use crate::replay::{Recorder, Replay, REPLAY_FORMAT_VERSION};
-use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
+use crate::types::{stamp, CommandSeq, PlayerId, Ticket, Turn};
 use crate::SubmitError;
 
 use super::{EndError, Host, HostEvent, LocalSeat, Readmit, RemoveError, Seat};
@@ -140,11 +140,14 @@ impl Host {
         })
     }
 
-    /// Submits a command for the host's own player. It goes into the next turn the host seals:
-    /// as early as the network allows, since it reaches the clients inside that turn, one hop
-    /// away, while a client's command crosses the network twice (the command delay covers the
-    /// round trip). The host's player therefore sees its commands sooner than a client does;
-    /// a game that wants equal delay for every player can hold the host's commands back itself.
+    /// Submits a command for the host's own player. With [`Fairness::Fast`] (the default) it
+    /// goes into the next turn the host seals: as early as the network allows, since it
+    /// reaches the clients inside that turn, one hop away, while a client's command crosses
+    /// the network twice (the command delay covers the round trip), so the host's player sees
+    /// its commands sooner than a client does. With [`Fairness::Fair`] it is stamped as a
+    /// client's is: the turn after the one the host's game is executing plus the current
+    /// command delay. Refused, with nothing queued, when too large, over budget, or refused by
+    /// the game's rule ([`set_command_rule`](Self::set_command_rule)).
     pub fn submit(&mut self, payload: &[u8]) -> Result<Ticket, SubmitError> {
         let next_seal = self.next_seal;
         if self.ended {
@@ -160,7 +163,14 @@ impl Host {
                 max: self.config.budget.command_bytes_max.into(),
             });
         }
-        let stamped = next_exec.max(next_seal);
+        let delay = match self.config.turns.fairness {
+            Fairness::Fast => 0,
+            Fairness::Fair => self.pace.current.command_delay_turns,
+        };
+        if !self.admits(player, payload) {
+            return Err(SubmitError::Refused);
+        }
+        let stamped = stamp(next_exec, delay).max(next_seal);
         // Over budget for the stamped turn is refused, as a client's would be — or with
         // `budget.overflow_turns_max`, spilled into the first later turn with room, as a client's.
         let turns = self.config.budget.overflow_turns_max as usize + 1;

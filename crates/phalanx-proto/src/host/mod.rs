@@ -14,17 +14,19 @@
 //!
 //! The host may also be a player ([`Host::add_local_player`]): its commands go through
 //! [`Host::submit`] and its game takes turns from [`Host::next_turn`], the same path as any
-//! client's, so a listen server cannot gain an edge.
+//! client's. Its commands skip the network, though: with `turns.fairness` at
+//! [`Fairness::Fair`](crate::Fairness::Fair) they wait the command delay as a client's do.
 //!
 //! # Layout
 //!
 //! This file holds the state (seats, open and sealed turns) and the timers; the rest is one
-//! concern a file: `join.rs` (joins, rejoins, take-overs), `intake.rs` (datagrams from players:
+//! concern a file: `errors.rs` (what the operations return), `join.rs` (joins, rejoins, take-overs), `intake.rs` (datagrams from players:
 //! commands, reports, offences), `seal.rs` (the turn deadline, the window, sealing and the
 //! host's own records), `transmit.rs` (datagrams to players), `local.rs` (the host's own
 //! player and operator: submit, next turn, pause, recording), `snapshot.rs` (snapshots and the
 //! rejoin log), `spectate.rs` (spectators) and `forensics.rs` (desync forensics).
 
+mod errors;
 mod forensics;
 mod intake;
 mod join;
@@ -51,7 +53,8 @@ use crate::snapshot::SnapshotRejection;
 use crate::stats::{HostStats, PeerStats};
 use crate::sync::SyncChecks;
 use crate::types::{CommandSeq, Joined, PlayerId, SpectatorId, Turn};
-use crate::wire::{encode_join_reply, DecodeError, JoinRefusal, Limits};
+use crate::wire::{encode_join_reply, JoinRefusal, Limits};
+pub use errors::{EndError, JoinError, ObserveError, Readmit, RemoveError};
 pub use forensics::UploadError;
 pub use spectate::SpectatorGone;
 
@@ -148,99 +151,6 @@ pub enum HostEvent {
         reference: u64,
     },
 }
-
-/// Why [`Host::end`] did nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EndError {
-    /// The game has not started: there is no turn to end it in (close the lobby instead).
-    NotStarted,
-    /// The session is already ending or ended.
-    AlreadyEnded,
-}
-
-impl std::fmt::Display for EndError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            EndError::NotStarted => write!(f, "the game has not started"),
-            EndError::AlreadyEnded => write!(f, "the session is already ending or ended"),
-        }
-    }
-}
-
-impl std::error::Error for EndError {}
-
-/// Why [`Host::observe_turns`] was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ObserveError {
-    /// Only before the game starts.
-    GameStarted,
-    /// The host plays: its player takes the turns.
-    HostPlays,
-}
-
-impl std::fmt::Display for ObserveError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ObserveError::GameStarted => write!(f, "the game has started"),
-            ObserveError::HostPlays => write!(f, "the host plays: its player takes the turns"),
-        }
-    }
-}
-
-impl std::error::Error for ObserveError {}
-
-/// Whether a player removed by [`Host::remove`] may take its seat back with its token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Readmit {
-    /// The seat stays open for `catch_up.rejoin_window_ms`, as after a timeout: the player may come
-    /// back with its token (a connection closed on purpose, or a kick that forgives).
-    Allow,
-    /// A ban: the token is revoked, and every later join with it is refused with
-    /// [`JoinRefusal::TokenRevoked`](crate::JoinRefusal::TokenRevoked) for the rest of the
-    /// session.
-    Never,
-}
-
-/// Why [`Host::remove`] did nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RemoveError {
-    /// No remote player sits in that seat (never joined, already gone, or the host's own).
-    NotSeated(PlayerId),
-}
-
-impl std::fmt::Display for RemoveError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            RemoveError::NotSeated(player) => write!(f, "no remote player in seat {player}"),
-        }
-    }
-}
-
-impl std::error::Error for RemoveError {}
-
-/// Why a join did not succeed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum JoinError {
-    /// Refused; the reply bytes tell the client why.
-    Refused(JoinRefusal),
-    /// The request did not decode; the reply is a [`JoinRefusal::Malformed`].
-    Malformed(DecodeError),
-}
-
-impl std::fmt::Display for JoinError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            JoinError::Refused(refusal) => write!(f, "join refused: {refusal}"),
-            JoinError::Malformed(error) => write!(f, "malformed join request: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for JoinError {}
 
 /// What [`Host::handle_join`] decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -379,6 +289,8 @@ pub struct Host {
     snapshots: snapshot::Snapshots,
     spectators: spectate::Spectators,
     forensics: forensics::Forensics,
+    /// The game's rule for commands, if it set one.
+    rule: Option<intake::CommandRule>,
 }
 
 /// The first token that appears twice in `tokens`, if any.
@@ -437,6 +349,7 @@ impl Host {
             snapshots: snapshot::Snapshots::new(config.catch_up.rejoin_window_ms == 0),
             spectators: spectate::Spectators::default(),
             forensics: forensics::Forensics::default(),
+            rule: None,
             config,
         })
     }

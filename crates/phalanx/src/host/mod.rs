@@ -26,7 +26,9 @@ use crate::session::{NoTurn, Submitter, Update};
 use crate::{Clock, Event, HostError, SessionError, Transport};
 
 mod control;
+mod rule;
 pub use control::HostControl;
+pub use rule::CommandRule;
 
 /// Everything a host needs to listen.
 #[derive(Debug)]
@@ -60,6 +62,9 @@ pub struct HostOptions {
     /// seats, tokens and admission control (see [`web`](crate::web)). Default: none.
     #[cfg(feature = "webtransport")]
     pub browsers: Option<crate::web::BrowserConfig>,
+    /// The game's rule for commands: which ones the host lets into its turns (see
+    /// [`CommandRule`]). Default: none (every command within the budgets).
+    pub command_rule: Option<CommandRule>,
 }
 
 impl HostOptions {
@@ -82,6 +87,7 @@ impl HostOptions {
             spectator_tokens: Vec::new(),
             #[cfg(feature = "webtransport")]
             browsers: None,
+            command_rule: None,
         }
     }
 }
@@ -221,9 +227,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             spectator_tokens,
             #[cfg(feature = "webtransport")]
             browsers,
+            command_rule,
         } = options;
         let roles = (local_player, observe_turns);
-        let (host, local_player) = session_host(&session, &tokens, &spectator_tokens, roles)?;
+        let (mut host, local_player) = session_host(&session, &tokens, &spectator_tokens, roles)?;
+        if let Some(rule) = command_rule {
+            host.set_command_rule(move |player, payload| rule.admits(player, payload));
+        }
         let (inputs, input_rx) = mpsc::channel(INPUTS_MAX);
         let gate = Gate::new(admission.clone());
         let listen =

@@ -1,0 +1,201 @@
+//! Fair play against a listen server and against cheating clients, on virtual time.
+//!
+//! - A listen host's own player in `Fairness::Fair` waits as long as its clients (p95 within
+//!   10 %); in `Fairness::Fast` it waits about a turn.
+//! - The game's command rule (`Host::set_command_rule`): refused commands are counted, never
+//!   sealed, never desync anyone; a client whose commands are all refused is removed.
+#![allow(clippy::print_stderr)]
+
+use std::collections::BTreeSet;
+
+use phalanx_mesh::{ensure, for_each_seed, seeded_test, Direction, LinkFaults, Mesh, MeshConfig};
+use phalanx_proto::{CommandSeq, Fairness, HostEvent, PlayerId, SubmitError};
+
+const SEEDS: u64 = 24;
+
+/// The 95th percentile of `latencies` (ms).
+fn p95(mut latencies: Vec<u64>) -> u64 {
+    latencies.sort_unstable();
+    latencies[(latencies.len() * 95 / 100).min(latencies.len() - 1)]
+}
+
+/// A listen server and seven clients at 150 ms one way (140 ms ± 20 ms of jitter, wake-ups up
+/// to 2 ms late), every player giving an order every 0.4–0.8 s for a minute: the host
+/// player's and the clients' p95 submit → execute latency.
+fn listen_server(seed: u64, fairness: Fairness) -> Result<(u64, u64), String> {
+    let faults = LinkFaults { latency_ms: 140, jitter_ms: 20, ..LinkFaults::default() };
+    let mut config = MeshConfig::new(seed, 7).with_faults(faults);
+    config.host_plays = true;
+    config.wake_lateness_ms = 2;
+    config.command_interval_ms = (400, 800);
+    config.submit_until_ms = 55_000;
+    config.heal_at_ms = 55_000;
+    config.end_ms = 60_000;
+    config.session.turns.fairness = fairness;
+    let mesh = Mesh::run_checked(config)?;
+    let host = mesh.host_game().ok_or("the host plays")?;
+    let host_p95 = p95(host.latencies_ms.iter().map(|&(_, ms)| ms).collect());
+    let clients = mesh
+        .games
+        .iter()
+        .filter(|game| game.player != host.player)
+        .flat_map(|game| game.latencies_ms.iter().map(|&(_, ms)| ms));
+    let clients_p95 = p95(clients.collect());
+    eprintln!("seed {seed}, {fairness:?}: host p95 {host_p95} ms, clients p95 {clients_p95} ms");
+    Ok((host_p95, clients_p95))
+}
+
+/// `Fair`: the host player's p95 within 10 % of the clients' on every seed.
+#[test]
+fn a_fair_listen_host_waits_as_its_clients_do() {
+    for_each_seed(seeded_test!("fair_listen_host"), SEEDS, |seed| {
+        let (host, clients) = listen_server(seed, Fairness::Fair)?;
+        ensure(host.abs_diff(clients) * 10 <= clients, || {
+            format!("Fair: host p95 {host} ms, clients' {clients} ms: more than 10 % apart")
+        })
+    });
+}
+
+/// `Fast` (the default): the host player's commands go into the next sealed turn, p95 under
+/// half the clients'.
+#[test]
+fn a_fast_listen_host_is_served_first() {
+    for_each_seed(seeded_test!("fast_listen_host"), SEEDS, |seed| {
+        let (host, clients) = listen_server(seed, Fairness::Fast)?;
+        ensure(host * 2 < clients, || {
+            format!("Fast: host p95 {host} ms is not under half the clients' {clients} ms")
+        })
+    });
+}
+
+/// The test's rule for clients' commands, by the `(player, seq)` a payload names: player 1
+/// has every fifth command refused, and `outlaw` every one.
+fn admitted(payload: &[u8], outlaw: Option<PlayerId>) -> bool {
+    let (Some(&player), Some(seq)) = (payload.first(), payload.get(1..5)) else {
+        return false;
+    };
+    let seq = u32::from_le_bytes(seq.try_into().expect("four bytes"));
+    match PlayerId(player) {
+        player if Some(player) == outlaw => false,
+        PlayerId(1) => seq % 5 != 3,
+        _ => true,
+    }
+}
+
+/// Four clients and a playing host on a lossy, jittery network; the host's rule refuses some
+/// of player 1's commands, every seventh submit of its own player and, with `outlaw`, every
+/// command of that client.
+fn ruled_mesh(seed: u64, outlaw: Option<PlayerId>) -> Result<Mesh, String> {
+    let faults =
+        LinkFaults { latency_ms: 40, jitter_ms: 20, loss_permille: 50, ..LinkFaults::default() };
+    let mut config = MeshConfig::new(seed, 4).with_faults(faults);
+    config.host_plays = true;
+    config.command_interval_ms = (200, 600);
+    config.cut(2, 8_000, 9_500, Direction::Both);
+    let mut mesh = Mesh::new(config).map_err(|error| error.to_string())?;
+    let host_player = mesh.host_game().ok_or("the host plays")?.player;
+    let mut own_submits = 0u64;
+    mesh.host.set_command_rule(move |player, payload| {
+        if player == host_player {
+            own_submits += 1;
+            return !own_submits.is_multiple_of(7);
+        }
+        admitted(payload, outlaw)
+    });
+    mesh.run().map_err(|error| error.to_string())?;
+    mesh.check_agreement()?;
+    mesh.check_no_false_drops()?;
+    Ok(mesh)
+}
+
+/// Every game still playing executed exactly the admitted commands of every player still in,
+/// each once, and none of the refused ones (the host's own player has tickets for admitted
+/// ones only); returns how many of the clients' were refused.
+fn only_admitted_executed(mesh: &Mesh, outlaw: Option<PlayerId>) -> Result<u64, String> {
+    let host_player = mesh.host_game().ok_or("the host plays")?.player;
+    let mut refused = 0;
+    for game in mesh.games.iter().filter(|game| game.ended.is_none()) {
+        let executed: BTreeSet<(PlayerId, CommandSeq)> =
+            game.executed.iter().map(|&(player, seq, _)| (player, seq)).collect();
+        ensure(executed.len() == game.executed.len(), || {
+            format!("{:?} ran one twice", game.player)
+        })?;
+        refused = 0;
+        for submitter in mesh.games.iter().filter(|submitter| !mesh.left(submitter.player)) {
+            for &seq in submitter.submitted.keys() {
+                let payload = phalanx_mesh::encode_payload(submitter.player, seq, 12);
+                let admitted = submitter.player == host_player || admitted(&payload, outlaw);
+                refused += u64::from(!admitted);
+                let ran = executed.contains(&(submitter.player, seq));
+                ensure(ran == admitted, || {
+                    format!(
+                        "{:?} {} seq {}: admitted {admitted}, executed {ran}",
+                        game.player, submitter.player, seq.0
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(refused)
+}
+
+/// Refused commands are counted, never sealed, and never desync anyone: every game agrees
+/// turn by turn and executes exactly the admitted commands; the host's own refused submits
+/// are `SubmitError::Refused`.
+#[test]
+fn refused_commands_are_counted_never_sealed() {
+    for_each_seed(seeded_test!("command_rule"), SEEDS, |seed| {
+        let mesh = ruled_mesh(seed, None)?;
+        let refused_clients = only_admitted_executed(&mesh, None)?;
+        let host = mesh.host_game().ok_or("the host plays")?;
+        let own_refusals = host.refused.iter().filter(|&&error| error == SubmitError::Refused);
+        let own_refusals = own_refusals.count() as u64;
+        let counted = mesh.host.stats().commands_refused;
+        let player_1 = mesh.host.peer_stats(PlayerId(1)).ok_or("player 1 is seated")?;
+        eprintln!(
+            "seed {seed}: {refused_clients} client commands refused ({} of player 1), \
+             {own_refusals} of the host's own; host counted {counted}",
+            player_1.drops.refused
+        );
+        ensure(refused_clients > 0 && own_refusals > 0, || "the rule refused nothing".into())?;
+        let own_admitted = host.submitted.len() as u64;
+        ensure(own_refusals * 6 <= own_admitted && own_admitted <= own_refusals * 6 + 6, || {
+            format!("the host's player: {own_admitted} admitted, {own_refusals} refused")
+        })?;
+        ensure(player_1.drops.refused == refused_clients, || {
+            format!("player 1's refusals counted {}, not {refused_clients}", player_1.drops.refused)
+        })?;
+        ensure(counted == refused_clients + own_refusals, || {
+            format!("host counted {counted}, not {refused_clients} + {own_refusals}")
+        })?;
+        ensure(
+            !mesh
+                .host_events
+                .iter()
+                .any(|(_, event)| matches!(event, HostEvent::PlayerMisbehaved(_))),
+            || "a player was removed for fewer refusals than the limit".into(),
+        )
+    });
+}
+
+/// A client whose every command is refused is removed as misbehaving once past
+/// `link.misbehaviour_max`; the others play on, agree, and never execute its commands.
+#[test]
+fn a_client_refused_again_and_again_is_removed() {
+    for_each_seed(seeded_test!("command_rule_outlaw"), SEEDS, |seed| {
+        let outlaw = PlayerId(3);
+        let mesh = ruled_mesh(seed, Some(outlaw))?;
+        let removed = mesh
+            .host_events
+            .iter()
+            .find_map(|(at, event)| (*event == HostEvent::PlayerMisbehaved(outlaw)).then_some(*at));
+        let removed = removed.ok_or("the outlaw was never removed")?;
+        ensure(mesh.left(outlaw), || "no game saw the outlaw leave".into())?;
+        let executed_by_outlaw =
+            mesh.games.iter().flat_map(|game| &game.executed).filter(|&&(p, _, _)| p == outlaw);
+        ensure(executed_by_outlaw.count() == 0, || "a game executed the outlaw's command".into())?;
+        only_admitted_executed(&mesh, Some(outlaw))?;
+        eprintln!("seed {seed}: the outlaw removed at {removed} ms");
+        Ok(())
+    });
+}
