@@ -103,6 +103,10 @@ pub struct MeshConfig {
     pub slow: Vec<(usize, u64)>,
     /// Games that execute nothing during a window (a CPU stall): `(game, from_ms, until_ms)`.
     pub frozen: Vec<(usize, u64, u64)>,
+    /// Lag switches: every datagram client `client` sends to the host during a window is
+    /// held and released at its end, then delayed as the link delays any:
+    /// `(client, from_ms, until_ms)`.
+    pub lag_switches: Vec<(usize, u64, u64)>,
     /// Per-client local clocks: `(offset_ms, rate_permille_delta)` — the client sees
     /// `10 h + offset + now × (1000 + delta) / 1000`. Missing entries: no skew.
     pub clocks: Vec<(i64, i64)>,
@@ -141,6 +145,7 @@ impl MeshConfig {
             liar: None,
             slow: Vec::new(),
             frozen: Vec::new(),
+            lag_switches: Vec::new(),
             clocks: Vec::new(),
             pause_requests: Vec::new(),
             record_replay: false,
@@ -806,8 +811,18 @@ impl Mesh {
             .filter(|&&(from, until, _)| (from..until).contains(&self.now_ms))
             .map(|&(_, _, extra)| extra)
             .sum();
+        let held = self
+            .config
+            .lag_switches
+            .iter()
+            .filter(|&&(held, from, until)| {
+                direction == 0 && held == client && (from..until).contains(&self.now_ms)
+            })
+            .map(|&(_, _, until)| until - self.now_ms)
+            .max()
+            .unwrap_or(0);
         let delay = faults.latency_ms + spike + self.rng.below(faults.jitter_ms + 1);
-        self.enqueue(dest, bytes, delay, twin);
+        self.enqueue(dest, bytes, held + delay, twin);
     }
 
     fn enqueue(&mut self, dest: Dest, bytes: Vec<u8>, delay_ms: u64, twin: Option<u64>) {

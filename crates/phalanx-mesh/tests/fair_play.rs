@@ -2,13 +2,18 @@
 //!
 //! - A listen host's own player in `Fairness::Fair` waits as long as its clients (p95 within
 //!   10 %); in `Fairness::Fast` it waits about a turn.
+//! - A lag-switching client (its datagrams held 0.5–2 s, then released) and a client whose
+//!   clock runs fast gain no turn, see no order before committing their own, and hold the
+//!   others up no longer than the hold itself.
 //! - The game's command rule (`Host::set_command_rule`): refused commands are counted, never
 //!   sealed, never desync anyone; a client whose commands are all refused is removed.
 #![allow(clippy::print_stderr)]
 
 use std::collections::BTreeSet;
 
-use phalanx_mesh::{ensure, for_each_seed, seeded_test, Direction, LinkFaults, Mesh, MeshConfig};
+use phalanx_mesh::{
+    ensure, for_each_seed, seeded_test, Direction, LinkFaults, Mesh, MeshConfig, Rng,
+};
 use phalanx_proto::{CommandSeq, Fairness, HostEvent, PlayerId, SubmitError};
 
 const SEEDS: u64 = 24;
@@ -197,5 +202,101 @@ fn a_client_refused_again_and_again_is_removed() {
         only_admitted_executed(&mesh, Some(outlaw))?;
         eprintln!("seed {seed}: the outlaw removed at {removed} ms");
         Ok(())
+    });
+}
+
+/// The cheater's commands against what it had seen: each executed no earlier than the turn its
+/// ticket named (no turn gained), and after every turn the cheater had executed before it
+/// submitted (no order seen early: a command given in reaction to a turn lands after it).
+/// Returns how many of its commands went into a later turn than stamped.
+fn no_turn_gained(mesh: &Mesh, cheater: usize) -> Result<usize, String> {
+    let game = &mesh.games[cheater];
+    let mut late = 0;
+    for &(player, seq, turn) in &game.executed {
+        if player != game.player {
+            continue;
+        }
+        let &(stamped, submitted_ms) = game.submitted.get(&seq).ok_or("executed, never given")?;
+        ensure(turn >= stamped, || format!("seq {} ran at {turn}, stamped {stamped}", seq.0))?;
+        late += usize::from(turn > stamped);
+        // Turns are executed in order from turn 0: `executed_at_ms[t]` is turn t's time.
+        let seen = game.executed_at_ms.iter().take_while(|&&at| at <= submitted_ms).count();
+        ensure(turn.0 as usize >= seen, || {
+            format!("seq {} submitted after turn {} ran, executed at {turn}", seq.0, seen - 1)
+        })?;
+    }
+    Ok(late)
+}
+
+/// The longest gap between two turns of any honest game (not `cheater`), ms.
+fn honest_stall_ms(mesh: &Mesh, cheater: usize) -> u64 {
+    let stalls = mesh.stalls().into_iter().filter(|&(game, ..)| game != cheater);
+    stalls.map(|(_, _, gap, _)| gap).max().unwrap_or(0)
+}
+
+/// Four clients at 50 ms one way (±10 ms, 1 % loss) ordering every 0.2–0.6 s; client 1
+/// cheats as `cheat` sets it up.
+fn cheated(seed: u64, cheat: impl FnOnce(&mut MeshConfig, &mut Rng)) -> Result<Mesh, String> {
+    let faults =
+        LinkFaults { latency_ms: 50, jitter_ms: 10, loss_permille: 10, ..LinkFaults::default() };
+    let mut config = MeshConfig::new(seed, 4).with_faults(faults);
+    config.command_interval_ms = (200, 600);
+    config.end_ms = 40_000;
+    config.submit_until_ms = 35_000;
+    config.heal_at_ms = 35_000;
+    cheat(&mut config, &mut Rng::new(seed));
+    let mesh = Mesh::run_checked(config)?;
+    mesh.check_agreement()?;
+    mesh.check_exactly_once()?;
+    Ok(mesh)
+}
+
+/// A lag switch: client 1 holds its datagrams for 0.5–2 s, five times in the match, then
+/// releases them. Its commands held past their turn go into a later one (never back into a
+/// sealed turn); it sees no order before committing its own; no honest game waits longer than
+/// the longest hold.
+#[test]
+fn a_lag_switch_gains_no_turn() {
+    for_each_seed(seeded_test!("lag_switch"), SEEDS, |seed| {
+        let mut longest_hold = 0;
+        let mesh = cheated(seed, |config, rng| {
+            let mut at = 3_000;
+            for _ in 0..5 {
+                let hold = 500 + rng.below(1_501);
+                longest_hold = longest_hold.max(hold);
+                config.lag_switches.push((1, at, at + hold));
+                at += hold + 2_000 + rng.below(3_000);
+            }
+        })?;
+        let late = no_turn_gained(&mesh, 1)?;
+        let stall = honest_stall_ms(&mesh, 1);
+        eprintln!(
+            "seed {seed}: holds up to {longest_hold} ms; {late} of the cheater's commands went \
+             late; longest honest stall {stall} ms"
+        );
+        ensure(late > 0, || "no hold made a command late: the lag switch did nothing".into())?;
+        ensure(stall <= longest_hold, || {
+            format!("an honest game waited {stall} ms, longer than the {longest_hold} ms hold")
+        })
+    });
+}
+
+/// A fast clock: client 1's clock runs 25 % fast (and client 2's 10 %). Its schedule runs
+/// ahead, but turns come only as the host seals them: it gains no turn, sees no order early,
+/// and no honest game waits for it (no honest stall longer than a lost turn costs: two turns
+/// and a round trip).
+#[test]
+fn a_fast_clock_gains_no_turn() {
+    for_each_seed(seeded_test!("fast_clock"), SEEDS, |seed| {
+        let mesh = cheated(seed, |config, _| {
+            config.clocks = vec![(0, 0), (0, 250), (0, 100), (0, 0)];
+        })?;
+        no_turn_gained(&mesh, 1)?;
+        no_turn_gained(&mesh, 2)?;
+        let honest = mesh.stalls().into_iter().filter(|&(game, ..)| game == 0 || game == 3);
+        let stall = honest.map(|(_, _, gap, _)| gap).max().unwrap_or(0);
+        let turns = mesh.turns_executed_min();
+        eprintln!("seed {seed}: every game ran {turns}+ turns; longest honest stall {stall} ms");
+        ensure(stall <= 2 * 100 + 2 * 60, || format!("an honest game waited {stall} ms"))
     });
 }
