@@ -182,6 +182,17 @@ pub struct SimConfig {
     /// through. [`PlayerReport::relayed`](crate::PlayerReport::relayed) says which did. How
     /// the NATs are modelled: `crates/phalanx-sim/src/nat.rs`. Default: none.
     pub nats: Vec<Option<phalanx_testkit::NatKind>>,
+    /// The host also plays (a listen server, `HostOptions::local_player`): its process runs
+    /// the game as a client machine does — executes every sealed turn in order, reports its
+    /// state hash, gives the game's orders after each turn, times them when sampling — and is
+    /// reported in [`SimReport::players`](crate::SimReport::players), flagged
+    /// [`PlayerReport::host`](crate::PlayerReport::host). Its player takes a seat (the first
+    /// free one: seat 0), so `session.turns.players_max` must be at least `players + 1`, or
+    /// the host does not bind and the run fails. `session.turns.fairness` says when its
+    /// orders execute. A host run only (ignored with a relay or a mesh). The timeline's steps
+    /// for players do nothing to it: a partition naming its seat is skipped, a crash or a
+    /// leave never happens. Default: no (a dedicated host).
+    pub host_plays: bool,
 }
 
 /// Who talks to whom in a run.
@@ -245,6 +256,7 @@ impl SimConfig {
                 _ => Topology::Star,
             },
             nats: Vec::new(),
+            host_plays: false,
         }
     }
 }

@@ -46,7 +46,8 @@
 //!
 //! Layout: `config` (the scenario and its timeline), `game` (the [`SimGame`] trait and
 //! [`ChainGame`]), `run` (the run as named steps: network, host node, stepping loop), `player` (a
-//! player's machine: join, play, crash and restart, report), `spectator` (a spectator's machine),
+//! player's machine: join, play, crash and restart, report), `listen` (the host's own player's
+//! game, when the host plays), `spectator` (a spectator's machine),
 //! `director` (the timeline's partitions, and the join flood), `socket` (quinn over turmoil UDP
 //! with the fault layer), `trace` (the packet digest), `sampler` (counters over time) and `report`.
 #![forbid(unsafe_code)]
@@ -54,6 +55,7 @@
 mod config;
 mod director;
 mod game;
+mod listen;
 mod mesh;
 mod nat;
 mod player;

@@ -14,8 +14,10 @@ use crate::Step;
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct SimReport {
-    /// One report per client machine: those that joined in seat order ([`PlayerId`] order),
-    /// then those that never did, in the order they were started.
+    /// One report per client machine, and with
+    /// [`SimConfig::host_plays`](crate::SimConfig::host_plays) one for the host's own player
+    /// ([`PlayerReport::host`]): those that joined in seat order ([`PlayerId`] order), then
+    /// those that never did, in the order they were started.
     pub players: Vec<PlayerReport>,
     /// One report per spectator machine (`s0`, `s1`...), in order ([`SimConfig::spectators`]):
     /// `player` is `None`, `spectator` its slot.
@@ -71,8 +73,16 @@ pub struct PlayerReport {
     pub player: Option<PlayerId>,
     /// A spectator's slot.
     pub spectator: Option<SpectatorId>,
-    /// The simulated machine it ran on, `p{machine}`: the order clients were started in.
+    /// The simulated machine it ran on, `p{machine}`: the order clients were started in. The
+    /// host's own player ([`host`](Self::host)) runs on `host`; its `machine` is the index
+    /// after the clients' (`SimConfig::players`).
     pub machine: usize,
+    /// The host's own player ([`SimConfig::host_plays`](crate::SimConfig::host_plays)): its
+    /// game ran in the host's process. It has no client, so the client's figures (stats,
+    /// samples, wire counts, `stats_at_ms`) stay empty; its
+    /// [`latency_ms`](Self::latency_ms) is taken from its
+    /// [`command_latencies`](Self::command_latencies) when sampling.
+    pub host: bool,
     /// The state hash after every executed turn, in turn order from
     /// [`first_turn`](Self::first_turn) (after a restart: the new process's).
     pub hashes: Vec<u64>,
@@ -106,7 +116,8 @@ pub struct PlayerReport {
     pub finished_ms: Option<u64>,
     /// Processes started (1, or 2 after a [`Step::CrashClient`] restart).
     pub incarnations: u32,
-    /// Its client's command latency (submit → execute) p50, p95 and max, ms.
+    /// Its client's command latency (submit → execute) p50, p95 and max, ms (the host's own
+    /// player: over all its [`command_latencies`](Self::command_latencies)).
     pub latency_ms: Option<(u32, u32, u32)>,
     /// Simulated ms at which its client's stats (`latency_ms`, `stall_ms`, `playout_ms`,
     /// `app_bytes`, `unacked_high_water`) were read: when its game loop ended, or, when its
@@ -186,6 +197,12 @@ impl SimReport {
     /// The report of the player in seat `player` (`None`: nobody took it).
     pub fn player(&self, player: PlayerId) -> Option<&PlayerReport> {
         self.players.iter().find(|report| report.player == Some(player))
+    }
+
+    /// The report of the host's own player, when the host played
+    /// ([`SimConfig::host_plays`](crate::SimConfig::host_plays)).
+    pub fn host_player(&self) -> Option<&PlayerReport> {
+        self.players.iter().find(|report| report.host)
     }
 
     /// Every player that executed turn `t` holds the same state hash after it.
@@ -318,11 +335,13 @@ impl PlayerReport {
         self.hashes.get(turn.checked_sub(self.first_turn as usize)?).copied()
     }
 
-    /// `player 2 (p3)`, or `p3 (never joined)`: how messages name it.
+    /// `player 2 (p3)`, `player 0 (host)`, or `p3 (never joined)`: how messages name it.
     pub fn name(&self) -> String {
         match (self.player, self.spectator) {
+            (Some(player), _) if self.host => format!("player {} (host)", player.0),
             (Some(player), _) => format!("player {} (p{})", player.0, self.machine),
             (None, Some(spectator)) => format!("spectator {} (s{})", spectator.0, self.machine),
+            (None, None) if self.host => "the host's player (never seated)".into(),
             (None, None) => format!("p{} (never joined)", self.machine),
         }
     }

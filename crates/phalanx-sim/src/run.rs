@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use phalanx::quic::{Fingerprint, HostIdentity};
+use phalanx::session::Update;
 use phalanx::{Event, Host, HostOptions, PlayerId};
 
 use crate::director::{director_node, flood_node};
+use crate::listen::ListenGame;
 use crate::player::player_node;
 use crate::spectator::{spectator_node, spectator_token};
 use crate::trace::Trace;
@@ -23,7 +25,8 @@ pub(crate) const HOST_PORT: u16 = 4_433;
 #[derive(Clone)]
 pub(crate) struct Run {
     pub(crate) config: SimConfig,
-    /// The report so far; `players` is indexed by machine until [`Run::finish`].
+    /// The report so far; `players` is indexed by machine until [`Run::finish`] (the host's
+    /// own player, when it plays, after the clients: at `config.players`).
     pub(crate) report: Arc<Mutex<SimReport>>,
     pub(crate) trace: Arc<Mutex<Trace>>,
     /// Seat → the machine that last took it, filled as each client joins: how timeline steps
@@ -39,8 +42,12 @@ pub(crate) struct Run {
 
 impl Run {
     fn new(config: SimConfig, identity: &HostIdentity) -> Run {
-        let players =
-            (0..config.players).map(|machine| PlayerReport { machine, ..PlayerReport::default() });
+        let host = hosts_a_player(&config);
+        let players = (0..config.players + usize::from(host)).map(|machine| PlayerReport {
+            machine,
+            host: machine == config.players,
+            ..PlayerReport::default()
+        });
         let spectators = (0..config.spectators.len())
             .map(|machine| PlayerReport { machine, ..PlayerReport::default() });
         let report = SimReport {
@@ -167,7 +174,7 @@ pub fn run_with<G: SimGame>(config: SimConfig, setup: G::Setup) -> Result<SimRep
     if run.config.relay_matches.is_some() {
         relay_node(&mut sim, &run, &identity)?;
     } else {
-        host_node::<G>(&mut sim, &run, &identity);
+        host_node::<G>(&mut sim, &run, &identity, setup.clone());
     }
     for machine in 0..run.config.players {
         player_node::<G>(&mut sim, &run, machine, setup.clone());
@@ -204,16 +211,30 @@ fn relay_node(_: &mut turmoil::Sim<'_>, _: &Run, _: &HostIdentity) -> Result<(),
     Err(SimError::Relay)
 }
 
-/// The host machine: a phalanx host that starts the game when every player has joined.
-fn host_node<G: SimGame>(sim: &mut turmoil::Sim<'_>, run: &Run, identity: &HostIdentity) {
+/// The host machine: a phalanx host that starts the game when every player has joined (and,
+/// with [`SimConfig::host_plays`], plays).
+fn host_node<G: SimGame>(
+    sim: &mut turmoil::Sim<'_>,
+    run: &Run,
+    identity: &HostIdentity,
+    setup: G::Setup,
+) {
     let (run, cert, key) = (run.clone(), identity.cert_der().to_vec(), identity.key_der().to_vec());
     sim.host("host", move || {
-        let (run, cert, key) = (run.clone(), cert.clone(), key.clone());
-        async move { host::<G>(run, HostIdentity::from_der(cert, key)).await }
+        let (run, cert, key, setup) = (run.clone(), cert.clone(), key.clone(), setup.clone());
+        async move { host::<G>(run, HostIdentity::from_der(cert, key), setup).await }
     });
 }
 
-async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
+/// Whether the run's host has a player of its own: [`SimConfig::host_plays`], on a
+/// `phalanx::Host` (not a relay, not a mesh).
+pub(crate) fn hosts_a_player(config: &SimConfig) -> bool {
+    config.host_plays
+        && config.relay_matches.is_none()
+        && matches!(config.topology, crate::Topology::Star)
+}
+
+async fn host<G: SimGame>(run: Run, identity: HostIdentity, setup: G::Setup) -> turmoil::Result {
     let config = &run.config;
     let bind = SocketAddr::from((IpAddr::from([0, 0, 0, 0]), HOST_PORT));
     let socket = host_socket(&run).await?;
@@ -222,7 +243,9 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
     let mut options = HostOptions::new(transport, bind, tokens);
     options.session = config.session.clone();
     options.spectator_tokens = (0..config.spectators.len()).map(spectator_token).collect();
+    options.local_player = hosts_a_player(config);
     let mut host: Host<G::Command> = Host::bind(options).await.map_err(|e| e.to_string())?;
+    let mut game = ListenGame::<G>::new(&run, &host, &setup);
     let (mut joined, mut started, mut events_open) = (0, false, true);
     let mut steps = host_steps(config);
     loop {
@@ -253,26 +276,67 @@ async fn host<G: SimGame>(run: Run, identity: HostIdentity) -> turmoil::Result {
             host.start().await.map_err(|e| e.to_string())?;
             started = true;
         }
-        // Wait for the next event, timeline step or the join deadline: no polling.
+        // Wait for the next turn of the host's game, event, timeline step or the join
+        // deadline: no polling.
         let sleep = until(host_wake_ms(&mut steps, started));
         tokio::select! {
             biased;
-            event = host.next_event(), if events_open => match event {
-                Some(event) => {
-                    if matches!(event, Event::PlayerJoined(_)) {
-                        joined += 1;
+            update = next_update(&mut host, game.is_some()), if events_open => match update {
+                Some(Update::Turn(turn)) => {
+                    let playing = match game.as_mut() {
+                        Some(game) => game.play(&run, &host, &turn).await,
+                        None => false,
+                    };
+                    if !playing {
+                        game = None;
                     }
-                    let line = (now_ms(), format!("{event:?}"));
-                    run.with_report(|report| {
-                        report.host_events.push(line);
-                        report.events.push((now_ms(), event));
-                    });
+                }
+                Some(Update::Event(event)) => joined += host_event(&run, &host, event),
+                // The host's game is over with the session: only events from now on.
+                None if game.is_some() => {
+                    if let Some(game) = game.take() {
+                        game.finish(&run, &host);
+                    }
                 }
                 None => events_open = false,
             },
             () = tokio::time::sleep(sleep) => {}
         }
     }
+}
+
+/// What the host waits for: while its own game plays, the next turn or event (turns first);
+/// otherwise the next event. `None`: no more of those.
+async fn next_update<C: serde::Serialize + serde::de::DeserializeOwned>(
+    host: &mut Host<C>,
+    playing: bool,
+) -> Option<Update<C>> {
+    if playing {
+        host.next_update().await
+    } else {
+        host.next_event().await.map(Update::Event)
+    }
+}
+
+/// Records a host event in the report (a desync as the host's own player met it, when it
+/// plays); 1 when a player joined.
+fn host_event<C: serde::Serialize + serde::de::DeserializeOwned>(
+    run: &Run,
+    host: &Host<C>,
+    event: Event,
+) -> usize {
+    let joined = usize::from(matches!(event, Event::PlayerJoined(_)));
+    let desync = match (&event, host.local_player()) {
+        (Event::Desync(desync), Some(me)) => Some((me, desync.turn.0, desync.diverged.clone())),
+        _ => None,
+    };
+    let line = (now_ms(), format!("{event:?}"));
+    run.with_report(|report| {
+        report.host_events.push(line);
+        report.events.push((now_ms(), event));
+        report.desyncs.extend(desync);
+    });
+    joined
 }
 
 /// A host's pending timeline steps, next first.

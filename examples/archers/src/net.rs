@@ -12,8 +12,8 @@ use phalanx::quic::{Fingerprint, HostIdentity, HostVerification};
 use phalanx::udp::HostPublicKey;
 use phalanx::web::{BrowserConfig, CertificateHash};
 use phalanx::{
-    session::Update, Client, ClientOptions, Event, Host, HostOptions, HostTransport, Transport,
-    TypedRecord, TypedTurn,
+    session::Update, Client, ClientOptions, CommandRule, Event, Host, HostOptions, HostTransport,
+    Transport, TypedRecord, TypedTurn,
 };
 use phalanx_sim::SimGame;
 
@@ -111,6 +111,10 @@ impl HostSession {
         // The host watches the sealed turns (without simulating them) to end the match after
         // its last one.
         options.observe_turns = true;
+        // Orders only for the sender's own archers: anything else is a cheat, refused
+        // before it reaches a turn.
+        options.command_rule =
+            Some(CommandRule::new(move |player, order: &Order| game.admits(player, order)));
         let host = Host::bind(options).await.map_err(|e| e.to_string())?;
         Ok(HostSession { host, game, pin })
     }

@@ -2,7 +2,9 @@
 //! archers, seed and length ([`Match`]), folded into the session's game-data hash, and the
 //! demo's session profile ([`demo_session`]).
 
-use phalanx_proto::SessionConfig;
+use phalanx_proto::{PlayerId, SessionConfig};
+
+use crate::world::Order;
 
 /// The match both sides must agree on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +33,19 @@ impl Match {
         }
         session.game_data_hash = hash;
         session
+    }
+
+    /// Whether `player` may give `order`: only for its own archers (army `p` is ids
+    /// `p × per .. (p + 1) × per`, `per` = archers / players), and at least one of them. The
+    /// host's command rule: an honest client never sends anything else.
+    pub fn admits(&self, player: PlayerId, order: &Order) -> bool {
+        let (Order::Move { first, count, .. }
+        | Order::AttackMove { first, count, .. }
+        | Order::Stop { first, count }) = *order;
+        let per = self.units / self.players.max(1);
+        let start = usize::from(player.0) * per;
+        let (first, count) = (usize::from(first), usize::from(count));
+        count > 0 && first >= start && first + count <= start + per
     }
 }
 

@@ -230,10 +230,8 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
             command_rule,
         } = options;
         let roles = (local_player, observe_turns);
-        let (mut host, local_player) = session_host(&session, &tokens, &spectator_tokens, roles)?;
-        if let Some(rule) = command_rule {
-            host.set_command_rule(move |player, payload| rule.admits(player, payload));
-        }
+        let (host, local_player) =
+            session_host(&session, (&tokens, &spectator_tokens), roles, command_rule)?;
         let (inputs, input_rx) = mpsc::channel(INPUTS_MAX);
         let gate = Gate::new(admission.clone());
         let listen =
@@ -502,12 +500,13 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Host<C, K> {
 }
 
 /// The sans-IO host for `tokens` and `spectator_tokens`, with the host's own player when it
-/// plays (`roles.0`), or observing every turn (`roles.1`); and that player.
+/// plays (`roles.0`), or observing every turn (`roles.1`), and the game's command rule; and
+/// that player.
 fn session_host(
     session: &SessionConfig,
-    tokens: &[u64],
-    spectator_tokens: &[u64],
+    (tokens, spectator_tokens): (&[u64], &[u64]),
     (local_player, observe_turns): (bool, bool),
+    command_rule: Option<CommandRule>,
 ) -> Result<(phalanx_proto::Host, Option<PlayerId>), HostError> {
     let seats = usize::from(session.turns.players_max) - usize::from(local_player);
     if tokens.len() > seats {
@@ -527,6 +526,9 @@ fn session_host(
     }
     let mut host = phalanx_proto::Host::new(session, tokens).map_err(HostError::Config)?;
     host.allow_spectators(spectator_tokens).map_err(HostError::Config)?;
+    if let Some(rule) = command_rule {
+        host.set_command_rule(move |player, payload| rule.admits(player, payload));
+    }
     let local_player = if local_player {
         Some(host.add_local_player().map_err(|_| HostError::NoSeatForLocalPlayer)?)
     } else {
