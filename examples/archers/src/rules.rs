@@ -77,3 +77,25 @@ pub fn demo_session() -> SessionConfig {
     tune(&mut session);
     session
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::World;
+
+    /// Every player's own army, as its bot orders it, is admitted; another's army, an empty
+    /// group and a group running past the army are not.
+    #[test]
+    fn a_player_may_order_its_own_archers_only() {
+        let game = Match { players: 8, units: 1_500, seed: 1, turns: 100 };
+        let world = World::new(game.players, game.units, game.seed);
+        for seat in 0..8u8 {
+            let (first, count, (x, y)) = world.army(PlayerId(seat));
+            let order = Order::AttackMove { first, count, x, y };
+            assert!(game.admits(PlayerId(seat), &order), "seat {seat}'s own army");
+            assert!(!game.admits(PlayerId((seat + 1) % 8), &order), "another's army");
+            assert!(!game.admits(PlayerId(seat), &Order::Stop { first, count: 0 }));
+            assert!(!game.admits(PlayerId(seat), &Order::Stop { first, count: count + 1 }));
+        }
+    }
+}
