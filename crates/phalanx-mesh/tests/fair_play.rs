@@ -167,6 +167,13 @@ fn refused_commands_are_counted_never_sealed() {
         ensure(own_refusals * 6 <= own_admitted && own_admitted <= own_refusals * 6 + 6, || {
             format!("the host's player: {own_admitted} admitted, {own_refusals} refused")
         })?;
+        let events = mesh.host_events.iter().filter(|(_, event)| {
+            matches!(event, HostEvent::CommandRefused { player: PlayerId(1), .. })
+        });
+        let events = events.count() as u64;
+        ensure(events == refused_clients, || {
+            format!("{events} CommandRefused events for {refused_clients} refusals")
+        })?;
         ensure(player_1.drops.refused == refused_clients, || {
             format!("player 1's refusals counted {}, not {refused_clients}", player_1.drops.refused)
         })?;

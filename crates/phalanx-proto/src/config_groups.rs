@@ -91,7 +91,10 @@ pub enum CommandOrder {
     /// each player's submission order: every seat comes first in its share of turns, and of
     /// any two seats each goes first in half of them. Pick `salt` at random for each match and
     /// keep it from the players (phalanx's host does when it is 0): a player who knew it could
-    /// hold an order for a turn in which it comes first.
+    /// hold an order for a turn in which it comes first. Peer to peer every peer must have the
+    /// same salt (peers that differ desync), so every player knows it; the key then also
+    /// mixes in a digest of the turn's commands, which no peer knows before every
+    /// contribution to the turn is final.
     Shuffled {
         /// The shuffle's key.
         salt: u64,

@@ -405,13 +405,15 @@ async fn run(
 }
 
 /// Logs what the matches' hosts reported: what an operator looks for (a player timed out,
-/// misbehaved or was removed; a desync; an end) at `info`, the rest at `debug`.
+/// misbehaved or was removed; a command refused; a desync; an end) at `info`, the rest at
+/// `debug`.
 fn log_events(shard: &mut Shard) {
     use phalanx_proto::HostEvent;
     while let Some((id, event)) = shard.poll_event() {
         match &event {
             HostEvent::PlayerTimedOut(_)
             | HostEvent::PlayerMisbehaved(_)
+            | HostEvent::CommandRefused { .. }
             | HostEvent::PlayerRemoved(_)
             | HostEvent::Desync(_)
             | HostEvent::DesyncPinned { .. }

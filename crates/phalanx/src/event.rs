@@ -49,8 +49,17 @@ pub enum Event {
     /// A host: a player's connection went silent past `link.idle_timeout_ms`; it leaves at the
     /// next sealed turn.
     PlayerTimedOut(PlayerId),
-    /// A host: a player sent too many malformed datagrams; it leaves at the next sealed turn.
+    /// A host: a player sent too many malformed datagrams or refused commands; it leaves at
+    /// the next sealed turn.
     PlayerMisbehaved(PlayerId),
+    /// A host: the game's [`CommandRule`](crate::CommandRule) refused a client's command (never
+    /// sealed; an offence of the player's).
+    CommandRefused {
+        /// Whose.
+        player: PlayerId,
+        /// Its sequence number.
+        seq: CommandSeq,
+    },
     /// A host: a player was removed (kicked, or it left on purpose); it leaves at the next
     /// sealed turn.
     PlayerRemoved(PlayerId),
@@ -135,6 +144,7 @@ impl From<HostEvent> for Event {
             HostEvent::PlayerRejoined(player) => Event::PlayerRejoined(player),
             HostEvent::PlayerTimedOut(player) => Event::PlayerTimedOut(player),
             HostEvent::PlayerMisbehaved(player) => Event::PlayerMisbehaved(player),
+            HostEvent::CommandRefused { player, seq } => Event::CommandRefused { player, seq },
             HostEvent::PlayerRemoved(player) => Event::PlayerRemoved(player),
             HostEvent::Desync(report) => Event::Desync(report),
             HostEvent::Waiting(players) => Event::Waiting(players),

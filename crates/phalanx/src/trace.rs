@@ -2,7 +2,8 @@
 //! as it happens. phalanx installs no subscriber; the game does (the archers demo: a `fmt`
 //! subscriber filtered by `RUST_LOG`). Admission events live in `admission.rs`.
 //!
-//! Levels: `error` for desyncs; `warn` for players timed out, misbehaving, or a client's
+//! Levels: `error` for desyncs; `warn` for players timed out, misbehaving, commands refused
+//! by the game's rule, or a client's
 //! session ending other than by the host's `end`; `info` for joins, removals, pauses, ends and
 //! stalls; `debug` for pace changes, stalls ending, late commands and snapshots kept; `warn`
 //! also for snapshots rejected or refused.
@@ -21,6 +22,9 @@ pub(crate) fn host_event(event: &HostEvent) {
             tracing::warn!(player = player.0, "player misbehaved: disconnected")
         }
         HostEvent::PlayerRemoved(player) => tracing::info!(player = player.0, "player removed"),
+        HostEvent::CommandRefused { player, seq } => {
+            tracing::warn!(player = player.0, seq = seq.0, "command refused by the game's rule")
+        }
         HostEvent::Desync(report) => {
             let diverged: Vec<u8> = report.diverged.iter().map(|p| p.0).collect();
             tracing::error!(turn = report.turn.0, ?diverged, "desync")

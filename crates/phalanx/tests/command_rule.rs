@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use phalanx::proto::Fairness;
 use phalanx::{
-    error::SubmitError, Client, ClientOptions, CommandRule, Host, HostOptions, PlayerId,
+    error::SubmitError, Client, ClientOptions, CommandRule, Event, Host, HostOptions, PlayerId,
     SessionConfig, SessionError, TypedRecord,
 };
 
@@ -106,9 +106,14 @@ async fn orders_for_units_a_player_does_not_own_are_refused() {
         }
         host.start().await.unwrap();
         let mut own = Played::default();
-        let (mut own_refused, mut stats) = (None, None);
+        let (mut own_refused, mut stats, mut refusal_events) = (None, None, 0);
         while let Some(turn) = host.next_turn().await {
             own.take(turn.turn.0, &turn.records);
+            while let Some(event) = host.try_event() {
+                if let Event::CommandRefused { player: PlayerId(2), .. } = event {
+                    refusal_events += 1;
+                }
+            }
             if turn.turn.0 == 3 {
                 own_refused = Some(host.submit(&Order::Stop { unit: 201 }).await);
                 host.submit(&Order::Stop { unit: 1 }).await.expect("its own unit");
@@ -127,9 +132,10 @@ async fn orders_for_units_a_player_does_not_own_are_refused() {
             results.push(task.await.unwrap());
         }
         host.shutdown().await;
-        (own, own_refused, results, stats.expect("the host played"))
+        let stats = stats.expect("the host played");
+        (own, own_refused, results, stats, refusal_events)
     };
-    let (own, own_refused, results, (stats, peers)) =
+    let (own, own_refused, results, (stats, peers), refusal_events) =
         tokio::time::timeout(Duration::from_secs(60), test).await.expect("bounded");
     assert!(
         matches!(own_refused, Some(Err(SessionError::Submit(SubmitError::Refused)))),
@@ -145,4 +151,5 @@ async fn orders_for_units_a_player_does_not_own_are_refused() {
     assert_eq!(stats.commands_refused, u64::from(cheats) + 1, "every refusal counted");
     let cheater = peers.iter().find(|(player, _)| *player == PlayerId(2)).expect("seated");
     assert_eq!(cheater.1.drops.refused, u64::from(cheats));
+    assert_eq!(refusal_events, cheats, "an Event::CommandRefused each");
 }

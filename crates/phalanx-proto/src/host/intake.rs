@@ -116,8 +116,8 @@ impl Host {
     /// A refused command is never sealed: no game executes it, no replay holds it, nothing
     /// else changes, so it cannot desync anyone. Each refusal is counted
     /// ([`HostStats::commands_refused`](crate::HostStats::commands_refused), and a client's
-    /// in its [`DropCounters::refused`](crate::DropCounters::refused)) and is an offence of the
-    /// client's: past `link.misbehaviour_max` offences it is removed as misbehaving
+    /// in its [`DropCounters::refused`](crate::DropCounters::refused)), raises a
+    /// [`HostEvent::CommandRefused`] for a client's and is an offence of the client's: past `link.misbehaviour_max` offences it is removed as misbehaving
     /// ([`HostEvent::PlayerMisbehaved`]). The host's own player's refused command is a
     /// [`SubmitError::Refused`](crate::SubmitError::Refused).
     ///
@@ -147,6 +147,7 @@ impl Host {
         let (mut placed, mut over_budget) = (0, 0);
         for command in accepted {
             if !self.admits(player, &command.payload) {
+                self.push_event(HostEvent::CommandRefused { player, seq: command.seq });
                 self.offence(now_ms, player, Offence::Refused);
                 if self.remote_mut(player).is_none() {
                     return;

@@ -72,9 +72,18 @@ pub enum HostEvent {
     /// A player's connection went silent past `link.idle_timeout_ms`. They leave at the next
     /// sealed turn; the driver should close the connection.
     PlayerTimedOut(PlayerId),
-    /// A player sent more than `link.misbehaviour_max` malformed or spoofed datagrams. They leave
-    /// at the next sealed turn; the driver must close the connection.
+    /// A player sent more than `link.misbehaviour_max` malformed or spoofed datagrams or
+    /// refused commands. They leave at the next sealed turn; the driver must close the
+    /// connection.
     PlayerMisbehaved(PlayerId),
+    /// The game's rule ([`Host::set_command_rule`]) refused a client's command: it is not
+    /// sealed, and counts as an offence of the player's.
+    CommandRefused {
+        /// Whose.
+        player: PlayerId,
+        /// Its sequence number.
+        seq: CommandSeq,
+    },
     /// A player was removed by [`Host::remove`] (kicked, or left on purpose). They leave at
     /// the next sealed turn; the driver should close the connection.
     PlayerRemoved(PlayerId),

@@ -3,7 +3,7 @@
 
 use super::transmit::REPAIR_MARGIN_MS;
 use crate::bundle::{DesyncReport, EndCause, Record, TurnBundle};
-use crate::config::DesyncPolicy;
+use crate::config::{CommandOrder, DesyncPolicy};
 use crate::types::{PlayerId, Turn};
 
 use super::peer::{Peer, State};
@@ -307,8 +307,36 @@ impl Peer {
                 }
             }
         }
+        self.order_commands(turn, &mut commands);
         records.extend(commands);
         TurnBundle { turn, records, length_ms: self.length_ms }
+    }
+
+    /// Puts a turn's commands (in player order, each player's in its order) in the order
+    /// `turns.order` gives the seats. Shuffled, the key is the salt mixed with a digest of
+    /// every command of the turn: the peers share the salt, so without the digest each could
+    /// tell in advance the turns in which it comes first; with it, nobody knows the order
+    /// before every contribution to the turn is final.
+    fn order_commands(&self, turn: Turn, commands: &mut [Record]) {
+        let CommandOrder::Shuffled { salt } = self.config.turns.order else { return };
+        let mut digest = 0xcbf2_9ce4_8422_2325u64;
+        for record in commands.iter() {
+            if let Record::Command { player, seq, payload } = record {
+                let head = [u64::from(player.0), u64::from(seq.0), payload.len() as u64];
+                for byte in
+                    head.iter().flat_map(|word| word.to_le_bytes()).chain(payload.iter().copied())
+                {
+                    digest = (digest ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+                }
+            }
+        }
+        let ranks = CommandOrder::Shuffled { salt: salt ^ digest }
+            .ranks(turn, self.config.turns.players_max);
+        // Stable: each player's commands keep their order.
+        commands.sort_by_key(|record| match record {
+            Record::Command { player, .. } => ranks.get(usize::from(player.0)).copied(),
+            _ => None,
+        });
     }
 
     /// What executing `bundle` means for us: our commands' latency, the pace, desyncs, the end.

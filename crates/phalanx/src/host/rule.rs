@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 /// host asks it before any command enters an open turn, its own player's and every client's.
 /// A refused command is never sealed (no game executes it, no replay holds it, so it cannot
 /// desync anyone), is counted (`HostStats::commands_refused`, and per client
-/// `PeerStats::drops.refused`), and is an offence of the client's: past
+/// `PeerStats::drops.refused`), raises [`Event::CommandRefused`](crate::Event), and is an
+/// offence of the client's: past
 /// `link.misbehaviour_max` offences the client is removed ([`Event::PlayerMisbehaved`](crate::Event)).
 /// The host's own player's refused command is a
 /// [`SubmitError::Refused`](phalanx_proto::SubmitError::Refused).
