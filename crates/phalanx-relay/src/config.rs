@@ -30,6 +30,10 @@ pub struct RelayConfig {
     pub drain_timeout_ms: u64,
     /// Limits per worker.
     pub limits: Limits,
+    /// The game's rule for commands, for every match (set in code: a file or flag cannot
+    /// hold one). Default: none.
+    #[serde(skip)]
+    pub command_rule: Option<crate::CommandRule>,
 }
 
 impl Default for RelayConfig {
@@ -42,6 +46,7 @@ impl Default for RelayConfig {
             key_file: None,
             drain_timeout_ms: 60_000,
             limits: Limits::default(),
+            command_rule: None,
         }
     }
 }

@@ -32,6 +32,7 @@ mod api;
 mod config;
 pub mod load;
 pub mod metrics;
+mod rule;
 mod runtime;
 mod shard;
 
@@ -42,6 +43,7 @@ pub use api::{
 pub use config::{Limits, RelayConfig};
 pub use metrics::Metrics;
 pub use phalanx_proto::JoinCode;
+pub use rule::CommandRule;
 pub use runtime::{Relay, RelayError, RelayHandle};
 pub use shard::{Outbox, Shard};
 

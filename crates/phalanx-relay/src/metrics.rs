@@ -179,6 +179,8 @@ pub struct Metrics {
     pub seal_lateness: Lateness,
     /// Match events nobody took in time ([`Shard::poll_event`](crate::Shard::poll_event)).
     pub events_dropped: u64,
+    /// Commands the game's rule refused ([`CommandRule`](crate::CommandRule)).
+    pub commands_refused: u64,
 }
 
 impl Metrics {
@@ -201,6 +203,7 @@ impl Metrics {
         self.players += other.players;
         self.seal_lateness.merge(&other.seal_lateness);
         self.events_dropped += other.events_dropped;
+        self.commands_refused += other.commands_refused;
     }
 
     /// The Prometheus text exposition of these metrics, and of the process's CPU and memory
@@ -223,6 +226,11 @@ impl Metrics {
             ("phalanx_relay_matches_created_total", "Matches created.", self.matches_created),
             ("phalanx_relay_matches_finished_total", "Matches ended.", self.matches_finished),
             ("phalanx_relay_matches_expired_total", "Matches nobody joined.", self.matches_expired),
+            (
+                "phalanx_relay_commands_refused_total",
+                "Commands the game's rule refused.",
+                self.commands_refused,
+            ),
         ];
         for (name, help, value) in counters {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}");

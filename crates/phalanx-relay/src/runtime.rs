@@ -152,6 +152,7 @@ impl Relay {
             let (tx, rx) = mpsc::channel(COMMANDS_MAX);
             let shard_key = HostKey::from_bytes(key.to_bytes());
             let limits = config.limits;
+            let rule = config.command_rule.clone();
             let stopped = stopped.clone();
             let thread = std::thread::Builder::new()
                 .name(format!("relay-worker-{index}"))
@@ -161,7 +162,10 @@ impl Relay {
                         .build()
                         .expect("a current-thread runtime starts");
                     let epoch = Instant::now();
-                    let shard = Shard::new(shard_key, random_bytes(), limits, 0);
+                    let mut shard = Shard::new(shard_key, random_bytes(), limits, 0);
+                    if let Some(rule) = rule {
+                        shard.set_command_rule(rule);
+                    }
                     runtime.block_on(run(shard, socket, rx, epoch, limits.end_grace_ms));
                     stopped.fetch_add(1, Ordering::SeqCst);
                 })

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use phalanx::{Client, ClientOptions, EndReason, Pin, SessionConfig, TypedRecord};
-use phalanx_relay::{MatchSpec, MatchState, Relay, RelayConfig};
+use phalanx_relay::{CommandRule, MatchSpec, MatchState, Relay, RelayConfig};
 
 fn relay() -> Relay {
     let mut config = RelayConfig::default();
@@ -38,10 +38,11 @@ async fn play(
     (seen, client.ended())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_players_play_a_match_through_the_relay_and_finish() {
-    let relay = relay();
-    let handle = relay.handle();
+/// Creates a two-player match on `handle`'s relay, plays it with phalanx's clients until turn
+/// 40, ends it with code 7 as an operator would, and returns what each player executed.
+async fn play_a_match(
+    handle: &phalanx_relay::RelayHandle,
+) -> Vec<(Vec<(u32, u8, u32)>, Option<EndReason>)> {
     let mut spec = MatchSpec::new(2);
     spec.session = session();
     let ticket = handle.create_match(spec).await.expect("the match is created");
@@ -54,7 +55,6 @@ async fn two_players_play_a_match_through_the_relay_and_finish() {
         let client: Client<u32> = Client::connect(ticket.address, options).await.expect("joins");
         players.push(tokio::spawn(play(client, u32::from(seat.player) + 1)));
     }
-    // Let it run, then end it as an operator would.
     let mut info = handle.inspect(ticket.id).await.unwrap();
     for _ in 0..200 {
         info = handle.inspect(ticket.id).await.unwrap();
@@ -77,8 +77,16 @@ async fn two_players_play_a_match_through_the_relay_and_finish() {
             seen, &outcomes[0].0,
             "both players executed the same commands in the same turns"
         );
-        assert_eq!(seen.len(), 12, "each player's six commands: {seen:?}");
     }
+    outcomes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_players_play_a_match_through_the_relay_and_finish() {
+    let relay = relay();
+    let handle = relay.handle();
+    let outcomes = play_a_match(&handle).await;
+    assert_eq!(outcomes[0].0.len(), 12, "each player's six commands: {:?}", outcomes[0].0);
     // The finished match is freed.
     for _ in 0..100 {
         if handle.metrics().await.matches == 0 {
@@ -91,6 +99,26 @@ async fn two_players_play_a_match_through_the_relay_and_finish() {
     assert_eq!((metrics.matches, metrics.matches_finished, metrics.joins), (0, 1, 2));
     assert_eq!(metrics.drops.total(), 0, "{:?}", metrics.drops);
     assert!(metrics.seal_lateness.count() >= 40);
+}
+
+/// A relay embedded with a command rule (here: player 1's commands are refused, as a rule
+/// refuses what its game's client never sends): both players execute player 0's commands
+/// only, the relay counts the refusals, and player 1, under the misbehaviour limit, stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_refuses_what_its_command_rule_refuses() {
+    let mut config = RelayConfig::default();
+    config.udp = "127.0.0.1:0".parse().unwrap();
+    config.command_rule =
+        Some(CommandRule::new(|_, player, payload| player.0 != 1 && payload.len() <= 8));
+    let relay = Relay::start(config).expect("the relay starts");
+    let handle = relay.handle();
+    let outcomes = play_a_match(&handle).await;
+    let seen = &outcomes[0].0;
+    assert_eq!(seen.len(), 6, "player 0's six commands only: {seen:?}");
+    assert!(seen.iter().all(|&(_, player, _)| player == 0), "{seen:?}");
+    let metrics = handle.metrics().await;
+    assert_eq!(metrics.commands_refused, 6, "player 1's six commands refused");
+    assert!(metrics.prometheus(None).contains("phalanx_relay_commands_refused_total 6"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -31,7 +31,7 @@ use phalanx_wheel::HashedWheel;
 
 use crate::api::{CreateError, MatchError, MatchId, MatchInfo, MatchSpec, StartPolicy};
 use crate::metrics::Metrics;
-use crate::Limits;
+use crate::{CommandRule, Limits};
 use conn::{Conn, Phase, Wire};
 use game::Game;
 use slab::{Key, Slab};
@@ -96,6 +96,8 @@ pub struct Shard {
     datagram: Vec<u8>,
     events: VecDeque<(MatchId, HostEvent)>,
     draining: bool,
+    /// The game's rule for commands, given to each match created.
+    rule: Option<CommandRule>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -127,7 +129,14 @@ impl Shard {
             datagram: Vec::with_capacity(MAX_PACKET),
             events: VecDeque::new(),
             draining: false,
+            rule: None,
         }
+    }
+
+    /// Sets the game's rule for the commands of every match created from now on (see
+    /// [`CommandRule`]).
+    pub fn set_command_rule(&mut self, rule: CommandRule) {
+        self.rule = Some(rule);
     }
 
     /// What this shard counted, and holds now.
@@ -548,6 +557,7 @@ impl Shard {
             }
             self.events.push_back((game.id, event.clone()));
             match event {
+                HostEvent::CommandRefused { .. } => self.metrics.commands_refused += 1,
                 HostEvent::PlayerTimedOut(player)
                 | HostEvent::PlayerMisbehaved(player)
                 | HostEvent::PlayerRemoved(player) => gone.push(Joined::Player(player)),
@@ -629,6 +639,9 @@ impl Shard {
             .map_err(|error| CreateError::Config(error.to_string()))?;
         if !spectators.is_empty() {
             host.allow_spectators(spectators).map_err(|e| CreateError::Config(e.to_string()))?;
+        }
+        if let Some(rule) = self.rule.clone() {
+            host.set_command_rule(move |player, payload| rule.admits(id, player, payload));
         }
         let game = Game {
             id,
