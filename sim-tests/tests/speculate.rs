@@ -3,7 +3,9 @@
 //! speculating (`SimConfig::speculate`: after each confirmed turn it predicts ahead on its own
 //! orders, and the next confirmed turn rolls it back) and without, on the same seed: every
 //! player's state hash after every turn, the commands executed and the trace are the same, and
-//! the speculating games did predict and roll back.
+//! the speculating games did predict and roll back. With late seals the cut player's rendered
+//! state runs on through its cut (at most 13 turns, 1.3 s of it) and stands behind the schedule
+//! less than without, the confirmed game still the same.
 //!
 //! `PHALANX_SEEDS=<n>` sets the seeds (default 12).
 
@@ -12,12 +14,17 @@ use phalanx_sim::{run_with, ChainGame, SimConfig, Step};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
 fn scenario(seed: u64, speculate: bool) -> SimConfig {
+    scenario_late(seed, speculate, 0)
+}
+
+fn scenario_late(seed: u64, speculate: bool, late_seals: u32) -> SimConfig {
     let mut config = SimConfig::new(seed, 8);
     config.latency_ms = 50;
     config.faults.loss_permille = 20;
     config.faults.jitter_ms = 20;
     config.turns = 200;
     config.speculate = speculate;
+    config.late_seals = late_seals;
     config.timeline.extend([
         Step::Partition { at_ms: 10_000, player: PlayerId(3) },
         Step::Repair { at_ms: 12_000, player: PlayerId(3) },
@@ -48,6 +55,40 @@ fn speculation_changes_nothing_confirmed() {
             });
         ensure(predicted > 0 && rolled_back > 0, || {
             format!("predicted {predicted} turns, rolled back {rolled_back}")
+        })
+    });
+}
+
+/// Late seals (13 turns): the same confirmed game and trace as without; the cut player's
+/// rendered state stands behind the schedule for part of its 2 s cut without them, and less
+/// with them.
+#[test]
+fn late_seals_run_the_rendered_state_through_a_cut() {
+    for_each_seed(seeded_test!("late_seals_l2"), 6, |seed| {
+        let plain =
+            run_with::<ChainGame>(scenario_late(seed, true, 0), 4).map_err(|e| e.to_string())?;
+        let late =
+            run_with::<ChainGame>(scenario_late(seed, true, 13), 4).map_err(|e| e.to_string())?;
+        late.check_agreement()?;
+        ensure(late.trace_digest == plain.trace_digest, || {
+            format!("traces differ: {:#x} vs {:#x}", late.trace_digest, plain.trace_digest)
+        })?;
+        for (a, b) in late.players.iter().zip(&plain.players) {
+            ensure(a.hashes == b.hashes && a.commands == b.commands, || {
+                format!("{:?}: the late-sealing game's turns differ", a.player)
+            })?;
+        }
+        let stood = |report: &phalanx_sim::SimReport| {
+            let cut = report.player(PlayerId(3)).and_then(|p| p.speculation.as_ref());
+            cut.map_or(0, |s| s.rendered_stall_us / 1_000)
+        };
+        let (without, with) = (stood(&plain), stood(&late));
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("seed {seed}: the cut player's rendered state behind {without} ms without, {with} ms with");
+        }
+        ensure(without >= 500 && with < without, || {
+            format!("behind the schedule {without} ms without late seals, {with} ms with")
         })
     });
 }

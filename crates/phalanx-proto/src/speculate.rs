@@ -31,6 +31,14 @@
 //!     render(&game); // the predicted state
 //! }
 //! ```
+//!
+//! **Late seals.** When the next confirmed turn is late (lost on the way, or the host waiting
+//! for a slow player), the confirmed game waits; the predicted one need not. Predict through
+//! [`Speculation::horizon_late`] instead, with how long ago the turn fell due (phalanx's
+//! `Session::overdue`): the game runs on through the turns due since, as predicted (with
+//! nobody's orders but ours), at most `turns_max` of them, and rolls back as usual when the
+//! confirmed turns come. The player sees the world move on instead of a stall; a turn that
+//! carried another player's order corrects it.
 
 use crate::typed::{TypedRecord, TypedTurn};
 use crate::types::{CommandSeq, PlayerId, Ticket, Turn};
@@ -155,6 +163,14 @@ impl<C: Clone, S> Speculation<C, S> {
     /// or the stamped turn of our newest pending order if that is later, so that it shows.
     pub fn horizon(&self, now: Turn) -> Turn {
         self.pending.iter().map(|(ticket, _)| ticket.turn).fold(now, Turn::max)
+    }
+
+    /// How far to predict with late seals: as [`horizon`](Self::horizon) from the next
+    /// confirmed turn, and through the turns due on the schedule since it fell due
+    /// `overdue_ms` ago (each `length_ms` long), at most `turns_max` of them past it.
+    pub fn horizon_late(&self, overdue_ms: u64, length_ms: u32, turns_max: u32) -> Turn {
+        let late = (overdue_ms / u64::from(length_ms.max(1))).min(u64::from(turns_max));
+        self.horizon(self.next_confirmed.saturating_add(late as u32))
     }
 
     /// Whether the game holds a predicted state (ahead of the confirmed one) now.

@@ -137,6 +137,12 @@ pub struct SimConfig {
     /// [`PlayerReport::speculation`](crate::PlayerReport::speculation) has the counts. Off
     /// by default.
     pub speculate: bool,
+    /// With [`speculate`](Self::speculate): late seals. While the next confirmed turn is
+    /// late, the game wakes every 60 Hz frame and predicts on through the turns due since, at
+    /// most this many past it (`Speculation::horizon_late`), so the rendered state moves on;
+    /// [`SpeculationReport::rendered_stall_us`](crate::SpeculationReport::rendered_stall_us)
+    /// says how long it still stood behind the schedule. 0 (the default): off.
+    pub late_seals: u32,
     /// A hostile node tries this many joins with bad tokens while the game runs (row 22).
     pub flood_joins: u32,
     /// The player in this seat is hostile in this way after it has joined (rows 17 and 19).
@@ -242,6 +248,7 @@ impl SimConfig {
             desync_at: None,
             keep_states: false,
             speculate: false,
+            late_seals: 0,
             flood_joins: 0,
             hostile: None,
             samples_every_ms: 0,

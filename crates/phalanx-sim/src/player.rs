@@ -196,10 +196,16 @@ async fn play<G: SimGame>(
         _ => None,
     });
     let mut game = G::new(me, run.config.seed, setup);
-    let mut speculation = run.config.speculate.then(|| Speculator::new(me, &mut game));
+    let late_max = run.config.late_seals;
+    let mut speculation = run.config.speculate.then(|| Speculator::new(me, &mut game, late_max));
     let mut flipped = 0u64;
     let mut sampler = Sampler::new(machine, run.config.samples_every_ms);
-    while let Some(turn) = client.next_turn().await {
+    loop {
+        let turn = match speculation.as_mut() {
+            Some(speculation) => speculation.next_turn(run, machine, &mut game, &mut client).await,
+            None => client.next_turn().await,
+        };
+        let Some(turn) = turn else { break };
         if let Some((_, restart_after_ms)) =
             crash.filter(|&(at_ms, _)| incarnation == 0 && now_ms() >= at_ms)
         {
@@ -247,7 +253,8 @@ async fn play<G: SimGame>(
         let commands = game.commands(turn.turn);
         let tickets = submit(run, machine, &mut client, commands, &mut sampler).await;
         if let Some(speculation) = speculation.as_mut() {
-            speculation.predict(run, machine, &mut game, tickets, turn.turn);
+            let overdue = client.overdue();
+            speculation.predict(run, machine, &mut game, tickets, overdue);
         }
     }
     Played::Finished(client)

@@ -438,6 +438,11 @@ pub struct SpeculationReport {
     /// For each order of its game: microseconds from the order to the rendered frame that
     /// shows it in the predicted state (the work, then the wait for the next frame).
     pub visible_us: Vec<u32>,
+    /// How long the rendered (predicted) state stood behind the schedule, µs: 60 Hz frames,
+    /// drawn while the next confirmed turn was late, in which it showed an earlier turn than
+    /// the one due (with [`SimConfig::late_seals`](crate::SimConfig::late_seals) it runs on
+    /// through that many late turns).
+    pub rendered_stall_us: u64,
 }
 
 /// The frame period of a speculating player's renderer: 60 Hz.

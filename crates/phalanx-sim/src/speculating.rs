@@ -1,12 +1,14 @@
 //! A speculating player's game (`SimConfig::speculate`): confirmed turns through
-//! `phalanx::speculate`, the game run ahead on its own orders after each, and the frame work
-//! and the time until each order shows measured into its `SpeculationReport`.
+//! `phalanx::speculate`, the game run ahead on its own orders after each (and with
+//! `SimConfig::late_seals`, on through late turns while it waits), and the frame work, the
+//! time until each order shows and the rendered state's stalls measured into its
+//! `SpeculationReport`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use phalanx::proto::Ticket;
 use phalanx::speculate::{Rollback, Speculation};
-use phalanx::{PlayerId, Turn, TypedTurn};
+use phalanx::{Client, PlayerId, TypedTurn};
 
 use crate::report::FRAME_US;
 use crate::run::{now_ms, Run};
@@ -17,12 +19,17 @@ pub(crate) struct Speculator<G: SimGame> {
     speculation: Speculation<G::Command, Vec<u8>>,
     /// Microseconds of work since the frame began (the confirmed turn's).
     frame_us: u64,
+    /// Late seals: at most this many turns predicted past a late one (0: off).
+    late_max: u32,
+    /// The length of the turns now (the last confirmed turn's), ms.
+    length_ms: u32,
 }
 
 impl<G: SimGame> Speculator<G> {
-    /// Speculation from `game`'s state now.
-    pub(crate) fn new(me: PlayerId, game: &mut G) -> Speculator<G> {
-        Speculator { speculation: Speculation::new(me, &mut Speculating(game)), frame_us: 0 }
+    /// Speculation from `game`'s state now, with late seals up to `late_max` turns.
+    pub(crate) fn new(me: PlayerId, game: &mut G, late_max: u32) -> Speculator<G> {
+        let speculation = Speculation::new(me, &mut Speculating(game));
+        Speculator { speculation, frame_us: 0, late_max, length_ms: 100 }
     }
 
     /// A confirmed turn: the game back to the confirmed state, `turn` executed on it. Begins
@@ -31,10 +38,14 @@ impl<G: SimGame> Speculator<G> {
         let started = Instant::now();
         self.speculation.confirm(&mut Speculating(game), turn);
         self.frame_us = elapsed_us(started);
+        if turn.length_ms > 0 {
+            self.length_ms = turn.length_ms;
+        }
     }
 
     /// After confirmed turn `turn` and our orders (`tickets`): the game runs ahead through
-    /// our newest order, which ends the frame; the report gets the counts, the frame's work,
+    /// our newest order (and with late seals, through the turns due since the next one fell
+    /// due `overdue`), which ends the frame; the report gets the counts, the frame's work,
     /// and how long until each order showed.
     pub(crate) fn predict(
         &mut self,
@@ -42,15 +53,14 @@ impl<G: SimGame> Speculator<G> {
         machine: usize,
         game: &mut G,
         tickets: Vec<(Ticket, G::Command)>,
-        turn: Turn,
+        overdue: Option<Duration>,
     ) {
         let orders = tickets.len();
         for (ticket, command) in tickets {
             self.speculation.submitted(ticket, command);
         }
         let started = Instant::now();
-        let horizon = self.speculation.horizon(turn.next());
-        self.speculation.predict(&mut Speculating(game), horizon);
+        self.predict_late(game, overdue);
         let predict_us = elapsed_us(started);
         let frame_us = self.frame_us + predict_us;
         // The orders were given now; they show in the first frame drawn after the work.
@@ -63,6 +73,59 @@ impl<G: SimGame> Speculator<G> {
             speculation.frame_us.push(clamp(frame_us));
             speculation.visible_us.extend(std::iter::repeat_n(clamp(visible_us), orders));
         });
+    }
+
+    /// The next confirmed turn, drawing a 60 Hz frame while it is late: with late seals the
+    /// game predicts on through the turns due since; either way each frame in which the
+    /// rendered state shows an earlier turn than the schedule's counts as a stalled frame.
+    pub(crate) async fn next_turn(
+        &mut self,
+        run: &Run,
+        machine: usize,
+        game: &mut G,
+        client: &mut Client<G::Command>,
+    ) -> Option<TypedTurn<G::Command>> {
+        loop {
+            // Biased: the turn first, and the same order on every run of a seed.
+            tokio::select! {
+                biased;
+                turn = client.next_turn() => return turn,
+                () = tokio::time::sleep(Duration::from_micros(FRAME_US)) => {}
+            }
+            let Some(overdue) = client.overdue() else { continue };
+            if self.late_max > 0 {
+                self.predict_late(game, Some(overdue));
+            }
+            let stats = self.speculation.stats();
+            let behind = self.behind(overdue);
+            run.with_player(machine, |report| {
+                let speculation = report.speculation.get_or_insert_with(Default::default);
+                speculation.stats = stats;
+                speculation.rendered_stall_us += if behind { FRAME_US } else { 0 };
+            });
+        }
+    }
+
+    /// Whether the rendered state shows an earlier turn than the schedule's, the next
+    /// confirmed turn having fallen due `overdue` ago: the turns due since are
+    /// `next_confirmed + overdue / length`.
+    fn behind(&self, overdue: Duration) -> bool {
+        let next = self.speculation.next_confirmed();
+        let late = overdue.as_millis() / u128::from(self.length_ms.max(1));
+        let due = u128::from(next.0) + late;
+        let shown = self
+            .speculation
+            .predicted_through()
+            .map_or(i128::from(next.0) - 1, |t| i128::from(t.0));
+        shown < due as i128
+    }
+
+    /// Predicts through our newest order, and through the late turns (at most `late_max`).
+    fn predict_late(&mut self, game: &mut G, overdue: Option<Duration>) {
+        let overdue_ms = overdue.map_or(0, |late| late.as_millis().min(u128::from(u64::MAX)));
+        let horizon =
+            self.speculation.horizon_late(overdue_ms as u64, self.length_ms, self.late_max);
+        self.speculation.predict(&mut Speculating(game), horizon);
     }
 }
 

@@ -340,6 +340,14 @@ impl<C: Serialize + DeserializeOwned, K: CommandCodec> Client<C, K> {
         self.handle.until_next_turn()
     }
 
+    /// How long ago the next turn fell due, when it has and is not taken yet: it is late
+    /// (lost, or the host stalled) or the game has not asked for it. `None` when it is not
+    /// due yet, or before the first turn, paused or over. A speculating game uses it for late
+    /// seals ([`Speculation::horizon_late`](crate::speculate::Speculation::horizon_late)).
+    pub fn overdue(&self) -> Option<std::time::Duration> {
+        self.handle.overdue()
+    }
+
     /// Events dropped because they were not taken with [`try_event`](Self::try_event) (1,024
     /// are held; newer ones are dropped and counted here).
     pub fn events_dropped(&self) -> u64 {

@@ -426,6 +426,14 @@ impl<Own, Event> Handle<Own, Event> {
         Some(at.saturating_duration_since(tokio::time::Instant::now()))
     }
 
+    /// How long ago the next turn fell due on the schedule, when it has (it is late, or the
+    /// game has not taken it yet); `None` when it is not due yet or unknown.
+    pub(crate) fn overdue(&self) -> Option<std::time::Duration> {
+        let at = (*self.due.borrow())?;
+        let now = tokio::time::Instant::now();
+        (now > at).then(|| now - at)
+    }
+
     /// Events dropped because the application did not take them (the queue holds
     /// [`EVENTS_MAX`]).
     pub(crate) fn events_dropped(&self) -> u64 {

@@ -258,6 +258,15 @@ where
         }
     }
 
+    /// How long ago the next turn fell due, when it has and is not taken yet (see
+    /// [`Client::overdue`](crate::Client::overdue)): what late seals predict through.
+    pub fn overdue(&self) -> Option<std::time::Duration> {
+        match &self.role {
+            Role::Host(host) => host.overdue(),
+            Role::Client(client) => client.overdue(),
+        }
+    }
+
     /// Events dropped because they were not taken with [`try_event`](Self::try_event).
     pub fn events_dropped(&self) -> u64 {
         match &self.role {

@@ -198,6 +198,12 @@ pub(crate) struct SimulateArgs {
     /// rollbacks; the turns, hashes and replay are those of the run without it.
     #[arg(long)]
     pub(crate) speculate: bool,
+    /// With --speculate: late seals. While a confirmed turn is late, each player's game
+    /// predicts on through the turns due since, at most N past it, instead of standing still;
+    /// the summary adds how long the rendered state stood still (0: off).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = RangedU64ValueParser::<u32>::new().range(0..=20))]
+    pub(crate) late_seals: u32,
     /// N spectators watch the match (on the players' network), from the start.
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = RangedU64ValueParser::<usize>::new().range(0..=16))]

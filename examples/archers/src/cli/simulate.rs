@@ -104,6 +104,10 @@ pub(crate) fn run(args: &SimulateArgs) -> ExitCode {
         eprintln!("error: --nats needs --topology mesh or mesh-modem");
         return ExitCode::FAILURE;
     }
+    if args.late_seals > 0 && !args.speculate {
+        eprintln!("error: --late-seals needs --speculate");
+        return ExitCode::FAILURE;
+    }
     if args.speculate && matches!(config.topology, phalanx_sim::Topology::Mesh(_)) {
         eprintln!("error: --speculate needs the host topology (a mesh does not speculate yet)");
         return ExitCode::FAILURE;
@@ -281,6 +285,7 @@ fn configure(args: &SimulateArgs) -> (SimConfig, Vec<(u64, String)>) {
     // desync's forensics gets both states at the first divergent turn.
     config.keep_states = true;
     config.speculate = args.speculate;
+    config.late_seals = args.late_seals;
     config.turns = game.turns(config.session.turns.length_ms);
     config.limit_ms = (game.minutes * 60_000.0) as u64 * 3 + 60_000;
     let mut markers = Vec::new();

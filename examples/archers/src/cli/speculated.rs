@@ -23,6 +23,9 @@ pub(crate) struct Speculated {
     pub(crate) rollbacks_per_minute: f64,
     /// Predicted turns thrown away and executed again, per minute of play.
     pub(crate) resimulated_turns_per_minute: f64,
+    /// How long the rendered (predicted) state stood behind the schedule, ms: 60 Hz frames,
+    /// drawn while a confirmed turn was late, that showed an earlier turn than the one due.
+    pub(crate) rendered_stall_ms: u64,
 }
 
 impl Speculated {
@@ -41,6 +44,7 @@ impl Speculated {
                 frame_ms_p99: ms(percentile(&mut frames, 99)),
                 rollbacks_per_minute: per_minute(speculation.stats.mispredictions),
                 resimulated_turns_per_minute: per_minute(speculation.stats.resimulated_turns),
+                rendered_stall_ms: speculation.rendered_stall_us / 1_000,
             };
             let worst = worst.get_or_insert_with(Speculated::default);
             worst.visible_ms_p95 = worst.visible_ms_p95.max(this.visible_ms_p95);
@@ -49,12 +53,13 @@ impl Speculated {
             worst.rollbacks_per_minute = worst.rollbacks_per_minute.max(this.rollbacks_per_minute);
             worst.resimulated_turns_per_minute =
                 worst.resimulated_turns_per_minute.max(this.resimulated_turns_per_minute);
+            worst.rendered_stall_ms = worst.rendered_stall_ms.max(this.rendered_stall_ms);
         }
         worst
     }
 
     /// The summary's lines.
-    pub(crate) fn words(&self) -> [(String, String); 2] {
+    pub(crate) fn words(&self) -> [(String, String); 3] {
         [
             (
                 "own orders shown".to_owned(),
@@ -68,6 +73,13 @@ impl Speculated {
                     self.frame_ms_p99,
                     self.rollbacks_per_minute,
                     self.resimulated_turns_per_minute
+                ),
+            ),
+            (
+                "rendered stall".to_owned(),
+                format!(
+                    "{:.2} s behind the schedule in all (60 Hz frames, worst player)",
+                    self.rendered_stall_ms as f64 / 1e3
                 ),
             ),
         ]
