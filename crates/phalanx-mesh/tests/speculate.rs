@@ -3,8 +3,9 @@
 //!
 //! A host seals a turn every four frames with the other players' random commands and ours,
 //! each of ours at its stamped turn or, when it arrives late, at the first turn not sealed
-//! yet; the client receives the sealed turns in bursts (late seals). One client speculates:
-//! it confirms each turn as it arrives, gives orders, and predicts ahead every frame; another
+//! yet; the client receives the sealed turns in bursts, up to three turns late. One client
+//! speculates: it confirms each turn as it arrives, gives orders, and predicts ahead every
+//! frame (in half the frames through the late turns too: `horizon_late`); another
 //! just executes the turns. After every confirmed turn the speculating game's state is
 //! bit for bit the other's, and after every frame the predicted state shows our latest order.
 
@@ -152,7 +153,13 @@ fn run(seed: u64) -> Result<(u64, u64), String> {
             last_order = Some((ticket.seq.0, order));
         }
         let now = Turn(speculation.next_confirmed().0 + 1);
-        speculation.predict(&mut game, speculation.horizon(now));
+        // Half the frames late-seal: on through the turns still behind, at most 0 to 5.
+        let horizon = if rng.chance(500) {
+            speculation.horizon_late(behind as u64, 1, rng.below(6) as u32)
+        } else {
+            speculation.horizon(now)
+        };
+        speculation.predict(&mut game, horizon);
         // Our latest order, while no confirmed turn carried it, shows in the predicted state
         // (an older one of ours that the host took later may override it once confirmed).
         if let Some((_, order)) = last_order.filter(|(seq, _)| !confirmed_seqs.contains(seq)) {
