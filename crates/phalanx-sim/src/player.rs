@@ -253,8 +253,7 @@ async fn play<G: SimGame>(
         let commands = game.commands(turn.turn);
         let tickets = submit(run, machine, &mut client, commands, &mut sampler).await;
         if let Some(speculation) = speculation.as_mut() {
-            let overdue = client.overdue();
-            speculation.predict(run, machine, &mut game, tickets, overdue);
+            speculation.predict(run, machine, &mut game, tickets, client.overdue());
         }
     }
     Played::Finished(client)
