@@ -176,6 +176,10 @@ pub struct PhalanxPlugin<C: Send + Sync + 'static> {
     /// session without a player of its own does not speculate). Costs a save after every
     /// confirmed turn and the predicted turns run again. Default off.
     pub speculate: bool,
+    /// With [`speculate`](Self::speculate): late seals. While the next confirmed turn is
+    /// late, the game runs on through the turns due since, as predicted, at most this many
+    /// past it (`Speculation::horizon_late`). Default 0: off.
+    pub late_seals: u32,
     _command: PhantomData<fn() -> C>,
 }
 
@@ -187,6 +191,7 @@ impl<C: Send + Sync + 'static> PhalanxPlugin<C> {
             ticks_per_turn: 1,
             keep_states: false,
             speculate: false,
+            late_seals: 0,
             _command: PhantomData,
         }
     }
@@ -200,6 +205,13 @@ impl<C: Send + Sync + 'static> PhalanxPlugin<C> {
     /// With [`speculate`](Self::speculate) on: the player's own orders show at once.
     pub fn with_speculation(mut self) -> Self {
         self.speculate = true;
+        self
+    }
+
+    /// With speculation and [`late_seals`](Self::late_seals) of at most `turns` turns.
+    pub fn with_late_seals(mut self, turns: u32) -> Self {
+        self.speculate = true;
+        self.late_seals = turns;
         self
     }
 }
@@ -216,6 +228,8 @@ pub struct Lockstep<C: Send + Sync + 'static> {
     /// snapshot was restored), and for a session without a player.
     speculation: Option<speculate::Speculating<C>>,
     speculate: bool,
+    /// [`PhalanxPlugin::late_seals`].
+    late_seals: u32,
 }
 
 impl<C: Send + Sync + 'static> Lockstep<C> {
@@ -255,6 +269,7 @@ where
             ended_told: false,
             speculation: None,
             speculate: self.speculate,
+            late_seals: self.late_seals,
         })
         .init_resource::<Registry>()
         .init_resource::<TurnProgress>()

@@ -5,7 +5,8 @@
 //! Each confirmed turn goes back to the confirmed state, executes and is saved
 //! ([`confirm`]); after the confirmed turns of a frame (in `PreUpdate`) and after its orders
 //! are submitted (in `PostUpdate`), the game runs ahead through the newest pending order
-//! ([`run_ahead`]). With no order pending the world holds the confirmed state.
+//! ([`run_ahead`]), and with late seals through the turns due since a late one. With no order
+//! pending and no turn late the world holds the confirmed state.
 
 use std::marker::PhantomData;
 
@@ -92,13 +93,18 @@ where
 /// if it ran any turn, and updates [`Prediction`].
 pub(crate) fn run_ahead<C>(world: &mut World, lockstep: &mut Lockstep<C>)
 where
-    C: Clone + Send + Sync + 'static,
+    C: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
 {
     let Some(speculation) = lockstep.speculation.as_mut() else { return };
     let before = speculation.stats().predicted_turns;
-    if speculation.stats().pending_orders > 0 {
+    // Late seals: while the next confirmed turn is late, on through the turns due since.
+    let late = lockstep.session.overdue().filter(|_| lockstep.late_seals > 0);
+    if speculation.stats().pending_orders > 0 || late.is_some() {
+        let length_ms = world.resource::<crate::TurnProgress>().length_ms;
         if let Some(mut game) = game::<C>(world, lockstep.ticks) {
-            let through = speculation.horizon(speculation.next_confirmed());
+            let overdue_ms = late.map_or(0, |late| late.as_millis().min(u128::from(u64::MAX)));
+            let through =
+                speculation.horizon_late(overdue_ms as u64, length_ms, lockstep.late_seals);
             speculation.predict(&mut game, through);
         }
     }
@@ -116,7 +122,7 @@ where
 /// `PostUpdate`, after the frame's orders were submitted: they show now.
 pub(crate) fn predict<C>(world: &mut World)
 where
-    C: Clone + Send + Sync + 'static,
+    C: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
 {
     let Some(mut lockstep) = world.remove_resource::<Lockstep<C>>() else { return };
     run_ahead(world, &mut lockstep);

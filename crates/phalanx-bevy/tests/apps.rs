@@ -355,7 +355,7 @@ fn goal_of(app: &mut App, unit: u64) -> (i64, i64) {
 }
 
 /// Updates both apps (host first) until `done` says so, within 30 s.
-fn update_until(apps: &mut [App; 2], mut done: impl FnMut(&mut [App; 2]) -> bool) {
+fn update_until<const N: usize>(apps: &mut [App; N], mut done: impl FnMut(&mut [App; N]) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !done(apps) {
         assert!(Instant::now() < deadline, "timed out");
@@ -420,6 +420,68 @@ fn a_speculating_app_shows_its_order_at_once_and_rolls_back_what_others_change()
     assert!(seen[1].hashes.len() > 10);
     for (turn, hash) in &seen[1].hashes {
         assert_eq!(seen[0].hashes.get(turn), Some(hash), "turn {turn}: the confirmed states");
+    }
+    assert!(seen.iter().all(|seen| seen.desyncs.is_empty()));
+}
+
+/// Late seals: the host's game stops taking turns, so a window later the host stops sealing
+/// and the clients' next turn is late. The client with late seals runs on through the turns
+/// due since (at most five past the late one), with no order of its own pending; the client
+/// without them holds its confirmed state. When the host's game takes turns again, both
+/// confirm every turn, and every confirmed state is the host's.
+#[test]
+fn a_late_sealing_app_runs_on_while_its_turn_is_late() {
+    let identity = HostIdentity::generate_self_signed("bevy-late-seals").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
+    options.session = config();
+    options.local_player = true;
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
+    let mut clients = Vec::new();
+    for token in [1, 2] {
+        let mut client_options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+        client_options.session = config();
+        clients.push(Session::connect(control.local_addr(), client_options, None).expect("joins"));
+    }
+    control.start().expect("starts");
+    let waiting = clients.pop().expect("two clients");
+    let late = clients.pop().expect("two clients");
+    let host = game(PhalanxPlugin::new(host).with_ticks_per_turn(3));
+    let late = game(PhalanxPlugin::new(late).with_ticks_per_turn(3).with_late_seals(5));
+    let waiting = game(PhalanxPlugin::new(waiting).with_ticks_per_turn(3).with_speculation());
+    let mut apps = [host, late, waiting];
+    let confirmed = |app: &App| app.world().resource::<StateHash>().turn.map_or(0, |t| t.0);
+    update_until(&mut apps, |apps| confirmed(&apps[1]) >= 10 && confirmed(&apps[2]) >= 10);
+
+    let prediction = |app: &App| *app.world().resource::<Prediction>();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ran_on = loop {
+        assert!(Instant::now() < deadline, "the late-sealing client never ran on");
+        apps[1].update();
+        apps[2].update();
+        let (ahead, behind) = (prediction(&apps[1]), prediction(&apps[2]));
+        assert_eq!(behind.predicted_through, None, "without late seals it holds: {behind:?}");
+        let next = ahead.confirmed.map_or(0, |t| t.0 + 1);
+        if let Some(through) = ahead.predicted_through.filter(|t| t.0 >= next + 3) {
+            assert_eq!(ahead.stats.pending_orders, 0);
+            assert!(through.0 <= next + 5, "at most five turns past the late one: {ahead:?}");
+            break through;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+
+    update_until(&mut apps, |apps| apps.iter().all(|app| confirmed(app) >= ran_on.0 + 5));
+    let seen: Vec<Seen> =
+        apps.iter_mut().map(|app| app.world_mut().remove_resource::<Seen>().unwrap()).collect();
+    // The apps note the state after the last turn of each update: compare the turns both
+    // noted (the host's game takes many turns in one update when it comes back).
+    for client in &seen[1..] {
+        let both: Vec<_> =
+            client.hashes.iter().filter(|(turn, _)| seen[0].hashes.contains_key(turn)).collect();
+        assert!(both.len() > 10, "{} turns noted by both", both.len());
+        for (turn, hash) in both {
+            assert_eq!(seen[0].hashes.get(turn), Some(hash), "turn {turn}: the confirmed states");
+        }
     }
     assert!(seen.iter().all(|seen| seen.desyncs.is_empty()));
 }
