@@ -17,8 +17,8 @@
 #![allow(clippy::print_stderr)]
 
 use phalanx::proto::Fairness;
-use phalanx::{PlayerId, Turn, TypedRecord, TypedTurn};
-use phalanx_sim::{run, Rng, SimConfig, SimGame, SimReport, Topology};
+use phalanx::{PlayerId, Turn, TypedTurn};
+use phalanx_sim::{run, ChainGame, Rng, SimConfig, SimGame, SimReport, Topology};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
 /// Seeds in CI, per mode.
@@ -33,11 +33,11 @@ const QUIET_TURNS: u32 = 30;
 /// How much later than its stamped turn an order may execute: the window.
 const SETTLE_TURNS: u32 = 16;
 
-/// A game whose state is a hash chain over every record it executed (as `ChainGame`), whose
-/// player orders every 4–8 turns, drawn from its own seeded stream.
+/// `ChainGame`'s state (a hash chain over every record executed), with a player that orders
+/// every 4–8 turns, drawn from its own seeded stream.
 struct Orders {
     player: PlayerId,
-    state: u64,
+    chain: ChainGame,
     rng: Rng,
     next_order: u32,
 }
@@ -49,26 +49,16 @@ impl SimGame for Orders {
     fn new(player: PlayerId, seed: u64, _: &()) -> Self {
         let mut rng = Rng::new(seed ^ (u64::from(player.0) + 1).wrapping_mul(0x9E37_79B9));
         let next_order = 10 + rng.below(8) as u32;
-        Orders { player, state: seed, rng, next_order }
+        // The chain's own orders off (0): this game gives them.
+        Orders { player, chain: ChainGame::new(player, seed, &0), rng, next_order }
     }
 
     fn execute(&mut self, turn: &TypedTurn<(u8, u32)>) {
-        for record in &turn.records {
-            let word = match record {
-                TypedRecord::Command { player, command: Ok((p, n)), .. } => {
-                    u64::from(player.0) << 40 | u64::from(*p) << 32 | u64::from(*n)
-                }
-                TypedRecord::Command { command: Err(_), .. } => 1,
-                TypedRecord::Joined(p) => 2 << 8 | u64::from(p.0),
-                TypedRecord::Left(p) => 3 << 8 | u64::from(p.0),
-            };
-            self.state = (self.state ^ word).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        self.state = (self.state ^ u64::from(turn.turn.0)).wrapping_mul(0x0000_0100_0000_01b3);
+        self.chain.execute(turn);
     }
 
     fn state_hash(&self) -> u64 {
-        self.state
+        self.chain.state_hash()
     }
 
     fn commands(&mut self, turn: Turn) -> Vec<(u8, u32)> {

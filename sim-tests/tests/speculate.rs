@@ -10,7 +10,7 @@
 //! `PHALANX_SEEDS=<n>` sets the seeds (default 12).
 
 use phalanx::PlayerId;
-use phalanx_sim::{run_with, ChainGame, SimConfig, Step};
+use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Step};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
 fn scenario(seed: u64, speculate: bool) -> SimConfig {
@@ -32,20 +32,27 @@ fn scenario_late(seed: u64, speculate: bool, late_seals: u32) -> SimConfig {
     config
 }
 
+/// `changed` agrees, and its trace and every player's turn hashes and executed commands are
+/// `plain`'s.
+fn same_confirmed_game(changed: &SimReport, plain: &SimReport, what: &str) -> Result<(), String> {
+    changed.check_agreement()?;
+    ensure(changed.trace_digest == plain.trace_digest, || {
+        format!("traces differ: {:#x} vs {:#x}", changed.trace_digest, plain.trace_digest)
+    })?;
+    for (a, b) in changed.players.iter().zip(&plain.players) {
+        ensure(a.hashes == b.hashes && a.commands == b.commands, || {
+            format!("{:?}: the {what} game's turns differ", a.player)
+        })?;
+    }
+    Ok(())
+}
+
 #[test]
 fn speculation_changes_nothing_confirmed() {
     for_each_seed(seeded_test!("speculation_l2"), 12, |seed| {
         let plain = run_with::<ChainGame>(scenario(seed, false), 4).map_err(|e| e.to_string())?;
         let spec = run_with::<ChainGame>(scenario(seed, true), 4).map_err(|e| e.to_string())?;
-        spec.check_agreement()?;
-        ensure(spec.trace_digest == plain.trace_digest, || {
-            format!("traces differ: {:#x} vs {:#x}", spec.trace_digest, plain.trace_digest)
-        })?;
-        for (a, b) in spec.players.iter().zip(&plain.players) {
-            ensure(a.hashes == b.hashes && a.commands == b.commands, || {
-                format!("{:?}: the speculating game's turns differ", a.player)
-            })?;
-        }
+        same_confirmed_game(&spec, &plain, "speculating")?;
         let (predicted, rolled_back) = spec
             .players
             .iter()
@@ -69,16 +76,8 @@ fn late_seals_run_the_rendered_state_through_a_cut() {
             run_with::<ChainGame>(scenario_late(seed, true, 0), 4).map_err(|e| e.to_string())?;
         let late =
             run_with::<ChainGame>(scenario_late(seed, true, 13), 4).map_err(|e| e.to_string())?;
-        late.check_agreement()?;
-        ensure(late.trace_digest == plain.trace_digest, || {
-            format!("traces differ: {:#x} vs {:#x}", late.trace_digest, plain.trace_digest)
-        })?;
-        for (a, b) in late.players.iter().zip(&plain.players) {
-            ensure(a.hashes == b.hashes && a.commands == b.commands, || {
-                format!("{:?}: the late-sealing game's turns differ", a.player)
-            })?;
-        }
-        let stood = |report: &phalanx_sim::SimReport| {
+        same_confirmed_game(&late, &plain, "late-sealing")?;
+        let stood = |report: &SimReport| {
             let cut = report.player(PlayerId(3)).and_then(|p| p.speculation.as_ref());
             cut.map_or(0, |s| s.rendered_stall_us / 1_000)
         };

@@ -18,10 +18,10 @@ use phalanx_proto::{CommandSeq, Fairness, HostEvent, PlayerId, SubmitError};
 
 const SEEDS: u64 = 24;
 
-/// The 95th percentile of `latencies` (ms).
-fn p95(mut latencies: Vec<u64>) -> u64 {
+/// The 95th percentile of `latencies` (ms; nearest rank, the crate's `percentile`).
+fn p95(mut latencies: Vec<u64>) -> Result<u64, String> {
     latencies.sort_unstable();
-    latencies[(latencies.len() * 95 / 100).min(latencies.len() - 1)]
+    phalanx_mesh::peers::percentile(&latencies, 95).ok_or_else(|| "no latency measured".into())
 }
 
 /// A listen server and seven clients at 150 ms one way (140 ms ± 20 ms of jitter, wake-ups up
@@ -39,13 +39,13 @@ fn listen_server(seed: u64, fairness: Fairness) -> Result<(u64, u64), String> {
     config.session.turns.fairness = fairness;
     let mesh = Mesh::run_checked(config)?;
     let host = mesh.host_game().ok_or("the host plays")?;
-    let host_p95 = p95(host.latencies_ms.iter().map(|&(_, ms)| ms).collect());
+    let host_p95 = p95(host.latencies_ms.iter().map(|&(_, ms)| ms).collect())?;
     let clients = mesh
         .games
         .iter()
         .filter(|game| game.player != host.player)
         .flat_map(|game| game.latencies_ms.iter().map(|&(_, ms)| ms));
-    let clients_p95 = p95(clients.collect());
+    let clients_p95 = p95(clients.collect())?;
     eprintln!("seed {seed}, {fairness:?}: host p95 {host_p95} ms, clients p95 {clients_p95} ms");
     Ok((host_p95, clients_p95))
 }

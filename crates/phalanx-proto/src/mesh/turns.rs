@@ -2,7 +2,7 @@
 //! what its bundle holds, and the master's duties (sync checks, the end).
 
 use super::transmit::REPAIR_MARGIN_MS;
-use crate::bundle::{DesyncReport, EndCause, Record, TurnBundle};
+use crate::bundle::{fnv1a, DesyncReport, EndCause, Record, TurnBundle};
 use crate::config::{CommandOrder, DesyncPolicy};
 use crate::types::{PlayerId, Turn};
 
@@ -322,12 +322,10 @@ impl Peer {
         let mut digest = 0xcbf2_9ce4_8422_2325u64;
         for record in commands.iter() {
             if let Record::Command { player, seq, payload } = record {
-                let head = [u64::from(player.0), u64::from(seq.0), payload.len() as u64];
-                for byte in
-                    head.iter().flat_map(|word| word.to_le_bytes()).chain(payload.iter().copied())
-                {
-                    digest = (digest ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+                for word in [u64::from(player.0), u64::from(seq.0), payload.len() as u64] {
+                    digest = fnv1a(digest, &word.to_le_bytes());
                 }
+                digest = fnv1a(digest, payload);
             }
         }
         let ranks = CommandOrder::Shuffled { salt: salt ^ digest }
