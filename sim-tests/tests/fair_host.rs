@@ -12,7 +12,7 @@
 //! The same comparison at L1 is `crates/phalanx-mesh/tests/fair_play.rs`. A listen server's
 //! run replays exactly, as any run does: same seed, same trace and states.
 //!
-//! `PHALANX_SEEDS=<n>` sets the seeds (default 12 per mode); `PHALANX_TRANSPORT=udp` runs it
+//! `PHALANX_SEEDS=<n>` sets the seeds (default 24 per mode); `PHALANX_TRANSPORT=udp` runs it
 //! over the raw-UDP transport.
 #![allow(clippy::print_stderr)]
 
@@ -22,7 +22,7 @@ use phalanx_sim::{run, ChainGame, Rng, SimConfig, SimGame, SimReport, Topology};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
 /// Seeds in CI, per mode.
-const SEEDS: u64 = 12;
+const SEEDS: u64 = 24;
 
 /// Turns played: a minute at 100 ms.
 const TURNS: u32 = 600;

@@ -7,7 +7,7 @@
 //! state runs on through its cut (at most 13 turns, 1.3 s of it) and stands behind the schedule
 //! less than without, the confirmed game still the same.
 //!
-//! `PHALANX_SEEDS=<n>` sets the seeds (default 12).
+//! `PHALANX_SEEDS=<n>` sets the seeds (default 12 for speculation, 24 for late seals).
 
 use phalanx::PlayerId;
 use phalanx_sim::{run_with, ChainGame, SimConfig, SimReport, Step};
@@ -71,7 +71,7 @@ fn speculation_changes_nothing_confirmed() {
 /// with them.
 #[test]
 fn late_seals_run_the_rendered_state_through_a_cut() {
-    for_each_seed(seeded_test!("late_seals_l2"), 6, |seed| {
+    for_each_seed(seeded_test!("late_seals_l2"), 24, |seed| {
         let plain =
             run_with::<ChainGame>(scenario_late(seed, true, 0), 4).map_err(|e| e.to_string())?;
         let late =

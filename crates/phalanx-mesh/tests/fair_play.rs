@@ -96,6 +96,7 @@ fn ruled_mesh(seed: u64, outlaw: Option<PlayerId>) -> Result<Mesh, String> {
     let mut config = MeshConfig::new(seed, 4).with_faults(faults);
     config.host_plays = true;
     config.command_interval_ms = (200, 600);
+    config.wake_lateness_ms = 2;
     config.cut(2, 8_000, 9_500, Direction::Both);
     let mut mesh = Mesh::new(config).map_err(|error| error.to_string())?;
     let host_player = mesh.host_game().ok_or("the host plays")?.player;
@@ -248,6 +249,7 @@ fn cheated(seed: u64, cheat: impl FnOnce(&mut MeshConfig, &mut Rng)) -> Result<M
         LinkFaults { latency_ms: 50, jitter_ms: 10, loss_permille: 10, ..LinkFaults::default() };
     let mut config = MeshConfig::new(seed, 4).with_faults(faults);
     config.command_interval_ms = (200, 600);
+    config.wake_lateness_ms = 2;
     config.end_ms = 40_000;
     config.submit_until_ms = 35_000;
     config.heal_at_ms = 35_000;
