@@ -13,6 +13,23 @@ pub(crate) struct SortedWindow<T> {
     sorted: Vec<T>,
 }
 
+impl<T: Copy> Clone for SortedWindow<T> {
+    fn clone(&self) -> Self {
+        SortedWindow {
+            capacity: self.capacity,
+            arrivals: self.arrivals.clone(),
+            sorted: self.sorted.clone(),
+        }
+    }
+
+    /// Copies `source` into the memory this window already holds.
+    fn clone_from(&mut self, source: &Self) {
+        self.capacity = source.capacity;
+        self.arrivals.clone_from(&source.arrivals);
+        self.sorted.clone_from(&source.sorted);
+    }
+}
+
 impl<T: Ord + Copy> SortedWindow<T> {
     pub(crate) fn new(capacity: usize) -> Self {
         SortedWindow {
