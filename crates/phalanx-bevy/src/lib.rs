@@ -64,6 +64,7 @@ use bevy::ecs::prelude::*;
 use bevy::ecs::schedule::ScheduleLabel;
 use phalanx::{
     desync::{DesyncBundle, DesyncReport},
+    proto::CommandSeq,
     EndReason, Event, PlayerId, Session, Turn, TypedRecord,
 };
 use serde::de::DeserializeOwned;
@@ -134,6 +135,15 @@ pub enum LockstepEvent {
     /// A host only: the first divergent turn and both states there (see phalanx's desync
     /// forensics: name what differs with `DesyncBundle::diff`).
     DesyncDiagnosed(Arc<DesyncBundle>),
+    /// An order that no game executes: a client's, refused by the host's rule (on the host),
+    /// or one of ours the host will never seal (the game's rule refused it, or its turns had
+    /// no room): a speculating app stops showing it.
+    CommandRefused {
+        /// Whose.
+        player: PlayerId,
+        /// Which.
+        seq: CommandSeq,
+    },
     /// The session is over and every turn was executed.
     Ended(Option<EndReason>),
 }
@@ -344,6 +354,14 @@ where
 {
     let Some(mut lockstep) = world.remove_resource::<Lockstep<C>>() else { return };
     while let Some(event) = lockstep.session.try_event() {
+        let me = lockstep.session.player();
+        if let (Event::CommandRefused { player, seq }, Some(speculation)) =
+            (&event, lockstep.speculation.as_mut())
+        {
+            if Some(*player) == me {
+                speculation.refused(*seq);
+            }
+        }
         if let Some(message) = lifecycle(event) {
             world.write_message(message);
         }
@@ -442,6 +460,9 @@ fn lifecycle(event: Event) -> Option<LockstepEvent> {
         Event::Waiting(players) => Some(LockstepEvent::Waiting(players)),
         Event::StallEnded => Some(LockstepEvent::StallEnded),
         Event::DesyncDiagnosed(bundle) => Some(LockstepEvent::DesyncDiagnosed(bundle)),
+        Event::CommandRefused { player, seq } => {
+            Some(LockstepEvent::CommandRefused { player, seq })
+        }
         _ => None,
     }
 }

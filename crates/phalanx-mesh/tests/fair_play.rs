@@ -6,7 +6,8 @@
 //!   clock runs fast gain no turn, see no order before committing their own, and hold the
 //!   others up no longer than the hold itself.
 //! - The game's command rule (`Host::set_command_rule`): refused commands are counted, never
-//!   sealed, never desync anyone; a client whose commands are all refused is removed.
+//!   sealed, never desync anyone, and their sender is told of each once; a client whose
+//!   commands are all refused is removed.
 #![allow(clippy::print_stderr)]
 
 use std::collections::BTreeSet;
@@ -14,7 +15,7 @@ use std::collections::BTreeSet;
 use phalanx_mesh::{
     ensure, for_each_seed, seeded_test, Direction, LinkFaults, Mesh, MeshConfig, Rng,
 };
-use phalanx_proto::{CommandSeq, Fairness, HostEvent, PlayerId, SubmitError};
+use phalanx_proto::{ClientEvent, CommandSeq, Fairness, HostEvent, PlayerId, SubmitError};
 
 const SEEDS: u64 = 24;
 
@@ -178,6 +179,7 @@ fn refused_commands_are_counted_never_sealed() {
         ensure(player_1.drops.refused == refused_clients, || {
             format!("player 1's refusals counted {}, not {refused_clients}", player_1.drops.refused)
         })?;
+        the_refused_client_is_told(&mesh)?;
         ensure(counted == refused_clients + own_refusals, || {
             format!("host counted {counted}, not {refused_clients} + {own_refusals}")
         })?;
@@ -189,6 +191,32 @@ fn refused_commands_are_counted_never_sealed() {
             || "a player was removed for fewer refusals than the limit".into(),
         )
     });
+}
+
+/// Player 1's session told its game of exactly its refused commands, each once and nobody
+/// else's, through the loss (the host repeats its notice until a datagram that carried it is
+/// acknowledged); the other clients were told of nothing.
+fn the_refused_client_is_told(mesh: &Mesh) -> Result<(), String> {
+    let player_1 = mesh.games.iter().find(|game| game.player == PlayerId(1)).ok_or("player 1")?;
+    let refused: Vec<CommandSeq> = player_1
+        .submitted
+        .keys()
+        .copied()
+        .filter(|&seq| !admitted(&phalanx_mesh::encode_payload(PlayerId(1), seq, 12), None))
+        .collect();
+    let mut told = Vec::new();
+    for (_, index, event) in &mesh.client_events {
+        if let ClientEvent::CommandRefused { player, seq } = event {
+            let game = &mesh.games[*index];
+            ensure(game.player == PlayerId(1) && *player == PlayerId(1), || {
+                format!("{:?} told of {player:?}'s command {}", game.player, seq.0)
+            })?;
+            told.push(*seq);
+        }
+    }
+    ensure(told == refused, || format!("player 1 told of {told:?}, refused {refused:?}"))?;
+    let counted = mesh.clients.iter().map(|client| client.stats().commands_refused).sum::<u64>();
+    ensure(counted == refused.len() as u64, || format!("clients counted {counted}"))
 }
 
 /// A client whose every command is refused is removed as misbehaving once past

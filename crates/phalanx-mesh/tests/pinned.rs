@@ -55,22 +55,22 @@ fn seeded_runs_are_unchanged() {
     let pins: Vec<Pin> = vec![
         (
             "clean",
-            0xf403eb1ee1f5c377,
+            0x1a06d77009734f24,
             vec![0xb23888f36e4d45b7, 0xb23888f36e4d45b7, 0xb23888f36e4d45b7],
         ),
         (
             "partitioned",
-            0xf1422bc14c8334a1,
+            0x3ca4b06b05c3a09f,
             vec![0x6b5f96d7e496cca5, 0x6b5f96d7e496cca5, 0x59170f3be8088c16, 0x6b5f96d7e496cca5],
         ),
         (
             "listen",
-            0x562052b1d19c99db,
+            0x2a11c922bf38c341,
             vec![0x3723b1a3e30b0baf, 0x8236e8df016b1186, 0x3723b1a3e30b0baf, 0x7bad979703183537],
         ),
         (
             "dropped",
-            0xf6cac9c2a6daaf91,
+            0x53ac162e6ef9c6d9,
             vec![0xf94134170d871c6c, 0xf9065756d7237278, 0xf9065756d7237278],
         ),
     ];

@@ -187,3 +187,39 @@ fn speculation_never_changes_the_confirmed_game() {
     // The runs exercised rollbacks, not only the easy path.
     assert!(mispredicted > 0 && resimulated > 0, "{mispredicted} {resimulated}");
 }
+
+/// An order the host refused (`Speculation::refused`, on the session's `CommandRefused`)
+/// stops showing at once, and the turns after it are not rolled back for it; left pending,
+/// it would show in every prediction and roll back every confirmed turn.
+#[test]
+fn a_refused_order_stops_showing() {
+    let order = Order { unit: 1, velocity: 3 };
+    let ticket = Ticket { seq: CommandSeq(0), turn: Turn(2) };
+    let mispredictions = |refuse: bool| {
+        let (mut game, mut plain) = (World::default(), World::default());
+        let mut speculation = Speculation::new(ME, &mut game);
+        speculation.submitted(ticket, order);
+        speculation.predict(&mut game, speculation.horizon(Turn(1)));
+        assert_eq!(game.velocity[1], 3, "the order shows at once");
+        if refuse {
+            assert!(speculation.refused(ticket.seq));
+            assert!(!speculation.refused(ticket.seq), "told once");
+            speculation.predict(&mut game, speculation.horizon(Turn(1)));
+            assert_eq!(game.velocity[1], 0, "refused: it shows no more");
+        }
+        for number in 0..6 {
+            let sealed = turn(number, Vec::new());
+            speculation.confirm(&mut game, &sealed);
+            plain.execute(&sealed);
+            assert_eq!(game, plain);
+            speculation.predict(&mut game, speculation.horizon(Turn(number + 1)));
+        }
+        let stats = speculation.stats();
+        assert_eq!(stats.pending_orders, usize::from(!refuse));
+        stats.mispredictions
+    };
+    // Refused before its turn was confirmed: no turn rolls back for it. Left pending, it is
+    // predicted at each next turn, and each confirmed turn without it is a misprediction.
+    assert_eq!(mispredictions(true), 0);
+    assert!(mispredictions(false) >= 4, "a pending refused order rolls back every turn");
+}

@@ -124,7 +124,7 @@ pub const CLOSE_SHUTDOWN: u32 = 2;
 pub const CLOSE_LEFT: u32 = 3;
 
 /// The protocol version this build speaks: the first byte of every message.
-pub const PROTOCOL_VERSION: u8 = 6;
+pub const PROTOCOL_VERSION: u8 = 7;
 
 /// Why a command was not accepted. Nothing was queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -401,6 +401,11 @@ impl Link {
         self.due.retransmit || self.due.repair
     }
 
+    /// The largest packet number the peer acknowledged, if any.
+    pub(crate) fn largest_acked(&self) -> Option<u64> {
+        self.sent.largest_acked()
+    }
+
     /// The smoothed round trip, once measured.
     pub(crate) fn smoothed_rtt_ms(&self) -> Option<u64> {
         self.rtt.smoothed_ms

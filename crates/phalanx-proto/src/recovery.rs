@@ -109,6 +109,11 @@ pub(crate) struct SentLog {
 }
 
 impl SentLog {
+    /// The largest packet number acknowledged, if any.
+    pub(crate) fn largest_acked(&self) -> Option<u64> {
+        self.largest_acked
+    }
+
     pub(crate) fn on_sent(&mut self, pn: u64, now_ms: u64, retransmission: bool) -> u32 {
         let mut lost = 0;
         if self.packets.len() == SENT_LOG_LEN {

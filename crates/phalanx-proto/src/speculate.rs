@@ -117,6 +117,20 @@ impl<C: Clone, S> Speculation<C, S> {
         self.stale |= self.predicted_to.is_some_and(|to| to > ticket.turn);
     }
 
+    /// The host will never seal our order `seq` (the session's `CommandRefused` event): it is
+    /// no longer predicted, and the next [`predict`](Self::predict) re-runs the turns that
+    /// showed it. Returns whether it was pending. Without this a refused order would show
+    /// in every prediction, and each confirmed turn would roll it back.
+    pub fn refused(&mut self, seq: CommandSeq) -> bool {
+        let Some(index) = self.pending.iter().position(|(ticket, _)| ticket.seq == seq) else {
+            return false;
+        };
+        let (ticket, _) = self.pending.remove(index);
+        let at = self.predicted_at(&ticket);
+        self.stale |= self.predicted_to.is_some_and(|to| to > at);
+        true
+    }
+
     /// A confirmed turn (the next, in order, as the session hands them out): the game goes
     /// back to the confirmed state, executes `turn` and is saved. Afterwards it holds
     /// exactly the state a game without speculation holds after `turn`.

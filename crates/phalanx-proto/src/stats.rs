@@ -150,6 +150,9 @@ pub struct ClientStats {
     pub bundles_buffered_high_water: usize,
     /// Our commands that executed at a later turn than stamped.
     pub commands_late: u64,
+    /// Our commands the host told us it will never seal
+    /// ([`ClientEvent::CommandRefused`](crate::ClientEvent::CommandRefused)).
+    pub commands_refused: u64,
     /// The turn length in force.
     pub turn_length_ms: u32,
     /// The command delay in force.

@@ -244,7 +244,7 @@ async fn play<G: SimGame>(
             flipped = 1;
         }
         let hash = game.state_hash() ^ flipped;
-        record_turn(run, machine, &mut client, &turn, hash);
+        record_turn(run, machine, &mut client, &turn, hash, speculation.as_mut());
         report_state(run, &mut client, &game, &turn, hash).await;
         sampler.sample(&client, turn.turn, &run.report, &run.trace).await;
         if turn.turn.0 + 1 >= run.config.turns {
@@ -283,19 +283,27 @@ async fn report_state<G: SimGame>(
     }
 }
 
-/// Records an executed turn: its hash, the commands in it, and the desyncs met so far.
-fn record_turn<C: Serialize + DeserializeOwned>(
+/// Records an executed turn: its hash, the commands in it, and the desyncs met so far; a
+/// speculating player stops predicting its orders the host told it it will never seal.
+fn record_turn<G: SimGame>(
     run: &Run,
     machine: usize,
-    client: &mut Client<C>,
-    turn: &TypedTurn<C>,
+    client: &mut Client<G::Command>,
+    turn: &TypedTurn<G::Command>,
     hash: u64,
+    mut speculation: Option<&mut Speculator<G>>,
 ) {
     let me = client.player().unwrap_or(PlayerId(u8::MAX));
     while let Some(event) = client.try_event() {
-        if let Event::Desync(desync) = event {
-            let diverged = desync.diverged.clone();
-            run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
+        match event {
+            Event::Desync(desync) => {
+                let diverged = desync.diverged.clone();
+                run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
+            }
+            Event::CommandRefused { player, seq } if player == me => {
+                speculation.iter_mut().for_each(|speculation| speculation.refused(seq));
+            }
+            _ => {}
         }
     }
     record_records(run, machine, turn, hash);

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use phalanx::proto::Ticket;
+use phalanx::proto::{CommandSeq, Ticket};
 use phalanx::speculate::{Rollback, Speculation};
 use phalanx::{Client, PlayerId, TypedTurn};
 
@@ -41,6 +41,11 @@ impl<G: SimGame> Speculator<G> {
         if turn.length_ms > 0 {
             self.length_ms = turn.length_ms;
         }
+    }
+
+    /// The host will never seal our order `seq`: it is no longer predicted.
+    pub(crate) fn refused(&mut self, seq: CommandSeq) {
+        self.speculation.refused(seq);
     }
 
     /// After confirmed turn `turn` and our orders (`tickets`): the game runs ahead through

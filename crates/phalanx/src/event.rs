@@ -53,7 +53,9 @@ pub enum Event {
     /// the next sealed turn.
     PlayerMisbehaved(PlayerId),
     /// A host: the game's [`CommandRule`](crate::CommandRule) refused a client's command (never
-    /// sealed; an offence of the player's).
+    /// sealed; an offence of the player's). A client: the host will never seal one of ours
+    /// (its rule refused it, or its turns had no room); no game executes it, and a
+    /// speculating game drops it ([`Speculation::refused`](crate::speculate::Speculation::refused)).
     CommandRefused {
         /// Whose.
         player: PlayerId,
@@ -126,6 +128,7 @@ impl From<ClientEvent> for Event {
             ClientEvent::CommandLate { seq, stamped, executed } => {
                 Event::CommandLate { seq, stamped, executed }
             }
+            ClientEvent::CommandRefused { player, seq } => Event::CommandRefused { player, seq },
             ClientEvent::Ended(reason) => Event::Ended(reason),
             ClientEvent::Desync(report) => Event::Desync(report),
             ClientEvent::Waiting(players) => Event::Waiting(players),

@@ -85,6 +85,9 @@ pub(crate) fn client_event(event: &ClientEvent) {
         }
         ClientEvent::Paused(by) => tracing::info!(?by, "paused"),
         ClientEvent::Resumed(by) => tracing::info!(?by, "resumed"),
+        ClientEvent::CommandRefused { seq, .. } => {
+            tracing::info!(seq = seq.0, "our command refused by the host")
+        }
         _ => tracing::debug!(?event, "client event"),
     }
 }

@@ -1,13 +1,13 @@
 //! A listen server with a command rule, over real loopback sockets, as a game sets it up: each
 //! player may order only its own units. A client that orders another's units has those
-//! orders refused (counted, never executed by anyone); the host's own player's refused order
-//! is a typed error; every game ends in the same state.
+//! orders refused (counted, never executed by anyone) and is told of each; the host's own
+//! player's refused order is a typed error; every game ends in the same state.
 
 mod common;
 
 use std::time::Duration;
 
-use phalanx::proto::Fairness;
+use phalanx::proto::{CommandSeq, Fairness};
 use phalanx::{
     error::SubmitError, Client, ClientOptions, CommandRule, Event, Host, HostOptions, PlayerId,
     SessionConfig, SessionError, TypedRecord,
@@ -63,27 +63,40 @@ impl Played {
     }
 }
 
+/// What a client did: its game, its cheating orders and those it was told were refused.
+struct ClientRun {
+    played: Played,
+    cheats: Vec<CommandSeq>,
+    told: Vec<CommandSeq>,
+}
+
 /// A client that plays `TURNS` turns; every fifth turn it orders one of its units, and when
 /// `cheat` also one of player 1's.
-async fn client(mut client: Client<Order>, cheat: bool) -> (Played, u32) {
+async fn client(mut client: Client<Order>, cheat: bool) -> ClientRun {
     let me = client.player().expect("a seat");
-    let (mut played, mut cheats) = (Played::default(), 0);
+    let mut run = ClientRun { played: Played::default(), cheats: Vec::new(), told: Vec::new() };
     while let Some(turn) = client.next_turn().await {
-        played.take(turn.turn.0, &turn.records);
-        if turn.turn.0 % 5 == 0 && played.chain.len() < TURNS - 20 {
+        run.played.take(turn.turn.0, &turn.records);
+        while let Some(event) = client.try_event() {
+            if let Event::CommandRefused { player, seq } = event {
+                assert_eq!(player, me, "told of our own commands only");
+                run.told.push(seq);
+            }
+        }
+        if turn.turn.0 % 5 == 0 && run.played.chain.len() < TURNS - 20 {
             let unit = 100 * u16::from(me.0) + 1;
             client.submit(&Order::Move { unit, x: turn.turn.0 as i32 }).await.expect("budget");
             if cheat {
-                client.submit(&Order::Stop { unit: 101 }).await.expect("budget");
-                cheats += 1;
+                let ticket = client.submit(&Order::Stop { unit: 101 }).await.expect("budget");
+                run.cheats.push(ticket.seq);
             }
         }
-        if played.chain.len() == TURNS {
+        if run.played.chain.len() == TURNS {
             break;
         }
     }
     client.shutdown().await;
-    (played, cheats)
+    run
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,11 +154,13 @@ async fn orders_for_units_a_player_does_not_own_are_refused() {
         matches!(own_refused, Some(Err(SessionError::Submit(SubmitError::Refused)))),
         "the host's own order for another's unit: {own_refused:?}"
     );
-    let cheats = results[1].1;
+    let cheats = results[1].cheats.len() as u32;
     assert!(cheats > 0, "the cheater tried");
-    for (played, _) in &results {
-        assert_eq!(played, &own, "every game executes the same turns and commands");
+    for run in &results {
+        assert_eq!(run.played, own, "every game executes the same turns and commands");
     }
+    assert_eq!(results[1].told, results[1].cheats, "the cheater is told of each refusal, once");
+    assert!(results[0].told.is_empty(), "the honest client is told of nothing");
     assert!(own.commands.iter().all(|(player, order)| owns(*player, order.unit())));
     assert!(own.commands.len() >= 8, "orders flowed: {:?}", own.commands);
     assert_eq!(stats.commands_refused, u64::from(cheats) + 1, "every refusal counted");

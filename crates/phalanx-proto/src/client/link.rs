@@ -6,8 +6,8 @@ use crate::bundle::{Record, TurnBundle};
 use crate::link::{repeat_delay_ms, Intake, Link, Offence, Sent};
 use crate::types::{players_in, CommandSeq, Turn};
 use crate::wire::{
-    decode_down, put_up_command, put_up_header, put_varint, up_command_len, Down, UpCommand,
-    UpExtras, UP_HEADER_BYTES_MAX,
+    decode_down, put_up_command, put_up_header, put_varint, refused_seqs, up_command_len, Down,
+    UpCommand, UpExtras, UP_HEADER_BYTES_MAX,
 };
 
 use super::{Client, ClientEvent, EndReason, State, PLAYOUT_REPORT_STEP_MS};
@@ -104,6 +104,9 @@ impl Client {
                 ClientEvent::Waiting(players_in(mask))
             });
         }
+        if let Some((newest, before)) = down.extras.refused {
+            self.on_refused(newest, before);
+        }
         let mut acked_any = false;
         while self.unacked.front().is_some_and(|command| command.seq < down.cmd_ack) {
             self.unacked.pop_front();
@@ -189,6 +192,18 @@ impl Client {
         self.gap_due = true;
         if let Some(link) = self.link.as_deref_mut() {
             link.ack_now();
+        }
+    }
+
+    /// The host's notice of our commands it will never seal: each still in flight is
+    /// forgotten and told to the game once (a repeat of the notice names none in flight).
+    fn on_refused(&mut self, newest: CommandSeq, before: u64) {
+        let Some(player) = self.player() else { return };
+        for seq in refused_seqs(newest, before) {
+            if self.in_flight.remove(&seq).is_some() {
+                self.stats.commands_refused += 1;
+                self.push_event(ClientEvent::CommandRefused { player, seq });
+            }
         }
     }
 

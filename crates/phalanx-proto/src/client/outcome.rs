@@ -69,6 +69,18 @@ pub enum ClientEvent {
         /// The turn it executes at.
         executed: Turn,
     },
+    /// The host will never seal one of our commands: the game's rule refused it
+    /// ([`Host::set_command_rule`](crate::Host::set_command_rule)), or the open turns had no
+    /// room for it. No game executes it. Raised once per command, when the host's notice
+    /// arrives (it repeats it until we acknowledge a datagram that carried it; a notice names
+    /// the newest refusal and the 64 commands before it, so in a burst of more refusals than
+    /// that before one arrives, the oldest go untold).
+    CommandRefused {
+        /// Our player.
+        player: PlayerId,
+        /// The command.
+        seq: CommandSeq,
+    },
     /// The session is over for this client; see the reason.
     Ended(EndReason),
     /// A check turn's state hashes differ (the report names every hash and who diverged).

@@ -125,8 +125,8 @@ impl Host {
     /// out of range, an order for another player's units, a rate no human gives. An order the
     /// game may make moot before it executes (a unit dies on the way) is for the simulation
     /// to ignore, deterministically: the command executes turns after the rule saw it. The
-    /// client is not told; its command just never executes. The rule runs on the host's
-    /// thread for every command: keep it short.
+    /// client is told ([`ClientEvent::CommandRefused`](crate::ClientEvent::CommandRefused)).
+    /// The rule runs on the host's thread for every command: keep it short.
     pub fn set_command_rule(&mut self, rule: impl FnMut(PlayerId, &[u8]) -> bool + Send + 'static) {
         self.rule = Some(CommandRule(Box::new(rule)));
     }
@@ -148,6 +148,9 @@ impl Host {
         for command in accepted {
             if !self.admits(player, &command.payload) {
                 self.push_event(HostEvent::CommandRefused { player, seq: command.seq });
+                if let Some(peer) = self.remote_mut(player) {
+                    peer.refusals.refuse(command.seq);
+                }
                 self.offence(now_ms, player, Offence::Refused);
                 if self.remote_mut(player).is_none() {
                     return;
@@ -163,7 +166,12 @@ impl Host {
                     }
                     placed += 1;
                 }
-                None => over_budget += 1,
+                None => {
+                    over_budget += 1;
+                    if let Some(peer) = self.remote_mut(player) {
+                        peer.refusals.refuse(seq);
+                    }
+                }
             }
         }
         if let Some(peer) = self.remote_mut(player) {

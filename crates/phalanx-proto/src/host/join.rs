@@ -168,6 +168,7 @@ impl Host {
             pause_seq: None,
             pauses_used,
             notify_due: false,
+            refusals: Default::default(),
         }
     }
 

@@ -31,6 +31,7 @@ mod forensics;
 mod intake;
 mod join;
 mod local;
+mod refusals;
 mod seal;
 mod snapshot;
 mod spectate;
@@ -195,6 +196,8 @@ struct Peer {
     pauses_used: u32,
     /// The waiting notice changed: tell this peer even if nothing else is due.
     notify_due: bool,
+    /// Its commands the host will never seal, until it knows.
+    refusals: refusals::Refusals,
 }
 
 /// The host's own player (a listen server).

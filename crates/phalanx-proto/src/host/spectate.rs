@@ -245,6 +245,7 @@ impl Host {
             probe: watcher.link.is_probing(now_ms),
             snapshot_wanted: None,
             inspect: None,
+            refused: None,
         };
         put_down_header(buf, pn, ack, CommandSeq(0), &extras, first, count);
         bundles.take(count).for_each(|(_, encoded)| buf.extend_from_slice(encoded));

@@ -72,6 +72,7 @@ impl Host {
             // Asked until the client's game has executed the turn: by then it gave it or not.
             snapshot_wanted: wanted.filter(|&turn| peer.next_exec <= turn),
             inspect,
+            refused: peer.refusals.notice(pn, peer.link.largest_acked()),
         };
         peer.notify_due = false;
         put_down_header(buf, pn, ack, peer.next_seq, &extras, first, count);

@@ -104,6 +104,16 @@ pub(crate) struct DownExtras {
     pub(crate) snapshot_wanted: Option<Turn>,
     /// A desync's forensics asks this client for its state after this turn.
     pub(crate) inspect: Option<Turn>,
+    /// Commands of this client's the host will never seal: the newest, and which of the 64
+    /// before it too (bit `i`: the command `i + 1` before it).
+    pub(crate) refused: Option<(CommandSeq, u64)>,
+}
+
+/// The commands a notice names, newest first.
+pub(crate) fn refused_seqs(newest: CommandSeq, before: u64) -> impl Iterator<Item = CommandSeq> {
+    let older = (0..64u32).filter(move |bit| before & (1 << bit) != 0);
+    std::iter::once(newest)
+        .chain(older.filter_map(move |bit| newest.0.checked_sub(bit + 1).map(CommandSeq)))
 }
 
 fn put_up_extras(out: &mut Vec<u8>, extras: &UpExtras) {
@@ -168,7 +178,8 @@ fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {
         | u8::from(extras.waiting != 0) << 1
         | u8::from(extras.probe) << 2
         | u8::from(extras.snapshot_wanted.is_some()) << 3
-        | u8::from(extras.inspect.is_some()) << 4;
+        | u8::from(extras.inspect.is_some()) << 4
+        | u8::from(extras.refused.is_some()) << 5;
     out.put_u8(flags);
     if let Some(turn) = extras.hash_ack {
         put_varint(out, turn.0.into());
@@ -182,11 +193,15 @@ fn put_down_extras(out: &mut Vec<u8>, extras: &DownExtras) {
     if let Some(turn) = extras.inspect {
         put_varint(out, turn.0.into());
     }
+    if let Some((seq, before)) = extras.refused {
+        put_varint(out, seq.0.into());
+        put_varint(out, before);
+    }
 }
 
 fn read_down_extras(reader: &mut Reader<'_>) -> Result<DownExtras, DecodeError> {
     let flags = reader.u8()?;
-    if flags & !0b1_1111 != 0 {
+    if flags & !0b11_1111 != 0 {
         return Err(DecodeError::Invalid("down flags"));
     }
     let hash_ack = if flags & 1 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
@@ -202,7 +217,12 @@ fn read_down_extras(reader: &mut Reader<'_>) -> Result<DownExtras, DecodeError> 
     };
     let snapshot_wanted = if flags & 8 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
     let inspect = if flags & 16 != 0 { Some(Turn(reader.varint_u32()?)) } else { None };
-    Ok(DownExtras { hash_ack, waiting, probe: flags & 4 != 0, snapshot_wanted, inspect })
+    let refused = if flags & 32 != 0 {
+        Some((CommandSeq(reader.varint_u32()?), reader.varint()?))
+    } else {
+        None
+    };
+    Ok(DownExtras { hash_ack, waiting, probe: flags & 4 != 0, snapshot_wanted, inspect, refused })
 }
 
 /// A host → client datagram.

@@ -50,8 +50,8 @@ use crate::types::PlayerId;
 use crate::PROTOCOL_VERSION;
 
 pub(crate) use datagram::{
-    decode_down, decode_up, put_down_header, put_up_command, put_up_header, up_command_len,
-    AckFrame, Down, DownExtras, PauseKind, Up, UpCommand, UpExtras,
+    decode_down, decode_up, put_down_header, put_up_command, put_up_header, refused_seqs,
+    up_command_len, AckFrame, Down, DownExtras, PauseKind, Up, UpCommand, UpExtras,
 };
 pub(crate) use forensics::{
     decode_state_upload, encode_state_upload, StateUpload, STATE_UPLOAD_HEADER_MAX,
@@ -93,8 +93,9 @@ pub(crate) const UP_HEADER_BYTES_MAX: usize =
 /// Bytes of an Up datagram's extras, at most: flags, hash report, cost, pause request, playout.
 const UP_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + 8 + VARINT32_MAX + 2 + VARINT32_MAX;
 /// Bytes of a Down datagram's extras, at most: flags, hash ack, waiting mask, snapshot
-/// request, state request.
-const DOWN_EXTRAS_BYTES_MAX: usize = 1 + VARINT32_MAX + VARINT_MAX + 2 * VARINT32_MAX;
+/// request, state request, refused commands.
+const DOWN_EXTRAS_BYTES_MAX: usize =
+    1 + VARINT32_MAX + VARINT_MAX + 2 * VARINT32_MAX + VARINT32_MAX + VARINT_MAX;
 /// Bytes one command adds to an Up datagram besides its payload, at most (turn, length).
 pub(crate) const UP_COMMAND_OVERHEAD_MAX: usize = 2 * VARINT32_MAX;
 /// Bytes one command record adds to a bundle besides its payload, at most.

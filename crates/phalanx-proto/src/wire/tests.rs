@@ -85,13 +85,15 @@ fn down_extras() -> impl Strategy<Value = DownExtras> {
         any::<bool>(),
         prop::option::of(any::<u32>()),
         prop::option::of(any::<u32>()),
+        prop::option::of((any::<u32>(), any::<u64>())),
     )
-        .prop_map(|(ack, waiting, probe, wanted, inspect)| DownExtras {
+        .prop_map(|(ack, waiting, probe, wanted, inspect, refused)| DownExtras {
             hash_ack: ack.map(Turn),
             waiting,
             probe,
             snapshot_wanted: wanted.map(Turn),
             inspect: inspect.map(Turn),
+            refused: refused.map(|(seq, before)| (CommandSeq(seq), before)),
         })
 }
 
@@ -468,7 +470,8 @@ fn join_messages_round_trip() {
         }
     }
     // A request from another version is still read far enough to name the version.
-    assert_eq!(JoinRequest::decode(&[7]).map(|r| r.protocol_version), Ok(7));
+    let other = PROTOCOL_VERSION + 1;
+    assert_eq!(JoinRequest::decode(&[other]).map(|r| r.protocol_version), Ok(other));
 }
 
 /// Each bundle's records encoded, as the host's rejoin log holds them.

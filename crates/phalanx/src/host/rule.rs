@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 /// Refuse what an honest client never sends: a payload that does not decode, a unit id out of
 /// range, an order for another player's units. An order the game may make moot before it
 /// executes (its unit dies on the way) is for the simulation to ignore, deterministically. The
-/// client is not told. The rule runs on the host's driver task for every command: keep it
-/// short.
+/// client is told: its session raises [`Event::CommandRefused`](crate::Event) with its own
+/// player. The rule runs on the host's driver task for every command: keep it short.
 ///
 /// ```
 /// use phalanx::{CommandRule, PlayerId};
