@@ -354,12 +354,9 @@ where
 {
     let Some(mut lockstep) = world.remove_resource::<Lockstep<C>>() else { return };
     while let Some(event) = lockstep.session.try_event() {
-        let me = lockstep.session.player();
-        if let (Event::CommandRefused { player, seq }, Some(speculation)) =
-            (&event, lockstep.speculation.as_mut())
-        {
-            if Some(*player) == me {
-                speculation.refused(*seq);
+        if let Event::CommandRefused { player, seq } = &event {
+            if Some(*player) == lockstep.session.player() {
+                speculate::refused(world, &mut lockstep, *seq);
             }
         }
         if let Some(message) = lifecycle(event) {

@@ -12,6 +12,7 @@ use std::marker::PhantomData;
 
 use bevy::ecs::prelude::*;
 use bevy::ecs::schedule::ScheduleLabel;
+use phalanx::proto::CommandSeq;
 use phalanx::speculate::{Rollback, Speculation, SpeculationStats};
 use phalanx::{Turn, TypedTurn};
 use serde::de::DeserializeOwned;
@@ -116,6 +117,17 @@ where
     };
     if stats.predicted_turns > before {
         let _ = world.try_run_schedule(Predicted);
+    }
+}
+
+/// The host will never seal our order `seq`: the world stops showing it at once.
+pub(crate) fn refused<C>(world: &mut World, lockstep: &mut Lockstep<C>, seq: CommandSeq)
+where
+    C: Serialize + DeserializeOwned + Clone + Send + Sync + 'static,
+{
+    let Some(speculation) = lockstep.speculation.as_mut() else { return };
+    if let Some(mut game) = game::<C>(world, lockstep.ticks) {
+        speculation.refused(&mut game, seq);
     }
 }
 

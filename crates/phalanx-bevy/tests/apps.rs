@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use bevy::prelude::*;
 use phalanx::quic::{HostIdentity, HostVerification};
-use phalanx::{ClientOptions, EndReason, HostOptions, PlayerId, Session, SessionConfig, Turn};
+use phalanx::{
+    ClientOptions, CommandRule, EndReason, HostOptions, PlayerId, Session, SessionConfig, Turn,
+};
 use phalanx_bevy::{
     CurrentTurn, ExecuteCommands, LockstepAppExt, LockstepEvent, PhalanxPlugin, Prediction, SimId,
     SimulationTick, StateHash, Submit,
@@ -41,6 +43,7 @@ struct Seen {
     ended: Option<Option<EndReason>>,
     player: Option<PlayerId>,
     diagnosed: Vec<std::sync::Arc<phalanx::desync::DesyncBundle>>,
+    refused: Vec<(PlayerId, u32)>,
 }
 
 /// This app flips one unit's hit points after this turn.
@@ -112,6 +115,7 @@ fn record(hash: Res<StateHash>, mut events: MessageReader<LockstepEvent>, mut se
             LockstepEvent::Desync(report) => seen.desyncs.push(report.turn.0),
             LockstepEvent::Ended(reason) => seen.ended = Some(*reason),
             LockstepEvent::DesyncDiagnosed(bundle) => seen.diagnosed.push(bundle.clone()),
+            LockstepEvent::CommandRefused { player, seq } => seen.refused.push((*player, seq.0)),
             _ => {}
         }
     }
@@ -422,6 +426,48 @@ fn a_speculating_app_shows_its_order_at_once_and_rolls_back_what_others_change()
         assert_eq!(seen[0].hashes.get(turn), Some(hash), "turn {turn}: the confirmed states");
     }
     assert!(seen.iter().all(|seen| seen.desyncs.is_empty()));
+}
+
+/// The host's rule refuses the client's orders for unit 7: the speculating client shows the
+/// order at once, then learns of the refusal (a `CommandRefused` message on both apps), stops
+/// showing it and ends in the host's state; no game ever executed it.
+#[test]
+fn a_refused_order_stops_showing_in_a_speculating_app() {
+    let identity = HostIdentity::generate_self_signed("bevy-refused").unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
+    options.session = config();
+    options.local_player = true;
+    options.command_rule = Some(CommandRule::new(|_, order: &Order| order.unit != 7));
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
+    let mut client_options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
+    client_options.session = config();
+    let client = Session::connect(control.local_addr(), client_options, None).expect("joins");
+    control.start().expect("starts");
+    let host = game(PhalanxPlugin::new(host).with_ticks_per_turn(3));
+    let client = game(PhalanxPlugin::new(client).with_ticks_per_turn(3).with_speculation());
+    let mut apps = [host, client];
+    let confirmed = |app: &App| app.world().resource::<StateHash>().turn.map_or(0, |t| t.0);
+    update_until(&mut apps, |apps| confirmed(&apps[1]) >= 10);
+    let before = goal_of(&mut apps[1], 7);
+    apps[1].world_mut().write_message(Submit(Order { unit: 7, to: (900, 9) }));
+    apps[1].update();
+    assert_eq!(goal_of(&mut apps[1], 7), (900, 9), "the order shows on the next update");
+    let told = |app: &App| !app.world().resource::<Seen>().refused.is_empty();
+    update_until(&mut apps, |apps| told(&apps[1]));
+    apps[1].update();
+    let prediction = *apps[1].world().resource::<Prediction>();
+    assert_eq!(prediction.stats.pending_orders, 0, "{prediction:?}");
+    assert_eq!(goal_of(&mut apps[1], 7), before, "refused: it shows no more");
+    let host_at = confirmed(&apps[0]);
+    update_until(&mut apps, |apps| confirmed(&apps[1]) >= host_at + 5);
+    let seen: Vec<Seen> =
+        apps.iter_mut().map(|app| app.world_mut().remove_resource::<Seen>().unwrap()).collect();
+    assert_eq!(seen[1].refused, [(PlayerId(1), 0)], "told once, of our own order");
+    assert_eq!(seen[0].refused, [(PlayerId(1), 0)], "the host's app hears of it too");
+    for (turn, hash) in &seen[1].hashes {
+        assert_eq!(seen[0].hashes.get(turn), Some(hash), "turn {turn}: the confirmed states");
+    }
 }
 
 /// Late seals: the host's game stops taking turns, so a window later the host stops sealing

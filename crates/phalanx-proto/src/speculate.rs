@@ -118,16 +118,19 @@ impl<C: Clone, S> Speculation<C, S> {
     }
 
     /// The host will never seal our order `seq` (the session's `CommandRefused` event): it is
-    /// no longer predicted, and the next [`predict`](Self::predict) re-runs the turns that
-    /// showed it. Returns whether it was pending. Without this a refused order would show
-    /// in every prediction, and each confirmed turn would roll it back.
-    pub fn refused(&mut self, seq: CommandSeq) -> bool {
+    /// no longer predicted. If the game's predicted state shows it, the game goes back to the
+    /// confirmed state now (the next [`predict`](Self::predict) runs ahead again on the orders
+    /// still pending). Returns whether it was pending. Without this a refused order would
+    /// show in every prediction, and each confirmed turn would roll it back.
+    pub fn refused<G: Rollback<C, Saved = S>>(&mut self, game: &mut G, seq: CommandSeq) -> bool {
         let Some(index) = self.pending.iter().position(|(ticket, _)| ticket.seq == seq) else {
             return false;
         };
         let (ticket, _) = self.pending.remove(index);
         let at = self.predicted_at(&ticket);
-        self.stale |= self.predicted_to.is_some_and(|to| to > at);
+        if self.predicted_to.is_some_and(|to| to > at) {
+            self.back_to_confirmed(game);
+        }
         true
     }
 

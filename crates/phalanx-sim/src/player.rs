@@ -244,7 +244,7 @@ async fn play<G: SimGame>(
             flipped = 1;
         }
         let hash = game.state_hash() ^ flipped;
-        record_turn(run, machine, &mut client, &turn, hash, speculation.as_mut());
+        record_turn(run, machine, &mut client, &turn, hash, &mut speculation, &mut game);
         report_state(run, &mut client, &game, &turn, hash).await;
         sampler.sample(&client, turn.turn, &run.report, &run.trace).await;
         if turn.turn.0 + 1 >= run.config.turns {
@@ -291,7 +291,8 @@ fn record_turn<G: SimGame>(
     client: &mut Client<G::Command>,
     turn: &TypedTurn<G::Command>,
     hash: u64,
-    mut speculation: Option<&mut Speculator<G>>,
+    speculation: &mut Option<Speculator<G>>,
+    game: &mut G,
 ) {
     let me = client.player().unwrap_or(PlayerId(u8::MAX));
     while let Some(event) = client.try_event() {
@@ -301,7 +302,9 @@ fn record_turn<G: SimGame>(
                 run.with_report(|report| report.desyncs.push((me, desync.turn.0, diverged)));
             }
             Event::CommandRefused { player, seq } if player == me => {
-                speculation.iter_mut().for_each(|speculation| speculation.refused(seq));
+                if let Some(speculation) = speculation.as_mut() {
+                    speculation.refused(game, seq);
+                }
             }
             _ => {}
         }

@@ -43,9 +43,9 @@ impl<G: SimGame> Speculator<G> {
         }
     }
 
-    /// The host will never seal our order `seq`: it is no longer predicted.
-    pub(crate) fn refused(&mut self, seq: CommandSeq) {
-        self.speculation.refused(seq);
+    /// The host will never seal our order `seq`: it is no longer predicted (nor shown).
+    pub(crate) fn refused(&mut self, game: &mut G, seq: CommandSeq) {
+        self.speculation.refused(&mut Speculating(game), seq);
     }
 
     /// After confirmed turn `turn` and our orders (`tickets`): the game runs ahead through
