@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use phalanx::{Client, ClientOptions, EndReason, Pin, SessionConfig, TypedRecord};
+use phalanx::{Client, ClientOptions, EndReason, Event, Pin, SessionConfig, TypedRecord};
 use phalanx_relay::{CommandRule, MatchSpec, MatchState, Relay, RelayConfig};
 
 fn relay() -> Relay {
@@ -19,13 +19,20 @@ fn session() -> SessionConfig {
     session
 }
 
-/// Plays until the match ends; returns what it executed: (turn, player, command) in order.
-async fn play(
-    mut client: Client<u32>,
-    player_value: u32,
-) -> (Vec<(u32, u8, u32)>, Option<EndReason>) {
-    let mut seen = Vec::new();
+/// What a player saw: what it executed ((turn, player, command) in order), how its session
+/// ended, and how many of its commands it was told were refused.
+type Outcome = (Vec<(u32, u8, u32)>, Option<EndReason>, usize);
+
+/// Plays until the match ends.
+async fn play(mut client: Client<u32>, player_value: u32) -> Outcome {
+    let (mut seen, mut told) = (Vec::new(), 0);
     while let Some(turn) = client.next_turn().await {
+        while let Some(event) = client.try_event() {
+            if let Event::CommandRefused { player, .. } = event {
+                assert_eq!(Some(player), client.player(), "told of our own commands only");
+                told += 1;
+            }
+        }
         for record in &turn.records {
             if let TypedRecord::Command { player, command: Ok(command), .. } = record {
                 seen.push((turn.turn.0, player.0, *command));
@@ -35,14 +42,12 @@ async fn play(
             let _ = client.submit(&(player_value * 1000 + turn.turn.0)).await;
         }
     }
-    (seen, client.ended())
+    (seen, client.ended(), told)
 }
 
 /// Creates a two-player match on `handle`'s relay, plays it with phalanx's clients until turn
 /// 40, ends it with code 7 as an operator would, and returns what each player executed.
-async fn play_a_match(
-    handle: &phalanx_relay::RelayHandle,
-) -> Vec<(Vec<(u32, u8, u32)>, Option<EndReason>)> {
+async fn play_a_match(handle: &phalanx_relay::RelayHandle) -> Vec<Outcome> {
     let mut spec = MatchSpec::new(2);
     spec.session = session();
     let ticket = handle.create_match(spec).await.expect("the match is created");
@@ -71,7 +76,7 @@ async fn play_a_match(
         outcomes
             .push(tokio::time::timeout(Duration::from_secs(10), player).await.unwrap().unwrap());
     }
-    for (seen, ended) in &outcomes {
+    for (seen, ended, _) in &outcomes {
         assert_eq!(*ended, Some(EndReason::Finished { code: 7 }));
         assert_eq!(
             seen, &outcomes[0].0,
@@ -103,7 +108,8 @@ async fn two_players_play_a_match_through_the_relay_and_finish() {
 
 /// A relay embedded with a command rule (here: player 1's commands are refused, as a rule
 /// refuses what its game's client never sends): both players execute player 0's commands
-/// only, the relay counts the refusals, and player 1, under the misbehaviour limit, stays.
+/// only, the relay counts the refusals, player 1 is told of each, and, under the misbehaviour
+/// limit, stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_refuses_what_its_command_rule_refuses() {
     let mut config = RelayConfig::default();
@@ -118,6 +124,7 @@ async fn a_relay_refuses_what_its_command_rule_refuses() {
     assert!(seen.iter().all(|&(_, player, _)| player == 0), "{seen:?}");
     let metrics = handle.metrics().await;
     assert_eq!(metrics.commands_refused, 6, "player 1's six commands refused");
+    assert_eq!((outcomes[0].2, outcomes[1].2), (0, 6), "player 1 is told of each");
     assert!(metrics.prometheus(None).contains("phalanx_relay_commands_refused_total 6"));
 }
 
@@ -169,6 +176,7 @@ async fn matches_spread_over_workers_each_on_its_own_port() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     handle.end_match(ticket.id, 1).await.unwrap();
-    let (_, ended) = tokio::time::timeout(Duration::from_secs(10), player).await.unwrap().unwrap();
+    let (_, ended, _) =
+        tokio::time::timeout(Duration::from_secs(10), player).await.unwrap().unwrap();
     assert_eq!(ended, Some(EndReason::Finished { code: 1 }));
 }
