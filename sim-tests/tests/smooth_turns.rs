@@ -13,8 +13,10 @@
 //!
 //! Each seed's figures are printed (`--nocapture`); `PHALANX_SEEDS=<n>` sets the seeds (default
 //! 24), `PHALANX_SEED=<s>` reruns one.
+#![allow(clippy::print_stderr)]
 
-use phalanx_sim::{run_with, ChainGame, SimConfig};
+use phalanx::PlayerId;
+use phalanx_sim::{run_with, ChainGame, SimConfig, Step};
 use phalanx_testkit::{ensure, for_each_seed, seeded_test};
 
 /// The reference game submits a command every this many turns per player.
@@ -77,6 +79,40 @@ fn jitter_does_not_show_as_hitches() {
         })?;
         ensure(uneven_total * 10_000 <= span * UNEVEN_SHARE_MAX_BP, || {
             format!("{uneven_total} of {span} ms in gaps longer than {uneven_ms} ms")
+        })
+    });
+}
+
+/// A lag spike: player 2's link to the host holds every datagram for 0.6 s at 10 s, then
+/// delivers them together (`Step::Hold`). The turns it held arrive in one burst, and the
+/// player's playout schedule does not take them for jitter: its buffer never reaches the cap
+/// (80 ms) it would sit at for a whole window, a second after the release it is back within
+/// a few ms of its size before, and the players agree. 4 players, 50 ms one way plus up to
+/// 10 ms of jitter.
+#[test]
+fn a_lag_spike_does_not_widen_the_playout_buffer() {
+    let test = seeded_test!("smooth_lag_spike");
+    for_each_seed(test, SEEDS, |seed| {
+        let mut config = SimConfig::new(seed, 4);
+        config.latency_ms = 50;
+        config.faults.jitter_ms = 10;
+        config.turns = 250;
+        config.samples_every_ms = 250;
+        config.timeline.push(Step::Hold { at_ms: 10_000, player: PlayerId(2), for_ms: 600 });
+        let report = run_with::<ChainGame>(config, EVERY).map_err(|e| e.to_string())?;
+        report.check_agreement()?;
+        let held = report.player(PlayerId(2)).ok_or("player 2 played")?;
+        let buffer_at = |from: u64, to: u64| {
+            let samples = held.samples.iter().filter(|s| s.at_ms >= from && s.at_ms < to);
+            samples.map(|s| s.playout_ms).max().unwrap_or(0)
+        };
+        let before = buffer_at(5_000, 10_000);
+        let after = buffer_at(11_600, 20_000);
+        let peak = buffer_at(10_000, 20_000);
+        eprintln!("seed {seed}: buffer before {before} ms, after {after} ms, peak {peak} ms");
+        ensure(peak < 80, || format!("the buffer reached {peak} ms, the cap"))?;
+        ensure(after <= before + 10, || {
+            format!("the buffer after the spike {after} ms, before it {before} ms")
         })
     });
 }

@@ -32,6 +32,17 @@ pub enum Step {
         /// Whose machine.
         player: PlayerId,
     },
+    /// Hold every datagram between `player` and the host, both ways, from `at_ms` for
+    /// `for_ms`, then deliver them all at once: a lag spike (a Wi-Fi link that stops and
+    /// catches up, a stalled router queue), which nothing is lost in.
+    Hold {
+        /// When.
+        at_ms: u64,
+        /// Whose machine.
+        player: PlayerId,
+        /// How long.
+        for_ms: u64,
+    },
     /// Cut only the player → host direction at `at_ms` (a half-open connection: the player
     /// still hears the host). Undone by `Repair`.
     PartitionUp {
@@ -89,6 +100,7 @@ impl Step {
     pub fn at_ms(&self) -> u64 {
         match *self {
             Step::Partition { at_ms, .. }
+            | Step::Hold { at_ms, .. }
             | Step::PartitionUp { at_ms, .. }
             | Step::Repair { at_ms, .. }
             | Step::CrashHost { at_ms }

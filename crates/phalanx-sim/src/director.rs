@@ -9,43 +9,50 @@ use phalanx::Client;
 use crate::run::{node_seed, now_ms, Run, HOST_PORT};
 use crate::{LinkFaults, SimGame, SimSocket, Step};
 
-/// Starts the director: each partition, half-open cut and repair of the timeline at its time,
-/// on the machine then holding the step's seat (a seat nobody holds yet: the step is skipped
-/// and listed in the report). Crashes are not its business: the host's happen in the stepping
-/// loop, a client's in its own process.
+/// Starts the director: each partition, half-open cut, hold and repair of the timeline at its
+/// time (a hold's release too), on the machine then holding the step's seat (a seat nobody
+/// holds yet: the step is skipped and listed in the report). Crashes are not its business: the
+/// host's happen in the stepping loop, a client's in its own process.
 pub(crate) fn director_node(sim: &mut turmoil::Sim<'_>, run: &Run) {
     let run = run.clone();
     sim.client("director", async move {
-        let mut steps: Vec<Step> = run
-            .config
-            .timeline
-            .iter()
-            .copied()
-            .filter(|step| {
-                matches!(
-                    step,
-                    Step::Partition { .. } | Step::PartitionUp { .. } | Step::Repair { .. }
-                )
-            })
-            .collect();
-        steps.sort_by_key(Step::at_ms);
-        for step in steps {
-            let (at_ms, player) = match step {
-                Step::Partition { at_ms, player }
-                | Step::PartitionUp { at_ms, player }
-                | Step::Repair { at_ms, player } => (at_ms, player),
+        // (when, the step, whether this is a hold's release)
+        let mut actions: Vec<(u64, Step, bool)> = Vec::new();
+        for &step in &run.config.timeline {
+            match step {
+                Step::Partition { .. } | Step::PartitionUp { .. } | Step::Repair { .. } => {
+                    actions.push((step.at_ms(), step, false));
+                }
+                Step::Hold { at_ms, for_ms, .. } => {
+                    actions.push((at_ms, step, false));
+                    actions.push((at_ms.saturating_add(for_ms), step, true));
+                }
+                _ => {}
+            }
+        }
+        actions.sort_by_key(|&(at_ms, _, _)| at_ms);
+        for (at_ms, step, release) in actions {
+            let player = match step {
+                Step::Partition { player, .. }
+                | Step::PartitionUp { player, .. }
+                | Step::Hold { player, .. }
+                | Step::Repair { player, .. } => player,
                 _ => continue,
             };
             tokio::time::sleep(Duration::from_millis(at_ms.saturating_sub(now_ms()))).await;
             let Some(machine) = run.seats.lock().expect("not poisoned").get(&player).copied()
             else {
-                run.with_report(|report| report.steps_skipped.push(step));
+                if !release {
+                    run.with_report(|report| report.steps_skipped.push(step));
+                }
                 continue;
             };
             let node = format!("p{machine}");
             match step {
                 Step::Partition { .. } => turmoil::partition("host", node.as_str()),
                 Step::PartitionUp { .. } => turmoil::partition_oneway(node.as_str(), "host"),
+                Step::Hold { .. } if release => turmoil::release("host", node.as_str()),
+                Step::Hold { .. } => turmoil::hold("host", node.as_str()),
                 _ => turmoil::repair("host", node.as_str()),
             }
         }

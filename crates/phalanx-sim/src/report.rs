@@ -191,6 +191,8 @@ pub struct Sample {
     pub turn_length_ms: u32,
     /// The pace in force: command delay.
     pub command_delay_turns: u32,
+    /// The client's playout buffer (`ClientStats::playout_ms`).
+    pub playout_ms: u32,
 }
 
 impl SimReport {

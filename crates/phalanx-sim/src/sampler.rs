@@ -77,6 +77,7 @@ impl Sampler {
             stall_ms: stats.stall_ms,
             turn_length_ms: stats.turn_length_ms,
             command_delay_turns: stats.command_delay_turns,
+            playout_ms: stats.playout_ms,
         };
         let mut report = report.lock().expect("not poisoned");
         let player = &mut report.players[self.machine];
