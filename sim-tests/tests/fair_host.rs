@@ -92,9 +92,30 @@ fn p95(mut latencies: Vec<u32>) -> Result<u32, String> {
     latencies.get(index).copied().ok_or_else(|| "no latency measured".into())
 }
 
+/// What a failure shows besides the two figures: each player's p95 and the changes of the
+/// command delay it saw (the pace every player's latency follows).
+fn breakdown(report: &SimReport) -> String {
+    let mut lines = Vec::new();
+    for player in &report.players {
+        let p95 = p95(player.command_latencies.iter().map(|&(_, ms)| ms).collect())
+            .map_or_else(|_| "no orders".to_owned(), |ms| format!("{ms} ms"));
+        let changes: Vec<(u64, u32)> = player
+            .samples
+            .windows(2)
+            .filter(|pair| pair[0].command_delay_turns != pair[1].command_delay_turns)
+            .map(|pair| (pair[1].at_ms, pair[1].command_delay_turns))
+            .collect();
+        lines.push(format!(
+            "{}: p95 {p95}; command delay (ms, turns) changes {changes:?}",
+            player.name()
+        ));
+    }
+    lines.join("\n")
+}
+
 /// S1, S2, every turn played by everyone, every order of everyone executed at its own game;
-/// the host player's p95 and the clients' pooled p95.
-fn listen_server(seed: u64, fairness: Fairness) -> Result<(u32, u32), String> {
+/// the host player's p95, the clients' pooled p95, and each player's figures.
+fn listen_server(seed: u64, fairness: Fairness) -> Result<(u32, u32, String), String> {
     let report: SimReport =
         run::<Orders>(scenario(seed, fairness)).map_err(|e| format!("{fairness:?}: {e}"))?;
     report.check_agreement()?;
@@ -121,16 +142,18 @@ fn listen_server(seed: u64, fairness: Fairness) -> Result<(u32, u32), String> {
          {clients_p95} ms",
         host.command_latencies.len()
     );
-    Ok((host_p95, clients_p95))
+    Ok((host_p95, clients_p95, breakdown(&report)))
 }
 
 /// `Fair`: the host player's p95 within 10 % of the clients' on every seed.
 #[test]
 fn a_fair_listen_host_waits_as_its_clients_do() {
     for_each_seed(seeded_test!("fair_host_l2"), SEEDS, |seed| {
-        let (host, clients) = listen_server(seed, Fairness::Fair)?;
+        let (host, clients, players) = listen_server(seed, Fairness::Fair)?;
         ensure(host.abs_diff(clients) * 10 <= clients, || {
-            format!("Fair: host p95 {host} ms, clients' {clients} ms: more than 10 % apart")
+            format!(
+                "Fair: host p95 {host} ms, clients' {clients} ms: more than 10 % apart\n{players}"
+            )
         })
     });
 }
@@ -140,9 +163,11 @@ fn a_fair_listen_host_waits_as_its_clients_do() {
 #[test]
 fn a_fast_listen_host_is_served_first() {
     for_each_seed(seeded_test!("fast_host_l2"), SEEDS, |seed| {
-        let (host, clients) = listen_server(seed, Fairness::Fast)?;
+        let (host, clients, players) = listen_server(seed, Fairness::Fast)?;
         ensure(host * 2 < clients, || {
-            format!("Fast: host p95 {host} ms is not under half the clients' {clients} ms")
+            format!(
+                "Fast: host p95 {host} ms is not under half the clients' {clients} ms\n{players}"
+            )
         })
     });
 }
