@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use bevy::prelude::*;
 use phalanx::quic::{HostIdentity, HostVerification};
 use phalanx::{
-    ClientOptions, CommandRule, EndReason, HostOptions, PlayerId, Session, SessionConfig, Turn,
+    ClientOptions, CommandRule, EndReason, HostControl, HostOptions, PlayerId, Session,
+    SessionConfig, Turn,
 };
 use phalanx_bevy::{
     CurrentTurn, ExecuteCommands, LockstepAppExt, LockstepEvent, PhalanxPlugin, Prediction, SimId,
@@ -159,6 +160,37 @@ fn config() -> SessionConfig {
     config
 }
 
+/// A listen server (its own player plays) with `rule` for commands, a client session for
+/// each of `tokens`, joined, and the game started.
+fn listen_server(
+    name: &str,
+    tokens: &[u64],
+    rule: Option<CommandRule>,
+) -> (Session<Order>, Vec<Session<Order>>, HostControl) {
+    let identity = HostIdentity::generate_self_signed(name).unwrap();
+    let fingerprint = identity.fingerprint();
+    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), tokens.to_vec());
+    options.session = config();
+    options.local_player = true;
+    options.command_rule = rule;
+    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
+    let clients = tokens
+        .iter()
+        .map(|&token| {
+            let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
+            options.session = config();
+            Session::connect(control.local_addr(), options, None).expect("joins")
+        })
+        .collect();
+    control.start().expect("starts");
+    (host, clients, control)
+}
+
+/// The last turn an app's game confirmed (0 before any).
+fn confirmed(app: &App) -> u32 {
+    app.world().resource::<StateHash>().turn.map_or(0, |t| t.0)
+}
+
 /// A listen server and three clients, each an app; the host ends the game at `end_at`.
 fn play(corrupt: Option<(usize, u32)>, end_at: u32) -> Vec<Seen> {
     play_keeping(corrupt, end_at, false)
@@ -166,30 +198,18 @@ fn play(corrupt: Option<(usize, u32)>, end_at: u32) -> Vec<Seen> {
 
 /// As [`play`]; with `keep_states`, every app keeps its state after every turn.
 fn play_keeping(corrupt: Option<(usize, u32)>, end_at: u32, keep_states: bool) -> Vec<Seen> {
-    let identity = HostIdentity::generate_self_signed("bevy").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2, 3]);
-    options.session = config();
-    options.local_player = true;
-    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
-    let addr = control.local_addr();
-    let mut sessions = vec![host];
-    for token in 1..=3 {
-        let mut options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
-        options.session = config();
-        sessions.push(Session::connect(addr, options, None).expect("joins"));
-    }
-    control.start().expect("starts");
+    let (host, clients, control) = listen_server("bevy", &[1, 2, 3], None);
+    let sessions = std::iter::once(host).chain(clients);
     let corrupt_at = |index: usize| corrupt.filter(|c| c.0 == index).map(|c| c.1);
     let mut apps: Vec<App> =
-        sessions.into_iter().enumerate().map(|(i, s)| app(s, corrupt_at(i), keep_states)).collect();
+        sessions.enumerate().map(|(i, s)| app(s, corrupt_at(i), keep_states)).collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut ended = false;
     while Instant::now() < deadline {
         for app in &mut apps {
             app.update();
         }
-        let host_turn = apps[0].world().resource::<StateHash>().turn.map_or(0, |t| t.0);
+        let host_turn = confirmed(&apps[0]);
         if host_turn >= end_at && !ended {
             ended = true;
             control.end(0).expect("the host ends it");
@@ -325,7 +345,7 @@ fn a_late_player_restores_a_snapshot_then_agrees_and_the_progress_moves() {
             app.update();
         }
         alphas.push(apps[1].world().resource::<phalanx_bevy::TurnProgress>().alpha);
-        let host_turn = apps[0].world().resource::<StateHash>().turn.map_or(0, |t| t.0);
+        let host_turn = confirmed(&apps[0]);
         if host_turn >= 50 && apps.len() == 2 {
             apps.push(app(connect(2), None, false));
         }
@@ -370,23 +390,21 @@ fn update_until<const N: usize>(apps: &mut [App; N], mut done: impl FnMut(&mut [
     }
 }
 
-#[test]
-fn a_speculating_app_shows_its_order_at_once_and_rolls_back_what_others_change() {
-    let identity = HostIdentity::generate_self_signed("bevy-speculate").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
-    options.session = config();
-    options.local_player = true;
-    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
-    let mut client_options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
-    client_options.session = config();
-    let client = Session::connect(control.local_addr(), client_options, None).expect("joins");
-    control.start().expect("starts");
+/// A listen server's app and a speculating client's app (the host taking `rule` for
+/// commands), updated until the client confirmed ten turns.
+fn speculating_client(name: &str, rule: Option<CommandRule>) -> [App; 2] {
+    let (host, mut clients, _control) = listen_server(name, &[1], rule);
+    let client = clients.pop().expect("one client");
     let host = game(PhalanxPlugin::new(host).with_ticks_per_turn(3));
     let client = game(PhalanxPlugin::new(client).with_ticks_per_turn(3).with_speculation());
     let mut apps = [host, client];
-    let confirmed = |app: &App| app.world().resource::<StateHash>().turn.map_or(0, |t| t.0);
     update_until(&mut apps, |apps| confirmed(&apps[1]) >= 10);
+    apps
+}
+
+#[test]
+fn a_speculating_app_shows_its_order_at_once_and_rolls_back_what_others_change() {
+    let mut apps = speculating_client("bevy-speculate", None);
 
     // The host's player orders unit 2 about every frame; meanwhile the client orders unit 5,
     // once: every turn it predicts has host orders it cannot know.
@@ -433,22 +451,8 @@ fn a_speculating_app_shows_its_order_at_once_and_rolls_back_what_others_change()
 /// showing it and ends in the host's state; no game ever executed it.
 #[test]
 fn a_refused_order_stops_showing_in_a_speculating_app() {
-    let identity = HostIdentity::generate_self_signed("bevy-refused").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1]);
-    options.session = config();
-    options.local_player = true;
-    options.command_rule = Some(CommandRule::new(|_, order: &Order| order.unit != 7));
-    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
-    let mut client_options = ClientOptions::new(1, HostVerification::Pinned(fingerprint));
-    client_options.session = config();
-    let client = Session::connect(control.local_addr(), client_options, None).expect("joins");
-    control.start().expect("starts");
-    let host = game(PhalanxPlugin::new(host).with_ticks_per_turn(3));
-    let client = game(PhalanxPlugin::new(client).with_ticks_per_turn(3).with_speculation());
-    let mut apps = [host, client];
-    let confirmed = |app: &App| app.world().resource::<StateHash>().turn.map_or(0, |t| t.0);
-    update_until(&mut apps, |apps| confirmed(&apps[1]) >= 10);
+    let rule = CommandRule::new(|_, order: &Order| order.unit != 7);
+    let mut apps = speculating_client("bevy-refused", Some(rule));
     let before = goal_of(&mut apps[1], 7);
     apps[1].world_mut().write_message(Submit(Order { unit: 7, to: (900, 9) }));
     apps[1].update();
@@ -477,26 +481,13 @@ fn a_refused_order_stops_showing_in_a_speculating_app() {
 /// confirm every turn, and every confirmed state is the host's.
 #[test]
 fn a_late_sealing_app_runs_on_while_its_turn_is_late() {
-    let identity = HostIdentity::generate_self_signed("bevy-late-seals").unwrap();
-    let fingerprint = identity.fingerprint();
-    let mut options = HostOptions::new(identity, "127.0.0.1:0".parse().unwrap(), vec![1, 2]);
-    options.session = config();
-    options.local_player = true;
-    let (host, control): (Session<Order>, _) = Session::host(options, None).expect("binds");
-    let mut clients = Vec::new();
-    for token in [1, 2] {
-        let mut client_options = ClientOptions::new(token, HostVerification::Pinned(fingerprint));
-        client_options.session = config();
-        clients.push(Session::connect(control.local_addr(), client_options, None).expect("joins"));
-    }
-    control.start().expect("starts");
+    let (host, mut clients, _control) = listen_server("bevy-late-seals", &[1, 2], None);
     let waiting = clients.pop().expect("two clients");
     let late = clients.pop().expect("two clients");
     let host = game(PhalanxPlugin::new(host).with_ticks_per_turn(3));
     let late = game(PhalanxPlugin::new(late).with_ticks_per_turn(3).with_late_seals(5));
     let waiting = game(PhalanxPlugin::new(waiting).with_ticks_per_turn(3).with_speculation());
     let mut apps = [host, late, waiting];
-    let confirmed = |app: &App| app.world().resource::<StateHash>().turn.map_or(0, |t| t.0);
     update_until(&mut apps, |apps| confirmed(&apps[1]) >= 10 && confirmed(&apps[2]) >= 10);
 
     let prediction = |app: &App| *app.world().resource::<Prediction>();
