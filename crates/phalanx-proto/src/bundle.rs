@@ -94,7 +94,7 @@ impl TurnBundle {
     pub fn digest(&self) -> u64 {
         let mut encoded = Vec::with_capacity(64);
         encode_bundle(&mut encoded, &self.records);
-        let mut hash = fnv1a(0xcbf2_9ce4_8422_2325, &self.turn.0.to_le_bytes());
+        let mut hash = fnv1a(FNV_OFFSET, &self.turn.0.to_le_bytes());
         hash = fnv1a(hash, &encoded);
         hash
     }
@@ -107,6 +107,9 @@ impl TurnBundle {
         })
     }
 }
+
+/// FNV-1a's 64-bit offset basis: where a digest starts.
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// FNV-1a, 64-bit: tiny, deterministic, and good enough for agreement checks (not security).
 pub(crate) fn fnv1a(mut hash: u64, bytes: &[u8]) -> u64 {

@@ -278,9 +278,7 @@ fn a_backlog_at_the_join_is_not_taken_for_jitter() {
     // The join's reply came late: turns 0-4 waited in the transport and arrive in one
     // millisecond, then the path's own 0-20 ms of jitter.
     let mut playout = Playout::new(0, 80, 100);
-    for turn in 0..5 {
-        playout.on_arrival(Turn(turn), 1_000 + 100 * 5 + 50, false);
-    }
+    feed(&mut playout, 0..5, |turn| u64::from(5 - turn) * 100);
     feed(&mut playout, 5..20, |turn| u64::from(turn * 13 % 21));
     let mut clean = Playout::new(0, 80, 100);
     feed(&mut clean, 5..20, |turn| u64::from(turn * 13 % 21));
@@ -296,9 +294,7 @@ fn a_hold_released_at_once_leaves_the_schedule_as_it_was() {
     feed(&mut held, 0..40, jitter);
     feed(&mut path, 0..40, jitter);
     // Turns 40-45 held until turn 45's time, then released together; turn 45 on time too.
-    for turn in 40..46 {
-        held.on_arrival(Turn(turn), 1_000 + 100 * 45 + 50, false);
-    }
+    feed(&mut held, 40..46, |turn| u64::from(45 - turn) * 100);
     feed(&mut held, 46..100, jitter);
     feed(&mut path, 46..100, jitter);
     assert_eq!(held.buffer_ms(), path.buffer_ms());

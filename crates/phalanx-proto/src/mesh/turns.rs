@@ -2,7 +2,7 @@
 //! what its bundle holds, and the master's duties (sync checks, the end).
 
 use super::transmit::REPAIR_MARGIN_MS;
-use crate::bundle::{fnv1a, DesyncReport, EndCause, Record, TurnBundle};
+use crate::bundle::{fnv1a, DesyncReport, EndCause, Record, TurnBundle, FNV_OFFSET};
 use crate::config::{CommandOrder, DesyncPolicy};
 use crate::types::{PlayerId, Turn};
 
@@ -319,7 +319,7 @@ impl Peer {
     /// before every contribution to the turn is final.
     fn order_commands(&self, turn: Turn, commands: &mut [Record]) {
         let CommandOrder::Shuffled { salt } = self.config.turns.order else { return };
-        let mut digest = 0xcbf2_9ce4_8422_2325u64;
+        let mut digest = FNV_OFFSET;
         for record in commands.iter() {
             if let Record::Command { player, seq, payload } = record {
                 for word in [u64::from(player.0), u64::from(seq.0), payload.len() as u64] {
