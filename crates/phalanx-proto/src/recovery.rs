@@ -21,6 +21,16 @@ pub(crate) enum Arrival {
     Duplicate,
 }
 
+/// A 64-bit history below a largest number (bit `i`: `largest − 1 − i`), after the largest
+/// rose by `shift` (≥ 1): the old largest becomes bit `shift − 1`, everything else moves up.
+pub(crate) fn slide(history: u64, shift: u64) -> u64 {
+    match shift {
+        1..=63 => (history << shift) | (1u64 << (shift - 1)),
+        64 => 1u64 << 63,
+        _ => 0,
+    }
+}
+
 /// Received packet numbers, as the largest plus a 64-bit history below it.
 #[derive(Debug, Default)]
 pub(crate) struct Received {
@@ -39,13 +49,7 @@ impl Received {
             return Arrival::New;
         };
         if pn > largest {
-            let shift = pn - largest;
-            // The old largest becomes bit shift−1; everything shifts up by `shift`.
-            self.history = match shift {
-                1..=63 => (self.history << shift) | (1u64 << (shift - 1)),
-                64 => 1u64 << 63,
-                _ => 0,
-            };
+            self.history = slide(self.history, pn - largest);
             self.largest = Some(pn);
             self.largest_at_ms = now_ms;
             return Arrival::New;

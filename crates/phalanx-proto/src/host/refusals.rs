@@ -3,6 +3,7 @@
 //! such command and a mask of the 64 before it, as an ack frame names packets) until the
 //! client acknowledges a datagram that carried all of it; older ones fall off the mask.
 
+use crate::recovery::slide;
 use crate::types::CommandSeq;
 #[cfg(test)]
 use crate::wire::refused_seqs;
@@ -27,12 +28,7 @@ impl Refusals {
                 self.before = 0;
             }
             Some(newest) if seq.0 > newest.0 => {
-                let shift = seq.0 - newest.0;
-                self.before = match shift {
-                    1..=63 => (self.before << shift) | (1 << (shift - 1)),
-                    64 => 1 << 63,
-                    _ => 0,
-                };
+                self.before = slide(self.before, u64::from(seq.0 - newest.0));
                 self.newest = Some(seq);
             }
             Some(newest) => {
